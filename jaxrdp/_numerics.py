@@ -12,7 +12,7 @@ import math
 
 import jax.numpy as jnp
 
-__all__ = ["log_expm1_minus_x", "log_gaussian_pdf"]
+__all__ = ["log_expm1_minus_x", "log_gaussian_pdf", "argmin_last"]
 
 # Taylor coefficients of (e^x - 1 - x) / (x^2 / 2) = sum_k 2 x^k / (k + 2)!,
 # highest order first for Horner's rule. For |x| <= 0.1 the first omitted term
@@ -51,3 +51,16 @@ def log_expm1_minus_x(x):
 def log_gaussian_pdf(z, sigma):
   """log of the N(0, sigma^2) density at z."""
   return -0.5 * jnp.square(z / sigma) - jnp.log(sigma) - 0.5 * math.log(2.0 * math.pi)
+
+
+def argmin_last(v):
+  """Index of the first minimum along the last axis (int32).
+
+  Built from min reductions rather than jnp.argmin: argmin lowers to a variadic
+  reduce whose initial values follow the *global* x64 flag, which breaks when a
+  float64 kernel is traced inside a caller's float32 jit. NaN rows give 0.
+  """
+  n = v.shape[-1]
+  idx = jnp.arange(n, dtype=jnp.int32)
+  hit = v == jnp.min(v, axis=-1, keepdims=True)
+  return jnp.min(jnp.where(hit, idx, jnp.int32(n)), axis=-1) % jnp.int32(n)
