@@ -14,6 +14,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from ._precision import x64_context
+from ._validation import check_range, concrete_or_none
 
 __all__ = ["sampling_rate", "epochs_to_steps"]
 
@@ -27,10 +28,9 @@ _CEIL_SLACK = 1e-12
 
 def _check_dataset(dataset_size, batch_size) -> None:
     for name, value in (("dataset_size", dataset_size), ("batch_size", batch_size)):
-        if isinstance(value, jax.core.Tracer):
-            continue
-        arr = np.asarray(value, dtype=np.float64)
-        if np.any(~np.isfinite(arr)) or np.any(arr < 1) or np.any(arr != np.round(arr)):
+        check_range(name, value, lower=1.0)
+        arr = concrete_or_none(value)
+        if arr is not None and np.any(arr != np.round(arr)):
             raise ValueError(f"{name} must be a positive integer, got {value!r}")
     if not isinstance(dataset_size, jax.core.Tracer) and not isinstance(
         batch_size, jax.core.Tracer
@@ -85,10 +85,7 @@ def epochs_to_steps(
       14063
     """
     _check_dataset(dataset_size, batch_size)
-    if not isinstance(epochs, jax.core.Tracer):
-        e = np.asarray(epochs, dtype=np.float64)
-        if np.any(~np.isfinite(e)) or np.any(e < 0):
-            raise ValueError(f"epochs must be a finite number >= 0, got {epochs!r}")
+    check_range("epochs", epochs, lower=0.0)
     with x64_context():
         e = jnp.asarray(epochs, jnp.float64)
         b = jnp.asarray(batch_size, jnp.float64)

@@ -79,6 +79,7 @@ def plot_sweep(result: SweepResult, path: str | None = None, *, max_panels: int 
       ValueError: the sweep has fewer than 2 sigmas or 2 sampling rates.
     """
     try:
+        import matplotlib  # noqa: F401  (first, so that a missing package always shows)
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.colors import LogNorm
         from matplotlib.figure import Figure

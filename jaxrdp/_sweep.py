@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import io
 import json
 import math
@@ -30,11 +31,15 @@ from typing import Any, Sequence
 import numpy as np
 import jax
 import jax.numpy as jnp
+from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jax.typing import ArrayLike
 
+from ._calibration import orders_array
+from ._conversions import epsilon_from_rdp_f64
 from ._dataset import epochs_to_steps
 from ._precision import x64_context
+from ._sgm import _rdp_f64
 from ._progress import progress_bar
 from ._table import format_number, format_table, pick_indices
 
@@ -279,51 +284,62 @@ def _axis(name: str, value, *, lo=None, hi=None, lo_open=False, hi_open=False, i
     return arr
 
 
-def _orders_array(orders) -> np.ndarray:
-    from ._calibration import _orders_array as impl
-
-    return impl(orders)
-
-
-@jax.jit
-def _rdp_chunk(q, sigma, orders):
-    from ._sgm import sgm_rdp
-
-    return sgm_rdp(q[:, None], sigma[:, None], orders)
+# Inside each device, cells go through ``lax.map`` in fixed batches, so every device
+# runs the very same compiled batch computation whether a chunk is sharded over four
+# devices or sits on one: sharded and single-device results agree bit for bit (XLA
+# may round differently when the same ops see arrays of different lengths).
+_PAIR_BATCH = 8    # (q, sigma) pairs per batch: each costs a full RDP curve
+_CELL_BATCH = 32   # cells per batch in the conversion stage
 
 
-@jax.jit
-def _eps_chunk(rdp1, pair, steps, delta, orders):
-    from ._conversions import rdp_to_epsilon
+def _rdp_local(q, sigma, orders):
+  return lax.map(lambda qs: _rdp_f64(qs[0], qs[1], orders), (q, sigma), batch_size=_PAIR_BATCH)
 
-    # T-fold composition scales the per-step curve by T (Mironov 2017, Prop. 1).
-    res = rdp_to_epsilon(steps[:, None] * rdp1[pair], orders, delta)
+
+def _eps_local(rdp1, pair, steps, delta, orders):
+  def one(cell):
+    p, t, d = cell
+    # T-fold composition scales the per-step curve by T (Mironov 2017, Prop. 1);
+    # zero steps spend nothing, as in dpsgd_epsilon.
+    total = jnp.where(t == 0, 0.0, t * rdp1[p])
+    res = epsilon_from_rdp_f64(total, orders, d, "improved")
     return res.epsilon, res.order
+  return lax.map(one, (pair, steps, delta), batch_size=_CELL_BATCH)
 
 
-class _Placer:
-    """Puts chunk arrays on the devices: sharded along cells, or on one device."""
+class _Engine:
+  """Jitted stage functions sharded along the cell axis of a 1-D device mesh."""
 
-    def __init__(self, devices: Sequence[jax.Device]):
-        self.n = len(devices)
-        if self.n > 1:
-            mesh = Mesh(np.asarray(devices), ("cells",))
-            self.cells = NamedSharding(mesh, PartitionSpec("cells"))
-            self.replicated = NamedSharding(mesh, PartitionSpec())
-        else:
-            self.cells = self.replicated = jax.sharding.SingleDeviceSharding(devices[0])
+  def __init__(self, devices: tuple):
+    self.n = len(devices)
+    mesh = Mesh(np.asarray(devices), ("cells",))
+    cells, rep = PartitionSpec("cells"), PartitionSpec()
+    self.cells = NamedSharding(mesh, cells)
+    self.replicated = NamedSharding(mesh, rep)
+    self.rdp = jax.jit(jax.shard_map(_rdp_local, mesh=mesh, in_specs=(cells, cells, rep),
+                                     out_specs=cells))
+    self.eps = jax.jit(jax.shard_map(_eps_local, mesh=mesh,
+                                     in_specs=(rep, cells, cells, cells, rep),
+                                     out_specs=(cells, cells)))
 
-    def chunk_len(self, total: int, chunk_size: int) -> int:
-        # Power-of-two buckets limit recompilation across grid sizes; a multiple of the
-        # device count lets every device take an equal slice.
-        length = min(chunk_size, 1 << max(total - 1, 1).bit_length())
-        return -(-length // self.n) * self.n
+  def chunk_len(self, total: int, chunk_size: int, batch: int) -> int:
+    # Power-of-two buckets (at least 32) limit recompilation across grid sizes (the
+    # SGM kernel takes seconds to compile); a multiple of devices x batch gives every
+    # device whole batches.
+    length = min(chunk_size, max(32, 1 << max(total - 1, 1).bit_length()))
+    unit = self.n * batch
+    return -(-length // unit) * unit
 
-    def put_cells(self, x):
-        return jax.device_put(x, self.cells)
+  def put_cells(self, x):
+    return jax.device_put(x, self.cells)
 
-    def put_replicated(self, x):
-        return jax.device_put(x, self.replicated)
+  def put_replicated(self, x):
+    return jax.device_put(x, self.replicated)
+
+
+@functools.lru_cache(maxsize=8)
+def _engine(devices: tuple) -> _Engine:
+  return _Engine(devices)
 
 
 def _padded(x: np.ndarray, length: int, fill) -> np.ndarray:
@@ -368,7 +384,8 @@ def sweep(
       batch_size: expected batch sizes B (positive integers, B <= N).
       epochs: numbers of epochs >= 0 (needs dataset_size and batch_size).
       orders: RDP orders; default `jaxrdp.DEFAULT_ORDERS`.
-      chunk_size: cells per chunk (also per (q, sigma) chunk), >= 1.
+      chunk_size: cells per chunk (also per (q, sigma) chunk), >= 1; rounded up to
+        whole batches of 8 pairs or 32 cells per device.
       progress: show a progress bar (tqdm if installed, else a stderr counter). The
         default shows one when the grid takes more than one chunk.
       devices: devices to shard over; default `jax.devices()`. Pass one device to turn
@@ -417,7 +434,7 @@ def sweep(
     else:
         axes["epochs"] = _axis("epochs", epochs, lo=0.0)
     axes["delta"] = _axis("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
-    orders_np = _orders_array(orders)
+    orders_np = orders_array(orders)
 
     samp_shape = q_samp.shape
     n_samp, n_sigma = q_samp.size, axes["sigma"].size
@@ -437,12 +454,11 @@ def sweep(
                 )
             ).reshape(n_samp, n_dur)
 
-        devices = list(jax.devices() if devices is None else devices)
-        placer = _Placer(devices)
+        placer = _engine(tuple(jax.devices() if devices is None else devices))
         orders_dev = placer.put_replicated(orders_np)
         n_pairs, n_cells = n_samp * n_sigma, math.prod(shape)
-        len1 = placer.chunk_len(n_pairs, chunk_size)
-        len2 = placer.chunk_len(n_cells, chunk_size)
+        len1 = placer.chunk_len(n_pairs, chunk_size, _PAIR_BATCH)
+        len2 = placer.chunk_len(n_cells, chunk_size, _CELL_BATCH)
         chunks1 = -(-n_pairs // len1)
         chunks2 = -(-n_cells // len2)
         bar = progress_bar(
@@ -455,7 +471,7 @@ def sweep(
             rdp1 = np.empty((n_pairs, orders_np.size))
             for c in range(chunks1):
                 lo, hi = c * len1, min((c + 1) * len1, n_pairs)
-                out = _rdp_chunk(
+                out = placer.rdp(
                     placer.put_cells(_padded(q_pairs[lo:hi], len1, 0.5)),
                     placer.put_cells(_padded(s_pairs[lo:hi], len1, 1.0)),
                     orders_dev,
@@ -471,7 +487,7 @@ def sweep(
             for c in range(chunks2):
                 lo, hi = c * len2, min((c + 1) * len2, n_cells)
                 p, s, t, d = np.unravel_index(np.arange(lo, hi), grid)
-                out_eps, out_order = _eps_chunk(
+                out_eps, out_order = placer.eps(
                     rdp1_dev,
                     placer.put_cells(_padded(p * n_sigma + s, len2, 0)),
                     placer.put_cells(_padded(steps_sd[p, t], len2, 1.0)),

@@ -24,7 +24,7 @@ __all__ = ["main"]
 
 # The embedded default sweep: an MNIST-scale DP-SGD study (N = 60,000 examples).
 DEFAULT_DATASET_SIZE = 60000
-DEFAULT_BATCH_SIZES = (32, 64, 128, 256, 512, 1024, 2048, 4096)
+DEFAULT_BATCH_SIZES = (64, 128, 256, 512, 1024, 2048)
 DEFAULT_SIGMAS = tuple(round(0.5 + 0.1 * i, 1) for i in range(26))  # 0.5, 0.6, ..., 3.0
 DEFAULT_EPOCHS = tuple(range(1, 101))
 DEFAULT_DELTA = 1e-5
