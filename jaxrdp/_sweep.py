@@ -231,8 +231,7 @@ class SweepResult:
       c = dims.index(col_axis)
       eps = np.moveaxis(sub_eps, c, -1)
       rest = [k for k in dims if k != col_axis]
-      headers = rest_headers = [k for k in rest if k in row_axes]
-      headers = rest_headers + [
+      headers = [k for k in rest if k in row_axes] + [
           f"{col_axis}={format_number(v)}" for v in self.axes[col_axis][keep[col_axis]]
       ]
       rows = []

@@ -312,7 +312,9 @@ def _cmd_calibrate(args, parser) -> int:
     )
   solve = missing[0]
   by_delta = args.target == "delta"
-  target_name = "target_delta" if by_delta else "target_epsilon"
+  # tgt: the budgeted quantity; given: the other half of the (epsilon, delta) pair.
+  tgt, given = ("delta", "epsilon") if by_delta else ("epsilon", "delta")
+  target_name = "target_" + tgt
 
   from . import _calibration as cal
 
@@ -320,7 +322,6 @@ def _cmd_calibrate(args, parser) -> int:
     axes = {**sampling, **duration}
     cols = _derived(_grid({**axes, "epsilon": args.epsilon, "delta": args.delta}))
     fn = cal.calibrate_noise_for_delta if by_delta else cal.calibrate_noise
-    tgt, given = ("delta", "epsilon") if by_delta else ("epsilon", "delta")
     res = fn(cols[tgt], cols[given], cols["q"], cols["steps"])
     out = {"sigma": np.asarray(res.sigma)}
   elif solve == "steps":
@@ -328,7 +329,6 @@ def _cmd_calibrate(args, parser) -> int:
     cols = _derived(_grid({**axes, "sigma": args.sigma, "epsilon": args.epsilon,
                            "delta": args.delta}))
     fn = cal.calibrate_steps_for_delta if by_delta else cal.calibrate_steps
-    tgt, given = ("delta", "epsilon") if by_delta else ("epsilon", "delta")
     res = fn(cols[tgt], cols[given], cols["q"], cols["sigma"])
     out = {"steps": np.asarray(res.steps)}
     if "batch_size" in cols:
@@ -338,7 +338,6 @@ def _cmd_calibrate(args, parser) -> int:
     cols = _grid({**axes, "sigma": args.sigma, "steps": args.steps,
                   "epsilon": args.epsilon, "delta": args.delta})
     fn = cal.calibrate_sampling_rate_for_delta if by_delta else cal.calibrate_sampling_rate
-    tgt, given = ("delta", "epsilon") if by_delta else ("epsilon", "delta")
     res = fn(cols[tgt], cols[given], cols["sigma"], cols["steps"])
     out = {"q": np.asarray(res.q)}
     if "dataset_size" in cols:
@@ -376,10 +375,11 @@ def _cmd_calibrate(args, parser) -> int:
   n_bad = int((~feasible).sum())
   note = None
   if n_bad:
-    note = (f"note: {n_bad} of {feasible.size} requests are infeasible: no "
-            f"{ {'sigma': 'sigma', 'steps': 'number of steps >= 1', 'q': 'sampling rate > 0'}[solve] } "
-            f"meets the budget (an epsilon at or below the infinite-noise floor "
-            f"of the RDP conversion cannot be met)")
+    what = {"sigma": "noise multiplier", "steps": "number of steps >= 1",
+            "q": "sampling rate (or batch size >= 1)"}[solve]
+    note = (f"note: {n_bad} of {feasible.size} requests are infeasible: no {what} meets "
+            "the budget (an epsilon at or below the infinite-noise floor of the RDP "
+            "conversion cannot be met)")
   _emit(table, args, note=note)
   return 0
 
