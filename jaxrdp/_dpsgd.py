@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
@@ -11,7 +12,7 @@ from ._conversions import (
     DeltaResult, EpsilonResult, delta_from_rdp_f64, epsilon_from_rdp_f64, _check_method)
 from ._order_search import min_epsilon_over_orders
 from ._sgm import _rdp_f64, _validate as _validate_sgm
-from ._validation import check_range, concrete_or_none
+from ._validation import check_range, static_or_none
 
 __all__ = ["DEFAULT_ORDERS", "DP_ACCOUNTING_ORDERS", "dpsgd_epsilon", "dpsgd_delta"]
 
@@ -35,18 +36,39 @@ DEFAULT_ORDERS = np.unique(np.concatenate([
 def _orders_or_default(orders):
   orders = DEFAULT_ORDERS if orders is None else orders
   check_range("orders", orders, lower=1.0, lower_open=True, allow_inf=True)
-  if jnp.ndim(orders) != 1:
-    raise ValueError(f"orders must be a 1-D array, got shape {jnp.shape(orders)}")
-  return orders
+  if np.ndim(orders) != 1:
+    raise ValueError(f"orders must be a 1-D array, got shape {np.shape(orders)}")
+  return orders if not isinstance(orders, (list, tuple)) else np.asarray(orders, dtype=np.float64)
 
 
-def _dpsgd_rdp_f64(q, sigma, steps, orders):
+def _dpsgd_rdp_f64(q, sigma, steps, orders, orders_static=None):
   """T * rdp(alpha) of shape batch + [n_orders] (float64, traceable)."""
   q, sigma, steps = (_precision.as_float64(x) for x in (q, sigma, steps))
   orders = _precision.as_float64(orders)
-  rdp = _rdp_f64(q[..., None], sigma[..., None], orders)
+  rdp = _rdp_f64(q[..., None], sigma[..., None], orders, orders_static)
   # 0 steps spend nothing, even where one step would be infinite.
   return jnp.where(steps[..., None] == 0, 0.0, steps[..., None] * rdp)
+
+
+def _dpsgd_epsilon_f64(q, sigma, steps, delta, orders, orders_static, method):
+  q, sigma, steps, delta = jnp.broadcast_arrays(
+      *(_precision.as_float64(x) for x in (q, sigma, steps, delta)))
+  if orders_static is not None:
+    # Concrete orders: exact minimum over the grid without evaluating every
+    # order (see jaxrdp._order_search); always a valid bound.
+    res = min_epsilon_over_orders(q, sigma, steps, delta, orders_static.array, method)
+    return EpsilonResult(res.epsilon, res.order)
+  rdp = _dpsgd_rdp_f64(q, sigma, steps, orders)
+  return epsilon_from_rdp_f64(rdp, orders, delta, method)
+
+
+def _dpsgd_delta_f64(q, sigma, steps, epsilon, orders, orders_static, method):
+  rdp = _dpsgd_rdp_f64(q, sigma, steps, orders, orders_static)
+  return delta_from_rdp_f64(rdp, orders, _precision.as_float64(epsilon), method)
+
+
+_dpsgd_epsilon_jit = jax.jit(_dpsgd_epsilon_f64, static_argnames=("orders_static", "method"))
+_dpsgd_delta_jit = jax.jit(_dpsgd_delta_f64, static_argnames=("orders_static", "method"))
 
 
 def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: ArrayLike,
@@ -89,18 +111,9 @@ def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: Array
   check_range("steps", steps, lower=0.0)
   check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
   orders = _orders_or_default(orders)
-  orders_np = concrete_or_none(orders)
   with _precision.Float64Scope() as scope:
-    q, sigma, steps, delta = jnp.broadcast_arrays(
-        *(_precision.as_float64(x) for x in (q, sigma, steps, delta)))
-    if orders_np is not None:
-      # Concrete orders: exact minimum over the grid without evaluating every
-      # order (see jaxrdp._order_search); always a valid bound.
-      res = min_epsilon_over_orders(q, sigma, steps, delta, orders_np, method)
-      out = EpsilonResult(res.epsilon, res.order)
-    else:
-      rdp = _dpsgd_rdp_f64(q, sigma, steps, orders)
-      out = epsilon_from_rdp_f64(rdp, orders, delta, method)
+    out = _dpsgd_epsilon_jit(q, sigma, steps, delta, orders, orders_static=static_or_none(orders),
+                             method=method)
   return scope.finalize(out)
 
 
@@ -117,6 +130,6 @@ def dpsgd_delta(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, epsilon: Array
   check_range("epsilon", epsilon, lower=0.0)
   orders = _orders_or_default(orders)
   with _precision.Float64Scope() as scope:
-    rdp = _dpsgd_rdp_f64(q, sigma, steps, orders)
-    out = delta_from_rdp_f64(rdp, orders, _precision.as_float64(epsilon), method)
+    out = _dpsgd_delta_jit(q, sigma, steps, epsilon, orders, orders_static=static_or_none(orders),
+                           method=method)
   return scope.finalize(out)

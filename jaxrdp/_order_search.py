@@ -29,6 +29,7 @@ import jax.numpy as jnp
 from ._conversions import _epsilon_per_order
 from ._numerics import argmin_last
 from ._sgm import _log_a_f64
+from ._validation import StaticArray
 
 __all__ = ["SearchResult", "min_epsilon_over_orders"]
 
@@ -64,7 +65,7 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method):
     rdp = jnp.where(tb == 0, 0.0, tb * f / (alpha - 1.0))
     return _epsilon_per_order(rdp, alpha, db[..., 0], method)
 
-  f_coarse = _log_a_f64(qb, sb, coarse)  # [..., C] exact, cheap (series)
+  f_coarse = _log_a_f64(qb, sb, coarse, StaticArray(coarse))  # [..., C] exact, cheap (series)
   # Coarse points outside the user's grid only bound the others; they are not
   # eligible as the answer (the result is the minimum over ``orders``).
   in_grid = np.isin(coarse, finite)

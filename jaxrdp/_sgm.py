@@ -12,7 +12,7 @@ import numpy as np
 from ._sgm_quadrature import log_a_minus_1_quadrature
 from ._sgm_series import (
     FULL_MAX_ORDER, log_a_minus_1_integer_full, log_a_minus_1_integer_windowed)
-from ._validation import check_range, concrete_or_none
+from ._validation import check_range, concrete_or_none, static_or_none
 
 __all__ = ["sgm_log_a", "sgm_rdp", "sgm_log_a_minus_1"]
 
@@ -64,9 +64,14 @@ def _log_a_minus_1_regular(q, sigma, alpha, alpha_np):
   return jnp.concatenate(parts)[inverse].reshape(shape)
 
 
-def _log_a_minus_1_f64(q, sigma, alpha):
-  """log(A_alpha - 1) in float64 with every edge case; inputs any shape."""
-  alpha_np = concrete_or_none(alpha)
+def _log_a_minus_1_f64(q, sigma, alpha, alpha_static=None):
+  """log(A_alpha - 1) in float64 with every edge case; inputs any shape.
+
+  ``alpha_static``: the orders as a StaticArray when known at trace time (then
+  integer orders use the exact series), else None. If None and ``alpha`` is a
+  concrete array, it is used directly.
+  """
+  alpha_np = alpha_static.array if alpha_static is not None else concrete_or_none(alpha)
   q, sigma, alpha = jnp.broadcast_arrays(
       _precision.as_float64(q), _precision.as_float64(sigma), _precision.as_float64(alpha))
   invalid = ~((q >= 0) & (q <= 1) & (sigma >= 0) & (alpha > 1))  # also catches NaN
@@ -102,12 +107,12 @@ def sgm_log_a_minus_1(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.A
   """
   _validate(q, sigma, alpha)
   with _precision.Float64Scope() as scope:
-    out = _log_a_minus_1_f64(q, sigma, alpha)
+    out = _log_a_minus_1_jit(q, sigma, alpha, alpha_static=static_or_none(alpha))
   return scope.finalize(out)
 
 
-def _log_a_f64(q, sigma, alpha):
-  return jnp.logaddexp(0.0, _log_a_minus_1_f64(q, sigma, alpha))  # log(1 + (A - 1))
+def _log_a_f64(q, sigma, alpha, alpha_static=None):
+  return jnp.logaddexp(0.0, _log_a_minus_1_f64(q, sigma, alpha, alpha_static))  # log(1 + (A - 1))
 
 
 def sgm_log_a(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.Array:
@@ -151,13 +156,13 @@ def sgm_log_a(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.Array:
   """
   _validate(q, sigma, alpha)
   with _precision.Float64Scope() as scope:
-    out = _log_a_f64(q, sigma, alpha)
+    out = _log_a_jit(q, sigma, alpha, alpha_static=static_or_none(alpha))
   return scope.finalize(out)
 
 
-def _rdp_f64(q, sigma, alpha):
+def _rdp_f64(q, sigma, alpha, alpha_static=None):
   alpha = _precision.as_float64(alpha)
-  log_a = _log_a_f64(q, sigma, alpha)
+  log_a = _log_a_f64(q, sigma, alpha, alpha_static)
   rdp = log_a / (alpha - 1.0)
   # alpha = inf: the limit is inf for q > 0 and 0 for q = 0 (log A is then 0 or inf).
   return jnp.where(jnp.isinf(alpha), jnp.where(log_a == 0, 0.0, jnp.inf), rdp)
@@ -180,5 +185,12 @@ def sgm_rdp(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.Array:
   """
   _validate(q, sigma, alpha)
   with _precision.Float64Scope() as scope:
-    out = _rdp_f64(q, sigma, alpha)
+    out = _rdp_jit(q, sigma, alpha, alpha_static=static_or_none(alpha))
   return scope.finalize(out)
+
+
+# Public entry points run one compiled program per call (op-by-op dispatch of
+# these kernels would compile dozens of small programs on first use).
+_log_a_minus_1_jit = jax.jit(_log_a_minus_1_f64, static_argnames=("alpha_static",))
+_log_a_jit = jax.jit(_log_a_f64, static_argnames=("alpha_static",))
+_rdp_jit = jax.jit(_rdp_f64, static_argnames=("alpha_static",))
