@@ -106,6 +106,9 @@ def epsilon_from_rdp_f64(rdp, orders, delta, method="improved"):
   eps_all = _epsilon_per_order(rdp, orders, delta, method)
   idx = argmin_last(eps_all)
   eps = jnp.maximum(jnp.min(eps_all, axis=-1), 0.0)
+  # Zero RDP at every order means identical output distributions: (0, 0)-DP,
+  # which no finite order's conversion reports exactly.
+  eps = jnp.where(jnp.all(rdp == 0, axis=-1), 0.0, eps)
   bad_delta = ~((delta > 0) & (delta < 1))
   eps = jnp.where(bad_delta, jnp.nan, eps)
   return EpsilonResult(eps, orders[idx])

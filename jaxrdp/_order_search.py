@@ -128,5 +128,7 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method):
   eps = jnp.take_along_axis(all_eps, j[..., None], axis=-1)[..., 0]
   order = jnp.take_along_axis(all_alpha, j[..., None], axis=-1)[..., 0]
   eps = jnp.maximum(eps, 0.0)
+  # No privacy loss at all (q = 0, no steps, or infinite noise): (0, 0)-DP.
+  eps = jnp.where((q == 0) | (steps == 0) | jnp.isinf(sigma), 0.0, eps)
   eps = jnp.where(~((delta > 0) & (delta < 1)), jnp.nan, eps)
   return SearchResult(eps, order, exact)

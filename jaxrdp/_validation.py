@@ -57,7 +57,8 @@ def check_range(
     return
   lo = "-inf" if lower is None else repr(float(lower))
   hi = "inf" if upper is None else repr(float(upper))
-  interval = f"{'(' if lower_open or lower is None else '['}{lo}, {hi}{')' if upper_open or upper is None else ']'}"
+  closes = (upper is None and allow_inf) or (upper is not None and not upper_open)
+  interval = f"{'(' if lower_open or lower is None else '['}{lo}, {hi}{']' if closes else ')'}"
   if np.isnan(arr).any():
     raise ValueError(f"{name} must not be NaN; allowed range is {interval}")
   bad = np.zeros(arr.shape, dtype=bool)

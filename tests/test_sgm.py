@@ -99,8 +99,8 @@ def test_traced_invalid_values_give_nan():
 @pytest.mark.parametrize("args,match", [
     ((-0.1, 1.0, 2.0), r"q must be in \[0.0, 1.0\]"),
     ((1.1, 1.0, 2.0), r"q must be in"),
-    ((0.1, -1.0, 2.0), r"sigma must be in \[0.0, inf\)"),
-    ((0.1, 1.0, 1.0), r"alpha must be in \(1.0, inf\)"),
+    ((0.1, -1.0, 2.0), r"sigma must be in \[0.0, inf\]"),
+    ((0.1, 1.0, 1.0), r"alpha must be in \(1.0, inf\]"),
     ((0.1, 1.0, 0.5), r"alpha must be in"),
     ((np.nan, 1.0, 2.0), r"q must not be NaN"),
     ((0.1, np.nan, 2.0), r"sigma must not be NaN"),
