@@ -9,44 +9,24 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-from jax.scipy.special import log_ndtr
 from jax.typing import ArrayLike
 
-from jaxrdp import _precision, _rootfind, _validation
+from jaxrdp import _hockey_stick, _precision, _rootfind, _validation
 
-__all__ = ["analytic_gaussian_delta", "analytic_gaussian_sigma", "log_hockey_stick_gap"]
+__all__ = ["analytic_gaussian_delta", "analytic_gaussian_sigma"]
 
 # e^-50: the lower end of the sigma bracket relative to the upper one.
 _BRACKET_LOG_RATIO = 50.0
 
 
-def log_hockey_stick_gap(log_a, log_b):
-    """``log(exp(log_a) - exp(log_b))``, or ``-inf`` where the difference is ``<= 0``.
-
-    Hockey-stick divergences of Gaussians are differences ``A - B`` of two
-    Gaussian tail terms that are non-negative mathematically; rounding can
-    make the computed difference slightly negative when it is tiny relative
-    to ``A``. Clamping to ``-inf`` (delta = 0) there keeps the result
-    non-negative and never NaN. Uses ``log A + log(1 - exp(-(log A - log B)))``
-    (``jax.nn.log1mexp``).
-    """
-    gap = log_a - log_b
-    positive = gap > 0
-    gap_s = jnp.where(positive, gap, 1.0)
-    out = log_a + jax.nn.log1mexp(gap_s)
-    # log_a = -inf means A = 0 (and then B = 0): the difference is 0.
-    return jnp.where(positive & (log_a > -jnp.inf), out, -jnp.inf)
-
-
 def _log_delta_kernel(epsilon, sigma):
     # Balle-Wang Thm 8 with sensitivity 1:
-    #   delta = Phi(1/(2 sigma) - eps sigma) - e^eps Phi(-1/(2 sigma) - eps sigma).
-    # log Phi via log_ndtr, so neither term underflows.
+    #   delta = Phi(1/(2 sigma) - eps sigma) - e^eps Phi(-1/(2 sigma) - eps sigma),
+    # i.e. w1 Phi(x) - w2 Phi(x - h) with w1 = 1, w2 = e^eps, h = 1/sigma, and
+    # e^eps phi(x - h) = phi(x).
     pos = sigma > 0
     s = jnp.where(pos, sigma, 1.0)
-    log_a = log_ndtr(0.5 / s - epsilon * s)
-    log_b = epsilon + log_ndtr(-0.5 / s - epsilon * s)
-    out = log_hockey_stick_gap(log_a, log_b)
+    out = _hockey_stick.log_gaussian_hockey_stick(jnp.zeros_like(s), 0.5 / s - epsilon * s, 1.0 / s)
     # sigma = 0: the two outputs are distinct points, delta = 1.
     return jnp.where(pos, out, 0.0)
 
@@ -88,12 +68,16 @@ def analytic_gaussian_delta(epsilon: ArrayLike, sigma: ArrayLike) -> jax.Array:
     _validation.check_nonnegative("epsilon", epsilon)
     _validation.check_nonnegative("sigma", sigma)
     with _precision.x64_context():
-        epsilon, sigma = (jnp.asarray(x, jnp.float64) for x in (epsilon, sigma))
-        finite = jnp.isfinite(epsilon)
-        out = jnp.exp(_log_delta_kernel(jnp.where(finite, epsilon, 0.0), sigma))
-        out = jnp.where(finite, out, 0.0)
-        invalid = jnp.isnan(epsilon) | jnp.isnan(sigma) | (epsilon < 0) | (sigma < 0)
-        return jnp.where(invalid, jnp.nan, out)
+        return _delta_impl(*(jnp.asarray(x, jnp.float64) for x in (epsilon, sigma)))
+
+
+@jax.jit
+def _delta_impl(epsilon, sigma):
+    finite = jnp.isfinite(epsilon)
+    out = jnp.exp(_log_delta_kernel(jnp.where(finite, epsilon, 0.0), sigma))
+    out = jnp.where(finite, out, 0.0)
+    invalid = jnp.isnan(epsilon) | jnp.isnan(sigma) | (epsilon < 0) | (sigma < 0)
+    return jnp.where(invalid, jnp.nan, out)
 
 
 def _sigma_upper_bracket(epsilon, delta):
@@ -143,16 +127,20 @@ def analytic_gaussian_sigma(epsilon: ArrayLike, delta: ArrayLike) -> jax.Array:
     _validation.check_nonnegative("epsilon", epsilon)
     _validation.check_open_unit("delta", delta)
     with _precision.x64_context():
-        epsilon, delta = jnp.broadcast_arrays(
-            *(jnp.asarray(x, jnp.float64) for x in (epsilon, delta)))
-        invalid = (jnp.isnan(epsilon) | jnp.isnan(delta) | (epsilon < 0)
-                   | (delta <= 0) | (delta >= 1))
-        finite = jnp.isfinite(epsilon) & ~invalid
-        eps_s = jnp.where(finite, epsilon, 1.0)
-        delta_s = jnp.where(invalid, 0.5, delta)
-        hi = _sigma_upper_bracket(eps_s, delta_s)
-        lo = hi * jnp.exp(-_BRACKET_LOG_RATIO)
-        sigma = _rootfind.smallest_feasible(
-            lambda s: _log_delta_kernel(eps_s, s), jnp.log(delta_s), lo, hi)
-        sigma = jnp.where(jnp.isinf(epsilon), 0.0, sigma)
-        return jnp.where(invalid, jnp.nan, sigma)
+        return _sigma_impl(*(jnp.asarray(x, jnp.float64) for x in (epsilon, delta)))
+
+
+@jax.jit
+def _sigma_impl(epsilon, delta):
+    epsilon, delta = jnp.broadcast_arrays(epsilon, delta)
+    invalid = (jnp.isnan(epsilon) | jnp.isnan(delta) | (epsilon < 0)
+               | (delta <= 0) | (delta >= 1))
+    finite = jnp.isfinite(epsilon) & ~invalid
+    eps_s = jnp.where(finite, epsilon, 1.0)
+    delta_s = jnp.where(invalid, 0.5, delta)
+    hi = _sigma_upper_bracket(eps_s, delta_s)
+    lo = hi * jnp.exp(-_BRACKET_LOG_RATIO)
+    target = jnp.log(delta_s) - _hockey_stick.LOG_SAFETY_MARGIN
+    sigma = _rootfind.smallest_feasible(lambda s: _log_delta_kernel(eps_s, s), target, lo, hi)
+    sigma = jnp.where(jnp.isinf(epsilon), 0.0, sigma)
+    return jnp.where(invalid, jnp.nan, sigma)

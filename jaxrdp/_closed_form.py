@@ -15,7 +15,8 @@ from jaxrdp import _precision, _validation
 __all__ = ["sgm_rdp_closed_form"]
 
 
-def _closed_form_kernel(q, sigma, alpha):
+@jax.jit
+def _closed_form_impl(q, sigma, alpha):
     # L = log(1 + 1/(q (alpha - 1))) (Thm 11). Sanitize the inputs of the q = 0
     # and alpha = inf branches so that neither the value nor the gradient is NaN.
     edge = (q <= 0) | jnp.isinf(alpha) | (sigma <= 0)
@@ -93,5 +94,4 @@ def sgm_rdp_closed_form(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax
     _validation.check_nonnegative("sigma", sigma)
     _validation.check_order("alpha", alpha)
     with _precision.x64_context():
-        q, sigma, alpha = (jnp.asarray(x, jnp.float64) for x in (q, sigma, alpha))
-        return _closed_form_kernel(q, sigma, alpha)
+        return _closed_form_impl(*(jnp.asarray(x, jnp.float64) for x in (q, sigma, alpha)))

@@ -78,13 +78,18 @@ def gaussian_rdp(sigma: ArrayLike, alpha: ArrayLike) -> jax.Array:
     _validation.check_nonnegative("sigma", sigma)
     _validation.check_order("alpha", alpha)
     with _precision.x64_context():
-        sigma, alpha = (jnp.asarray(x, jnp.float64) for x in (sigma, alpha))
-        out = alpha / (2.0 * sigma**2)
-        invalid = jnp.isnan(sigma) | jnp.isnan(alpha) | (sigma < 0) | (alpha <= 1)
-        return jnp.where(invalid, jnp.nan, out)
+        return _gaussian_impl(*(jnp.asarray(x, jnp.float64) for x in (sigma, alpha)))
 
 
-def _laplace_kernel(scale, alpha):
+@jax.jit
+def _gaussian_impl(sigma, alpha):
+    out = alpha / (2.0 * sigma**2)
+    invalid = jnp.isnan(sigma) | jnp.isnan(alpha) | (sigma < 0) | (alpha <= 1)
+    return jnp.where(invalid, jnp.nan, out)
+
+
+@jax.jit
+def _laplace_impl(scale, alpha):
     u = 1.0 / scale  # the pure-DP epsilon of the Laplace mechanism
     t = alpha - 1.0
     finite = jnp.isfinite(alpha) & (u < jnp.inf)
@@ -107,7 +112,8 @@ def _laplace_kernel(scale, alpha):
     # alpha -> inf: D_inf = 1/scale, the pure-DP epsilon. scale = 0: no noise.
     out = jnp.where(jnp.isinf(alpha), u, out)
     out = jnp.where(jnp.isinf(u), jnp.inf, out)
-    return out
+    invalid = jnp.isnan(scale) | jnp.isnan(alpha) | (scale < 0) | (alpha <= 1)
+    return jnp.where(invalid, jnp.nan, out)
 
 
 def laplace_rdp(scale: ArrayLike, alpha: ArrayLike) -> jax.Array:
@@ -146,13 +152,11 @@ def laplace_rdp(scale: ArrayLike, alpha: ArrayLike) -> jax.Array:
     _validation.check_nonnegative("scale", scale)
     _validation.check_order("alpha", alpha)
     with _precision.x64_context():
-        scale, alpha = (jnp.asarray(x, jnp.float64) for x in (scale, alpha))
-        out = _laplace_kernel(scale, alpha)
-        invalid = jnp.isnan(scale) | jnp.isnan(alpha) | (scale < 0) | (alpha <= 1)
-        return jnp.where(invalid, jnp.nan, out)
+        return _laplace_impl(*(jnp.asarray(x, jnp.float64) for x in (scale, alpha)))
 
 
-def _randomized_response_kernel(p, alpha):
+@jax.jit
+def _randomized_response_impl(p, alpha):
     # The curve is symmetric under p <-> 1 - p. Work with small = min(p, 1 - p),
     # which is exact (1 - p is exact for p >= 1/2, Sterbenz), and big = 1 - small.
     small = jnp.minimum(p, 1.0 - p)
@@ -178,7 +182,9 @@ def _randomized_response_kernel(p, alpha):
     # alpha -> inf: D_inf = |log(p / (1 - p))|, the pure-DP epsilon.
     out = jnp.where(finite, out, ell)
     # p in {0, 1}: the answer is deterministic, no privacy.
-    return jnp.where(interior, out, jnp.inf)
+    out = jnp.where(interior, out, jnp.inf)
+    invalid = jnp.isnan(p) | jnp.isnan(alpha) | (p < 0) | (p > 1) | (alpha <= 1)
+    return jnp.where(invalid, jnp.nan, out)
 
 
 def randomized_response_rdp(p: ArrayLike, alpha: ArrayLike) -> jax.Array:
@@ -217,10 +223,7 @@ def randomized_response_rdp(p: ArrayLike, alpha: ArrayLike) -> jax.Array:
     _validation.check_probability("p", p)
     _validation.check_order("alpha", alpha)
     with _precision.x64_context():
-        p, alpha = (jnp.asarray(x, jnp.float64) for x in (p, alpha))
-        out = _randomized_response_kernel(p, alpha)
-        invalid = jnp.isnan(p) | jnp.isnan(alpha) | (p < 0) | (p > 1) | (alpha <= 1)
-        return jnp.where(invalid, jnp.nan, out)
+        return _randomized_response_impl(*(jnp.asarray(x, jnp.float64) for x in (p, alpha)))
 
 
 def zcdp_to_epsilon(rho: ArrayLike, delta: ArrayLike) -> jax.Array:
@@ -253,8 +256,11 @@ def zcdp_to_epsilon(rho: ArrayLike, delta: ArrayLike) -> jax.Array:
     _validation.check_nonnegative("rho", rho)
     _validation.check_open_unit("delta", delta)
     with _precision.x64_context():
-        rho, delta = (jnp.asarray(x, jnp.float64) for x in (rho, delta))
-        out = rho + 2.0 * jnp.sqrt(rho * -jnp.log(delta))
-        invalid = (jnp.isnan(rho) | jnp.isnan(delta) | (rho < 0)
-                   | (delta <= 0) | (delta >= 1))
-        return jnp.where(invalid, jnp.nan, out)
+        return _zcdp_impl(*(jnp.asarray(x, jnp.float64) for x in (rho, delta)))
+
+
+@jax.jit
+def _zcdp_impl(rho, delta):
+    out = rho + 2.0 * jnp.sqrt(rho * -jnp.log(delta))
+    invalid = jnp.isnan(rho) | jnp.isnan(delta) | (rho < 0) | (delta <= 0) | (delta >= 1)
+    return jnp.where(invalid, jnp.nan, out)

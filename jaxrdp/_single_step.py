@@ -21,12 +21,13 @@ An add/remove guarantee is the maximum of the two.
 
 from __future__ import annotations
 
+import functools
+
 import jax
 import jax.numpy as jnp
-from jax.scipy.special import log_ndtr
 from jax.typing import ArrayLike
 
-from jaxrdp import _analytic_gaussian, _precision, _rootfind, _validation
+from jaxrdp import _analytic_gaussian, _hockey_stick, _precision, _rootfind, _validation
 
 __all__ = ["sgm_single_step_delta", "sgm_single_step_sigma"]
 
@@ -34,24 +35,23 @@ _DIRECTIONS = ("remove", "add", "max")
 
 
 def _log_delta_remove(epsilon, q, sigma):
-    # Seed 001 eq. (1) / (3). log(h/q) = log1p(expm1(eps)/q) is accurate for small eps.
+    # Seed 001 eq. (1): q Phi(x) - h Phi(x - 1/sigma), x = -sigma log(h/q) + 1/(2 sigma),
+    # where h phi(x - 1/sigma) = q phi(x). log(h/q) = log1p(expm1(eps)/q) is
+    # accurate for small eps.
     ell = jnp.log1p(jnp.expm1(epsilon) / q)
-    log_h = jnp.log(jnp.expm1(epsilon) + q)
-    log_a = jnp.log(q) + log_ndtr(-sigma * ell + 0.5 / sigma)
-    log_b = log_h + log_ndtr(-sigma * ell - 0.5 / sigma)
-    return _analytic_gaussian.log_hockey_stick_gap(log_a, log_b)
+    x = -sigma * ell + 0.5 / sigma
+    return _hockey_stick.log_gaussian_hockey_stick(jnp.log(q), x, 1.0 / sigma)
 
 
 def _log_delta_add(epsilon, q, sigma):
-    # c = q - (1 - e^-eps) = q + expm1(-eps); the divergence is 0 unless c > 0.
+    # e^eps [c Phi(x) - q Phi(x - 1/sigma)], x = sigma log(c/q) + 1/(2 sigma), where
+    # c = q + expm1(-eps) and q phi(x - 1/sigma) = c phi(x). Zero unless c > 0.
     c = q + jnp.expm1(-epsilon)
     positive = c > 0
     c_s = jnp.where(positive, c, q)
-    ell = jnp.log1p(jnp.expm1(-epsilon) / q)  # log(c / q) < 0
-    ell = jnp.where(positive, ell, 0.0)
-    log_a = epsilon + jnp.log(c_s) + log_ndtr(sigma * ell + 0.5 / sigma)
-    log_b = epsilon + jnp.log(q) + log_ndtr(sigma * ell - 0.5 / sigma)
-    out = _analytic_gaussian.log_hockey_stick_gap(log_a, log_b)
+    ell = jnp.log1p(jnp.where(positive, jnp.expm1(-epsilon), 0.0) / q)  # log(c / q) < 0
+    x = sigma * ell + 0.5 / sigma
+    out = _hockey_stick.log_gaussian_hockey_stick(epsilon + jnp.log(c_s), x, 1.0 / sigma)
     return jnp.where(positive, out, -jnp.inf)
 
 
@@ -69,6 +69,43 @@ def _delta_no_noise(epsilon, q, direction):
     remove = q
     add = jnp.maximum(-jnp.expm1(epsilon) + q * jnp.exp(epsilon), 0.0)
     return {"remove": remove, "add": add, "max": jnp.maximum(remove, add)}[direction]
+
+
+@functools.partial(jax.jit, static_argnames="direction")
+def _delta_impl(epsilon, q, sigma, direction):
+    regular = jnp.isfinite(epsilon) & (q > 0) & (sigma > 0)
+    eps_s = jnp.where(regular, epsilon, 1.0)
+    q_s = jnp.where(regular, q, 0.5)
+    sigma_s = jnp.where(regular, sigma, 1.0)
+    out = jnp.exp(_log_delta_kernel(eps_s, q_s, sigma_s, direction))
+    eps_n = jnp.where(jnp.isfinite(epsilon), epsilon, 0.0)
+    out = jnp.where(sigma > 0, out, _delta_no_noise(eps_n, q, direction))
+    out = jnp.where((q > 0) & jnp.isfinite(epsilon), out, 0.0)
+    invalid = (jnp.isnan(epsilon) | jnp.isnan(q) | jnp.isnan(sigma) | (epsilon < 0)
+               | (q < 0) | (q > 1) | (sigma < 0))
+    return jnp.where(invalid, jnp.nan, out)
+
+
+@functools.partial(jax.jit, static_argnames="direction")
+def _sigma_impl(epsilon, delta, q, direction):
+    epsilon, delta, q = jnp.broadcast_arrays(epsilon, delta, q)
+    invalid = (jnp.isnan(epsilon) | jnp.isnan(delta) | jnp.isnan(q) | (epsilon < 0)
+               | (delta <= 0) | (delta >= 1) | (q < 0) | (q > 1))
+    # sigma = 0 already meets delta when delta >= q (remove, max) or
+    # delta >= (1 - e^eps (1 - q))_+ (add).
+    eps_n = jnp.where(jnp.isfinite(epsilon), epsilon, 0.0)
+    needs_noise = (~invalid & jnp.isfinite(epsilon)
+                   & (delta < _delta_no_noise(eps_n, q, direction)))
+    eps_s = jnp.where(needs_noise, epsilon, 1.0)
+    delta_s = jnp.where(needs_noise, delta, 0.25)
+    q_s = jnp.where(needs_noise, q, 0.5)
+    hi = _analytic_gaussian._sigma_upper_bracket(eps_s, delta_s / q_s)
+    lo = hi * jnp.exp(-_analytic_gaussian._BRACKET_LOG_RATIO)
+    target = jnp.log(delta_s) - _hockey_stick.LOG_SAFETY_MARGIN
+    sigma = _rootfind.smallest_feasible(
+        lambda s: _log_delta_kernel(eps_s, q_s, s, direction), target, lo, hi)
+    sigma = jnp.where(needs_noise, sigma, 0.0)
+    return jnp.where(invalid, jnp.nan, sigma)
 
 
 def _check_direction(direction):
@@ -129,18 +166,7 @@ def sgm_single_step_delta(epsilon: ArrayLike, q: ArrayLike, sigma: ArrayLike,
     _validation.check_probability("q", q)
     _validation.check_nonnegative("sigma", sigma)
     with _precision.x64_context():
-        epsilon, q, sigma = (jnp.asarray(x, jnp.float64) for x in (epsilon, q, sigma))
-        regular = jnp.isfinite(epsilon) & (q > 0) & (sigma > 0)
-        eps_s = jnp.where(regular, epsilon, 1.0)
-        q_s = jnp.where(regular, q, 0.5)
-        sigma_s = jnp.where(regular, sigma, 1.0)
-        out = jnp.exp(_log_delta_kernel(eps_s, q_s, sigma_s, direction))
-        eps_n = jnp.where(jnp.isfinite(epsilon), epsilon, 0.0)
-        out = jnp.where(sigma > 0, out, _delta_no_noise(eps_n, q, direction))
-        out = jnp.where((q > 0) & jnp.isfinite(epsilon), out, 0.0)
-        invalid = (jnp.isnan(epsilon) | jnp.isnan(q) | jnp.isnan(sigma) | (epsilon < 0)
-                   | (q < 0) | (q > 1) | (sigma < 0))
-        return jnp.where(invalid, jnp.nan, out)
+        return _delta_impl(*(jnp.asarray(x, jnp.float64) for x in (epsilon, q, sigma)), direction)
 
 
 def sgm_single_step_sigma(epsilon: ArrayLike, delta: ArrayLike, q: ArrayLike,
@@ -190,21 +216,4 @@ def sgm_single_step_sigma(epsilon: ArrayLike, delta: ArrayLike, q: ArrayLike,
     _validation.check_open_unit("delta", delta)
     _validation.check_probability("q", q)
     with _precision.x64_context():
-        epsilon, delta, q = jnp.broadcast_arrays(
-            *(jnp.asarray(x, jnp.float64) for x in (epsilon, delta, q)))
-        invalid = (jnp.isnan(epsilon) | jnp.isnan(delta) | jnp.isnan(q) | (epsilon < 0)
-                   | (delta <= 0) | (delta >= 1) | (q < 0) | (q > 1))
-        # sigma = 0 already meets delta when delta >= q (remove, max) or
-        # delta >= (1 - e^eps (1 - q))_+ (add).
-        eps_n = jnp.where(jnp.isfinite(epsilon), epsilon, 0.0)
-        needs_noise = (~invalid & jnp.isfinite(epsilon)
-                       & (delta < _delta_no_noise(eps_n, q, direction)))
-        eps_s = jnp.where(needs_noise, epsilon, 1.0)
-        delta_s = jnp.where(needs_noise, delta, 0.25)
-        q_s = jnp.where(needs_noise, q, 0.5)
-        hi = _analytic_gaussian._sigma_upper_bracket(eps_s, delta_s / q_s)
-        lo = hi * jnp.exp(-_analytic_gaussian._BRACKET_LOG_RATIO)
-        sigma = _rootfind.smallest_feasible(
-            lambda s: _log_delta_kernel(eps_s, q_s, s, direction), jnp.log(delta_s), lo, hi)
-        sigma = jnp.where(needs_noise, sigma, 0.0)
-        return jnp.where(invalid, jnp.nan, sigma)
+        return _sigma_impl(*(jnp.asarray(x, jnp.float64) for x in (epsilon, delta, q)), direction)
