@@ -26,47 +26,44 @@ LOG_SAFETY_MARGIN = 1e-13
 # so 12 nodes leave an error far below float64 resolution.
 _GL_NODES, _GL_WEIGHTS = (np.asarray(v, np.float64) for v in np.polynomial.legendre.leggauss(12))
 _HALF_LOG_2PI = 0.9189385332046727  # log(2 pi) / 2
-# Below y = -3 the continued fractions are used; 60 terms reach float64
-# precision for t = -y >= 3 (checked against mpmath).
+# Below y = -3 the continued fraction is used (see _mills_terms).
 _CF_SWITCH = -3.0
 _CF_TERMS = 60
 
 
-def _mills_continued_fraction(t, first):
-    """``first / (t + (first+1) / (t + (first+2) / (t + ...)))``, 60 levels, for t >= 3.
+@jax.custom_jvp
+def _mills_terms(y):
+    """``G(y) = log Phi(y) - log phi(y)`` and its slope ``G'(y) = phi(y)/Phi(y) + y > 0``.
 
-    Laplace's continued fraction: ``Phi(-t) / phi(t) = 1 / (t + cf(t, 1))``, where
-    ``cf(t, 1) = 1 / (t + 2 / (t + 3 / ...))``.
+    Above ``y = -3``: ``G`` from ``log_ndtr`` and ``G' = exp(-G) + y`` (loses at
+    most one digit). Below, with ``t = -y``, Laplace's continued fraction
+    ``Phi(-t) / phi(t) = 1 / (t + cf)``, ``cf = 1 / (t + 2 / (t + 3 / ...))``, gives
+    ``G = -log(t + cf)`` and ``G' = cf``, so the leading ``t`` of ``phi/Phi`` is never
+    subtracted. 60 levels reach float64 precision for ``t >= 3`` (checked
+    against mpmath).
     """
+    tail = y < _CF_SWITCH
+    t = jnp.where(tail, -y, -_CF_SWITCH)
+    y_s = jnp.where(tail, 0.0, y)
+
     def body(i, acc):
-        k = first + _CF_TERMS - 1 - i
-        return k / (t + acc)
+        return (_CF_TERMS - i) / (t + acc)
 
-    acc = lax.fori_loop(0, _CF_TERMS - 1, body, jnp.zeros_like(t))
-    return first / (t + acc)
-
-
-def _log_mills(y):
-    """``G(y) = log Phi(y) - log phi(y)`` (log of the Mills ratio at -y)."""
-    tail = y < _CF_SWITCH
-    t = jnp.where(tail, -y, -_CF_SWITCH)
-    y_s = jnp.where(tail, 0.0, y)
-    direct = log_ndtr(y_s) + 0.5 * y_s**2 + _HALF_LOG_2PI
-    return jnp.where(tail, -jnp.log(t + _mills_continued_fraction(t, 1)), direct)
+    cf = 1.0 / (t + lax.fori_loop(0, _CF_TERMS - 1, body, jnp.zeros_like(t)))
+    g_direct = log_ndtr(y_s) + 0.5 * y_s**2 + _HALF_LOG_2PI
+    g = jnp.where(tail, -jnp.log(t + cf), g_direct)
+    slope = jnp.where(tail, cf, jnp.exp(-g_direct) + y_s)
+    return g, slope
 
 
-def _log_mills_slope(y):
-    """``G'(y) = phi(y) / Phi(y) + y > 0``, without cancellation for y << 0.
-
-    For ``y < -3`` (``t = -y``): with ``M(t) = Phi(-t) / phi(t)``,
-    ``G'(y) = 1 / M(t) - t = 1 / (t + 2 / (t + 3 / ...))``, the tail of Laplace's
-    continued fraction, so the leading ``t`` is never subtracted. Elsewhere the direct form loses at most one digit.
-    """
-    tail = y < _CF_SWITCH
-    t = jnp.where(tail, -y, -_CF_SWITCH)
-    y_s = jnp.where(tail, 0.0, y)
-    direct = jnp.exp(-0.5 * y_s**2 - _HALF_LOG_2PI - log_ndtr(y_s)) + y_s
-    return jnp.where(tail, _mills_continued_fraction(t, 1), direct)
+@_mills_terms.defjvp
+def _mills_terms_jvp(primals, tangents):
+    # d G / dy = G'; d G' / dy = G'' = 1 - (phi/Phi) G' with phi/Phi = G' - y. Written
+    # out so that autodiff does not differentiate through the continued fraction.
+    (y,), (dy,) = primals, tangents
+    g, slope = _mills_terms(y)
+    curvature = 1.0 - (slope - y) * slope
+    return (g, slope), (slope * dy, curvature * dy)
 
 
 def log_gaussian_hockey_stick(log_w, x, h):
@@ -97,16 +94,18 @@ def log_gaussian_hockey_stick(log_w, x, h):
     """
     small = h <= 1.0
     h_small = jnp.where(small, h, 1.0)
-    nodes = x[..., None] - 0.5 * h_small[..., None] * (1.0 - _GL_NODES)
-    quad = 0.5 * h_small * jnp.sum(_GL_WEIGHTS * _log_mills_slope(nodes), axis=-1)
     h_big = jnp.where(small, 2.0, h)
-    direct = _log_mills(x) - _log_mills(x - h_big)
-    gap = jnp.where(small, quad, direct)
+    # One evaluation of (G, G') at the 12 quadrature nodes on [x - h, x], at x and at x - h.
+    nodes = x[..., None] - 0.5 * h_small[..., None] * (1.0 - _GL_NODES)
+    points = jnp.concatenate([nodes, x[..., None], (x - h_big)[..., None]], axis=-1)
+    g, slope = _mills_terms(points)
+    quad = 0.5 * h_small * jnp.sum(_GL_WEIGHTS * slope[..., :-2], axis=-1)
+    gap = jnp.where(small, quad, g[..., -2] - g[..., -1])
     positive = (gap > 0) & (log_w > -jnp.inf)
     gap_s = jnp.where(positive, gap, 1.0)
     # log Phi(x) = log phi(x) + G(x) below x = -3, where G comes from the continued
     # fraction (more accurate than log_ndtr's asymptotic series below x = -20).
-    log_cdf_x = jnp.where(x < _CF_SWITCH, -0.5 * x**2 - _HALF_LOG_2PI + _log_mills(x),
+    log_cdf_x = jnp.where(x < _CF_SWITCH, -0.5 * x**2 - _HALF_LOG_2PI + g[..., -2],
                           log_ndtr(jnp.maximum(x, _CF_SWITCH)))
     out = log_w + log_cdf_x + jax.nn.log1mexp(gap_s)
     return jnp.where(positive, out, -jnp.inf)

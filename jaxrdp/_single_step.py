@@ -45,11 +45,14 @@ def _log_delta_remove(epsilon, q, sigma):
 
 def _log_delta_add(epsilon, q, sigma):
     # e^eps [c Phi(x) - q Phi(x - 1/sigma)], x = sigma log(c/q) + 1/(2 sigma), where
-    # c = q + expm1(-eps) and q phi(x - 1/sigma) = c phi(x). Zero unless c > 0.
-    c = q + jnp.expm1(-epsilon)
+    # c = q - (1 - e^-eps) and q phi(x - 1/sigma) = c phi(x). Zero unless c > 0.
+    # For q >= 1/2, 1 - q is exact (Sterbenz), so c = e^-eps - (1 - q) keeps c
+    # accurate when it is tiny relative to q (e.g. q = 1, large eps).
+    c = jnp.where(q >= 0.5, jnp.exp(-epsilon) - (1.0 - q), q + jnp.expm1(-epsilon))
     positive = c > 0
     c_s = jnp.where(positive, c, q)
-    ell = jnp.log1p(jnp.where(positive, jnp.expm1(-epsilon), 0.0) / q)  # log(c / q) < 0
+    # log(c/q) < 0: log1p((c - q)/q) near c ~ q, log c - log q when c << q.
+    ell = jnp.where(c_s < 0.5 * q, jnp.log(c_s) - jnp.log(q), jnp.log1p((c_s - q) / q))
     x = sigma * ell + 0.5 / sigma
     out = _hockey_stick.log_gaussian_hockey_stick(epsilon + jnp.log(c_s), x, 1.0 / sigma)
     return jnp.where(positive, out, -jnp.inf)
