@@ -241,7 +241,7 @@ def zcdp_to_epsilon(rho: ArrayLike, delta: ArrayLike) -> jax.Array:
   Examples:
     >>> import jaxrdp
     >>> round(float(jaxrdp.zcdp_to_epsilon(0.01, 1e-5)), 6)
-    0.689677
+    0.688614
   """
   check_range("rho", rho, lower=0.0)
   check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
