@@ -20,11 +20,14 @@ def assert_plain_jit_vmap(fn, args, other_args, rtol=1e-13):
         return [np.asarray(leaf) for leaf in jax.tree.leaves(x)]
 
     plain = [fn(*a) for a in (args, other_args)]
-    for a, expected in zip((args, other_args), plain):
-        for got, want in zip(leaves(jax.jit(fn)(*a)), leaves(expected)):
-            np.testing.assert_allclose(got, want, rtol=rtol, atol=0)
-    batch = [np.asarray([a, b], np.float64) for a, b in zip(args, other_args)]
-    batched = leaves(jax.vmap(fn)(*batch))
+    # Traced float inputs are float64 only with x64 on (the library computes in
+    # float64 either way, but would receive float32-rounded arguments).
+    with jax.enable_x64(True):
+        for a, expected in zip((args, other_args), plain):
+            for got, want in zip(leaves(jax.jit(fn)(*a)), leaves(expected)):
+                np.testing.assert_allclose(got, want, rtol=rtol, atol=0)
+        batch = [np.asarray([a, b], np.float64) for a, b in zip(args, other_args)]
+        batched = leaves(jax.vmap(fn)(*batch))
     for row, expected in enumerate(plain):
         for got, want in zip(batched, leaves(expected)):
             np.testing.assert_allclose(got[row], want, rtol=rtol, atol=0)
