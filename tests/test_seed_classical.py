@@ -293,3 +293,14 @@ def test_analytic_gaussian_delta_gradient_is_finite():
     g = jax.grad(jaxrdp.analytic_gaussian_delta, argnums=(0, 1))(1.0, 3.0)
     assert all(np.isfinite(float(x)) for x in g)
     assert float(g[1]) < 0  # delta decreases in sigma
+
+
+def test_float32_caller_gets_a_rounded_up_sigma():
+    # Under a caller's float32 jit the kernel still runs in float64 and the result
+    # is cast to float32 rounding up (core Float64Scope), so the noise never shrinks.
+    with jax.enable_x64(False):
+        out = jax.jit(jaxrdp.analytic_gaussian_sigma)(1.0, 1e-5)
+    assert out.dtype == np.float32
+    exact = jaxrdp.analytic_gaussian_sigma(1.0, float(np.float32(1e-5)))
+    assert float(out) >= float(exact)
+    assert float(out) == pytest.approx(float(exact), rel=2**-22)
