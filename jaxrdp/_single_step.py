@@ -180,15 +180,17 @@ def sgm_single_step_sigma(epsilon: ArrayLike, delta: ArrayLike, q: ArrayLike,
 
   Solves :func:`sgm_single_step_delta` ``(epsilon, q, sigma) = delta`` for
   sigma. delta is strictly decreasing in sigma (seed 001, Lemma 1, for the
-  remove direction; for both directions it also follows from the
-  data-processing inequality, since adding noise to both distributions is a
-  post-processing), so this is a 1-D root find: a fixed-step vectorized
+  remove direction; for both directions the data-processing inequality gives
+  at least non-increasing, since adding noise to both distributions is a
+  post-processing, and the tests check strictness numerically), so this is a
+  1-D root find: a fixed-step vectorized
   geometric bisection on log delta. The upper end of the bracket is the
   tail-bound Gaussian calibration (seed 004 (6.81)) at ``delta / q``, valid
   because one SGM step's delta is at most ``q`` times the Gaussian
   mechanism's (joint convexity of the hockey-stick divergence). The result is
-  conservative: ``sgm_single_step_delta`` at the returned sigma is
-  ``<= delta``, and it exceeds the exact root by about one float64 spacing.
+  conservative: it aims at ``delta (1 - 1e-13)`` so that
+  ``sgm_single_step_delta`` at the returned sigma is ``<= delta`` despite
+  rounding, and it exceeds the exact root by at most about 1e-13 relative.
   Where no noise is needed (``delta >= q`` for remove and max,
   ``delta >= (1 - e^eps (1 - q))_+`` for add, ``q = 0``, ``epsilon = inf``)
   the result is 0.
