@@ -88,8 +88,8 @@ def _windowed_scalar(q, sigma, n):
   i_lo = _argmax(t[:half])
   i_hi = half + _argmax(t[half:])
   step = n / (_GRID - 1) * np.pi
-  x_lo = _refine_max(xs[i_lo], jnp.maximum(xs[i_lo] - step, 0.0), jnp.minimum(xs[i_lo] + step, n), q, sigma, n)
-  x_hi = _refine_max(xs[i_hi], jnp.maximum(xs[i_hi] - step, 0.0), jnp.minimum(xs[i_hi] + step, n), q, sigma, n)
+  x0 = jnp.stack([xs[i_lo], xs[i_hi]])
+  x_lo, x_hi = _refine_max(x0, jnp.maximum(x0 - step, 0.0), jnp.minimum(x0 + step, n), q, sigma, n)
   x_lo, x_hi = jax.lax.stop_gradient((x_lo, x_hi))
   quarter = _WINDOW // 4
   # Window 1 always starts at k = 2 when the lower maximum is near it, since the
@@ -101,8 +101,7 @@ def _windowed_scalar(q, sigma, n):
   k2, v2, t2 = _window_terms(s2, q, sigma, n)
   t = jnp.concatenate([jnp.where(v1, t1, -jnp.inf), jnp.where(v2, t2, -jnp.inf)])
   # Coverage: each maximum must sit inside its window with its whole spread.
-  d_lo = jax.lax.stop_gradient(_spread(x_lo, q, sigma, n))
-  d_hi = jax.lax.stop_gradient(_spread(x_hi, q, sigma, n))
+  d_lo, d_hi = jax.lax.stop_gradient(_spread(jnp.stack([x_lo, x_hi]), q, sigma, n))
   lo_ok = ((x_lo - d_lo >= s1) | (s1 <= 2.0)) & (x_lo + d_lo <= s1 + _WINDOW - 1)
   hi_ok = ((x_hi - d_hi >= s2) | (x_hi + d_hi <= s1 + _WINDOW - 1)) & (
       (x_hi + d_hi <= s2 + _WINDOW - 1) | (s2 + _WINDOW - 1 >= n))
