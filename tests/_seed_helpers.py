@@ -50,17 +50,3 @@ def mp_renyi(log_p, log_q, alpha, points):
     integral = mpmath.quad(lambda z: mpmath.exp(alpha * log_p(z) + (1 - alpha) * log_q(z)),
                            [-mpmath.inf] + list(points) + [mpmath.inf])
     return mpmath.log(integral) / (alpha - 1)
-
-
-def mp_sgm_rdp_binomial(q, sigma, alpha):
-    """Exact SGM RDP for integer alpha: log1p(sum_{k>=2} C(a,k)(1-q)^(a-k) q^k expm1((k^2-k)/(2s^2)))/(a-1).
-
-    Mironov, Talwar, Zhang 2019 (arXiv:1908.10530), Sec. 3.3, Case I; every term
-    is non-negative, so there is no cancellation.
-    """
-    q, sigma = mpmath.mpf(q), mpmath.mpf(sigma)
-    n = int(alpha)
-    excess = mpmath.fsum(
-        mpmath.binomial(n, k) * (1 - q) ** (n - k) * q**k * mpmath.expm1((k * k - k) / (2 * sigma**2))
-        for k in range(2, n + 1))
-    return mpmath.log1p(excess) / (n - 1)
