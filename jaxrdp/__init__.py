@@ -50,3 +50,45 @@ __all__ = [
     "sgm_log_a_minus_1",
     "sgm_rdp",
 ]
+
+# --- issue 5: seed toolkit ---
+from ._analytic_gaussian import analytic_gaussian_delta as analytic_gaussian_delta
+from ._analytic_gaussian import analytic_gaussian_sigma as analytic_gaussian_sigma
+from ._classical import EpsilonDelta as EpsilonDelta
+from ._classical import advanced_composition as advanced_composition
+from ._classical import advanced_composition_seed004 as advanced_composition_seed004
+from ._classical import amplify_by_subsampling as amplify_by_subsampling
+from ._classical import basic_composition as basic_composition
+from ._classical import classical_gaussian_sigma as classical_gaussian_sigma
+from ._classical import gaussian_tail_delta as gaussian_tail_delta
+from ._classical import gaussian_tail_sigma as gaussian_tail_sigma
+from ._classical import laplace_scale as laplace_scale
+from ._closed_form import sgm_rdp_closed_form as sgm_rdp_closed_form
+from ._mechanisms import gaussian_rdp as gaussian_rdp
+from ._mechanisms import laplace_rdp as laplace_rdp
+from ._mechanisms import randomized_response_rdp as randomized_response_rdp
+from ._mechanisms import zcdp_to_epsilon as zcdp_to_epsilon
+from ._single_step import sgm_single_step_delta as sgm_single_step_delta
+from ._single_step import sgm_single_step_sigma as sgm_single_step_sigma
+
+__all__ += [
+    "EpsilonDelta",
+    "advanced_composition",
+    "advanced_composition_seed004",
+    "amplify_by_subsampling",
+    "analytic_gaussian_delta",
+    "analytic_gaussian_sigma",
+    "basic_composition",
+    "classical_gaussian_sigma",
+    "gaussian_rdp",
+    "gaussian_tail_delta",
+    "gaussian_tail_sigma",
+    "laplace_rdp",
+    "laplace_scale",
+    "randomized_response_rdp",
+    "sgm_rdp_closed_form",
+    "sgm_single_step_delta",
+    "sgm_single_step_sigma",
+    "zcdp_to_epsilon",
+]
+# --- end issue 5 ---
