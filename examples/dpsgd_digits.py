@@ -26,6 +26,7 @@ The last line has the fixed shape
 from __future__ import annotations
 
 import argparse
+import functools
 import sys
 import time
 from typing import Callable, NamedTuple
@@ -116,24 +117,30 @@ def steps_per_epoch(q: float) -> int:
     return max(1, int(round(1.0 / q)))
 
 
-def make_epoch_fn(cfg: dict, optimizer) -> Callable:
-    """One epoch = round(1/q) DP-SGD steps, run as a single jitted lax.scan."""
+@functools.lru_cache(maxsize=None)
+def compiled_epoch(q, sigma, clip, lr, delta, target_epsilon):
+    """(optimizer, epoch_fn): one epoch = round(1/q) DP-SGD steps in one jitted scan.
+
+    Cached by configuration so repeated runs in one process (tests, notebook,
+    resume) compile once.
+    """
+    optimizer = optax.adam(lr)
     step = jaxrdp.make_dpsgd_step(
         example_loss,
         optimizer,
-        clip_norm=cfg["clip"],
-        q=cfg["q"],
-        sigma=cfg["sigma"],
-        delta=cfg["delta"],
-        target_epsilon=cfg["target_epsilon"],
+        clip_norm=clip,
+        q=q,
+        sigma=sigma,
+        delta=delta,
+        target_epsilon=target_epsilon,
     )
-    length = steps_per_epoch(cfg["q"])
+    length = steps_per_epoch(q)
 
     @jax.jit
     def epoch(state, data):
         return jax.lax.scan(lambda s, _: step(s, data), state, None, length=length)
 
-    return epoch
+    return optimizer, epoch
 
 
 def initial_state(cfg: dict, optimizer) -> jaxrdp.DPSGDState:
@@ -150,8 +157,9 @@ def train_private(
     log: Callable[[str], None] = print,
 ) -> tuple[jaxrdp.DPSGDState, list[EpochRecord]]:
     """DP-SGD training; returns the final state and one record per epoch."""
-    optimizer = optax.adam(cfg["lr"])
-    epoch_fn = make_epoch_fn(cfg, optimizer)
+    optimizer, epoch_fn = compiled_epoch(
+        cfg["q"], cfg["sigma"], cfg["clip"], cfg["lr"], cfg["delta"], cfg["target_epsilon"]
+    )
     state = initial_state(cfg, optimizer)
     per_epoch = steps_per_epoch(cfg["q"])
     start = 0

@@ -167,22 +167,22 @@ def save_checkpoint(path: str | os.PathLike, state: PyTree) -> None:
 
 
 def _read(path: str) -> tuple[dict, list[np.ndarray]]:
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            names = set(npz.files)
-            if "header" not in names:
-                raise CheckpointError(f"{path}: not a jaxrdp checkpoint (no header)")
-            header_raw = npz["header"]
-            count = len(names) - 1
-            arrays = [npz[f"leaf_{i:05d}"] for i in range(count)]
-    except CheckpointError:
-        raise
-    except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as e:
-        if isinstance(e, FileNotFoundError):
+    # The file is opened here (not by np.load) so it is closed on every error path.
+    with open(path, "rb") as f:
+        try:
+            with np.load(f, allow_pickle=False) as npz:
+                names = set(npz.files)
+                if "header" not in names:
+                    raise CheckpointError(f"{path}: not a jaxrdp checkpoint (no header)")
+                header_raw = npz["header"]
+                count = len(names) - 1
+                arrays = [npz[f"leaf_{i:05d}"] for i in range(count)]
+        except CheckpointError:
             raise
-        raise CheckpointError(
-            f"{path}: unreadable checkpoint (truncated or corrupted file): {e}"
-        ) from e
+        except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as e:
+            raise CheckpointError(
+                f"{path}: unreadable checkpoint (truncated or corrupted file): {e}"
+            ) from e
     try:
         header = json.loads(header_raw.tobytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
@@ -246,14 +246,29 @@ def _restore_leaf(path: str, i: int, entry: dict, t_leaf: Any, arrays) -> Any:
     if _is_accountant(t_leaf):
         if kind != "accountant":
             raise CheckpointError(f"{path}: leaf {i}: expected an accountant, found {kind!r}")
-        saved = entry.get("state", {})
+        saved = entry.get("state")
+        if not isinstance(saved, dict):
+            raise CheckpointError(f"{path}: leaf {i}: accountant entry without a state")
         expected = np.asarray(t_leaf.orders, dtype=np.float64)
-        got = np.asarray(saved.get("orders", []), dtype=np.float64)
+        try:
+            got = np.asarray(saved.get("orders"), dtype=np.float64).reshape(-1)
+        except (TypeError, ValueError):
+            got = np.full(1, np.nan)
         if got.shape != expected.shape or not np.array_equal(got, expected):
             raise CheckpointError(
                 f"{path}: accountant orders mismatch: checkpoint has {got.size} orders "
                 f"{_short(got)}, the template expects {expected.size} orders "
                 f"{_short(expected)}; resuming would mix RDP curves of different orders"
+            )
+        try:
+            values = np.asarray(saved.get("rdp"), dtype=np.float64)
+        except (TypeError, ValueError):
+            values = np.full(1, np.nan)
+        if values.shape != expected.shape or np.any(np.isnan(values)) or np.any(values < 0):
+            # RDP of a composition is >= 0 at every order (inf allowed).
+            raise CheckpointError(
+                f"{path}: invalid accountant state: RDP values must be {expected.size} "
+                "numbers >= 0 (inf allowed)"
             )
         try:
             return accountant_from_dict(saved)

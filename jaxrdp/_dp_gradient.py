@@ -37,6 +37,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from ._checks import check_nonnegative, check_positive
+from ._precision import x64_context
 
 __all__ = ["clip_per_example", "per_example_grads", "dp_gradient"]
 
@@ -96,7 +97,7 @@ def clip_per_example(grads: PyTree, clip_norm: ArrayLike) -> tuple[PyTree, jax.A
     """
     check_positive("clip_norm", clip_norm)
     norms = _per_example_norms(grads)
-    c = _sanitize_positive(jnp.asarray(clip_norm, norms.dtype))
+    c = _clip_in(clip_norm, norms.dtype)
     factors = _clip_factors(norms, c)
     clipped = jax.tree.map(
         lambda g: g * factors.reshape((-1,) + (1,) * (g.ndim - 1)).astype(g.dtype), grads
@@ -104,8 +105,18 @@ def clip_per_example(grads: PyTree, clip_norm: ArrayLike) -> tuple[PyTree, jax.A
     return clipped, norms
 
 
-def _sanitize_positive(x: jax.Array) -> jax.Array:
-    return jnp.where(x > 0, x, jnp.nan)
+def _clip_in(clip_norm: ArrayLike, dtype) -> jax.Array:
+    """C in the gradients' dtype; traced C <= 0 or NaN -> NaN."""
+    with x64_context():  # a float64 C may arrive; convert it where that is allowed
+        c = jnp.asarray(clip_norm).astype(dtype)
+        return jnp.where(c > 0, c, jnp.asarray(jnp.nan, dtype))
+
+
+def _round_up_to(x64: jax.Array, dtype) -> jax.Array:
+    """float64 scalar -> ``dtype``, never below the float64 value (NaN stays NaN)."""
+    with x64_context():
+        y = x64.astype(dtype)
+        return jnp.where(y.astype(jnp.float64) < x64, jnp.nextafter(y, jnp.asarray(jnp.inf, dtype)), y)
 
 
 def dp_gradient(
@@ -155,12 +166,18 @@ def dp_gradient(
 
     Traced invalid ``clip_norm``, ``noise_multiplier`` or
     ``expected_batch_size`` give a NaN gradient, never a silently wrong one.
+
+    Precision: the scalars are handled in float64; the noise std is
+    sigma * C with C as applied in the gradients' dtype, rounded up into each
+    leaf's dtype. (Rounding inside the float32 clipping and noise sampling
+    themselves, at the 1e-7 level, is outside the accounting, as in every
+    floating-point DP-SGD implementation.)
     """
     check_positive("clip_norm", clip_norm)
     check_nonnegative("noise_multiplier", noise_multiplier)
     check_positive("expected_batch_size", expected_batch_size)
     grads = per_example_grads(loss_fn, params, batch)
-    clipped, _ = clip_per_example(grads, clip_norm)
+    clipped, norms = clip_per_example(grads, clip_norm)
     mask = jnp.asarray(mask, dtype=bool)
     # Select with where rather than multiply by the mask: an unsampled example
     # whose gradient is inf/NaN must not turn the sum into NaN (0 * inf = NaN).
@@ -171,15 +188,22 @@ def dp_gradient(
         ),
         clipped,
     )
-    sigma = jnp.asarray(noise_multiplier)
-    sigma = jnp.where(sigma >= 0, sigma, jnp.nan)
-    c = _sanitize_positive(jnp.asarray(clip_norm))
-    denom = _sanitize_positive(jnp.asarray(expected_batch_size))
+    with x64_context():
+        # Scalars in float64 (Python floats stay exact). The noise std uses the
+        # clip norm actually applied (C in the gradients' dtype) and is rounded
+        # up into each leaf's dtype, so rounding never shrinks the noise below
+        # sigma times the sensitivity.
+        c_used = _clip_in(clip_norm, norms.dtype).astype(jnp.float64)
+        sigma = jnp.asarray(noise_multiplier, jnp.float64)
+        std = jnp.where(sigma >= 0, sigma * c_used, jnp.nan)
+        denom = jnp.asarray(expected_batch_size, jnp.float64)
+        denom = jnp.where(denom > 0, denom, jnp.nan)
     leaves, treedef = jax.tree.flatten(summed)
     keys = jax.random.split(key, len(leaves))
-    noisy = [
-        (s + (sigma * c).astype(s.dtype) * jax.random.normal(k, s.shape, s.dtype))
-        / denom.astype(s.dtype)
-        for s, k in zip(leaves, keys)
-    ]
+    noisy = []
+    for s, k in zip(leaves, keys):
+        std_l = _round_up_to(std, s.dtype)
+        with x64_context():
+            denom_l = denom.astype(s.dtype)
+        noisy.append((s + std_l * jax.random.normal(k, s.shape, s.dtype)) / denom_l)
     return jax.tree.unflatten(treedef, noisy)

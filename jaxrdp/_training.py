@@ -28,7 +28,7 @@ from jax.typing import ArrayLike
 
 from ._accountant import (
     AccountantState,
-    accountant_compose_sgm,
+    accountant_compose_rdp,
     accountant_epsilon,
     accountant_init,
 )
@@ -41,8 +41,10 @@ from ._checks import (
 from ._dp_gradient import dp_gradient
 from ._poisson import poisson_sample_mask
 from ._precision import x64_context
+from ._sgm import sgm_rdp
 
 __all__ = [
+    "SGMCache",
     "PrivacyGuard",
     "privacy_guard",
     "tree_select",
@@ -88,17 +90,26 @@ def tree_select(pred: ArrayLike, on_true: PyTree, on_false: PyTree) -> PyTree:
         return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
 
 
-def _guard(accountant, q, sigma, delta, target, valid, count=1) -> PrivacyGuard:
-    proposed = accountant_compose_sgm(accountant, q, sigma, count)
-    after = accountant_epsilon(proposed, delta)
-    now = accountant_epsilon(accountant, delta)
+def _guard(accountant, step_rdp, q, sigma, delta, target, valid, count=1) -> PrivacyGuard:
+    """Guard on a precomputed per-step RDP curve ``step_rdp`` of SGM(q, sigma).
+
+    Everything runs with float64 enabled: jaxrdp's functions hand float32
+    results back to a float32 trace, and the accountant must stay float64.
+    """
     with x64_context():
+        proposed = accountant_compose_rdp(accountant, step_rdp, count)
+        after = accountant_epsilon(proposed, delta)
+        now = accountant_epsilon(accountant, delta)
         target = jnp.asarray(jnp.inf if target is None else target, jnp.float64)
+        # Explicit range checks as well, so that an invalid step is refused
+        # even where a particular RDP value would happen to be finite.
+        q64 = jnp.asarray(q, jnp.float64)
+        s64 = jnp.asarray(sigma, jnp.float64)
+        valid = jnp.asarray(valid, dtype=bool) & (q64 >= 0) & (q64 <= 1) & (s64 >= 0)
         # A NaN epsilon (invalid traced q or sigma) compares False: refused.
-        allowed = (after.epsilon <= target) & jnp.asarray(valid, dtype=bool)
+        allowed = (after.epsilon <= target) & valid
         allowed = allowed & ~jnp.any(jnp.isnan(proposed.rdp))
-    chosen = tree_select(allowed, proposed, accountant)
-    with x64_context():
+        chosen = tree_select(allowed, proposed, accountant)
         epsilon = jnp.where(allowed, after.epsilon, now.epsilon)
         order = jnp.where(allowed, after.order, now.order)
     return PrivacyGuard(allowed, epsilon, order, after.epsilon, chosen)
@@ -143,6 +154,11 @@ def privacy_guard(
     Traced invalid q or sigma give a NaN proposed epsilon; such a step is
     refused (``allowed`` False) and the accountant is left unchanged.
 
+    Cost: one evaluation of ``sgm_rdp`` at all the accountant's orders per call
+    (milliseconds on a CPU for the default orders). A training step that runs
+    every few milliseconds should use :func:`make_dpsgd_step`, which computes
+    the per-step RDP curve once per distinct (q, sigma).
+
     Examples:
       >>> import jaxrdp
       >>> acc = jaxrdp.accountant_init()
@@ -153,7 +169,22 @@ def privacy_guard(
     check_open_unit_interval("delta", delta)
     if target_epsilon is not None:
         check_nonnegative("target_epsilon", target_epsilon)
-    return _guard(accountant, q, sigma, delta, target_epsilon, True, count)
+    with x64_context():
+        step_rdp = sgm_rdp(q, sigma, accountant.orders)
+    return _guard(accountant, step_rdp, q, sigma, delta, target_epsilon, True, count)
+
+
+class SGMCache(NamedTuple):
+    """Per-step RDP curve of the last (q, sigma) a schedule produced (a pytree).
+
+    ``rdp`` is ``sgm_rdp(q, sigma, orders)``; ``q = NaN`` marks an empty cache
+    (NaN equals nothing, so the first lookup always computes).
+    """
+
+    q: jax.Array
+    sigma: jax.Array
+    orders: jax.Array
+    rdp: jax.Array
 
 
 class DPSGDState(NamedTuple):
@@ -165,6 +196,9 @@ class DPSGDState(NamedTuple):
       accountant: privacy spent so far (:class:`jaxrdp.AccountantState`).
       key: PRNG key for sampling and noise (advances only on applied steps).
       step: int32 number of applied private steps.
+      sgm_cache: :class:`SGMCache` used when q or sigma is a schedule
+        (derived data: saving and restoring it is harmless, and a stale entry
+        is never used because its q, sigma and orders are compared first).
     """
 
     params: PyTree
@@ -172,6 +206,7 @@ class DPSGDState(NamedTuple):
     accountant: AccountantState
     key: jax.Array
     step: jax.Array
+    sgm_cache: SGMCache
 
 
 class StepInfo(NamedTuple):
@@ -203,12 +238,21 @@ def dpsgd_init(
       key: PRNG key (raw ``uint32[2]`` keys checkpoint most simply).
       orders: RDP orders of the accountant (default ``jaxrdp.DEFAULT_ORDERS``).
     """
+    accountant = accountant_init(orders)
+    with x64_context():
+        cache = SGMCache(
+            q=jnp.asarray(jnp.nan, jnp.float64),
+            sigma=jnp.asarray(jnp.nan, jnp.float64),
+            orders=accountant.orders,
+            rdp=jnp.zeros_like(accountant.rdp),
+        )
     return DPSGDState(
         params=params,
         opt_state=optimizer.init(params),
-        accountant=accountant_init(orders),
+        accountant=accountant,
         key=key,
         step=jnp.zeros((), dtype=jnp.int32),
+        sgm_cache=cache,
     )
 
 
@@ -218,7 +262,32 @@ def _apply_updates(params: PyTree, updates: PyTree) -> PyTree:
 
 
 def _evaluate(schedule: Schedule, step: jax.Array) -> jax.Array:
-    return jnp.asarray(schedule(step) if callable(schedule) else schedule)
+    # Evaluated with float64 enabled, so a Python float (constant or returned
+    # by a schedule) is used exactly, by the accountant and the mechanism alike.
+    with x64_context():
+        value = schedule(step) if callable(schedule) else schedule
+        return jnp.asarray(value, jnp.float64)
+
+
+@jax.jit
+def _sgm_curve(q: jax.Array, sigma: jax.Array, orders: jax.Array) -> jax.Array:
+    """Per-step RDP curve in float64 (compiled once per process and shape)."""
+    with x64_context():
+        return sgm_rdp(q, sigma, orders)
+
+
+def _cached_curve(cache: SGMCache, q, sigma, orders) -> tuple[jax.Array, SGMCache]:
+    """sgm_rdp(q, sigma, orders), recomputed only when (q, sigma, orders) changed.
+
+    ``lax.cond`` runs one branch (a select under vmap, which computes both), so
+    a piecewise-constant schedule pays for one curve per phase, not per step.
+    """
+    with x64_context():
+        q64 = jnp.asarray(q, jnp.float64)
+        s64 = jnp.asarray(sigma, jnp.float64)
+        hit = (cache.q == q64) & (cache.sigma == s64) & jnp.all(cache.orders == orders)
+        rdp = lax.cond(hit, lambda: cache.rdp, lambda: sgm_rdp(q64, s64, orders))
+        return rdp, SGMCache(q64, s64, orders, rdp)
 
 
 def make_dpsgd_step(
@@ -230,6 +299,7 @@ def make_dpsgd_step(
     sigma: Schedule,
     delta: ArrayLike,
     target_epsilon: ArrayLike | None = None,
+    orders: ArrayLike | None = None,
 ) -> Callable[[DPSGDState, PyTree], tuple[DPSGDState, StepInfo]]:
     """Builds a pure DP-SGD step ``step(state, data) -> (state, info)``; jit it.
 
@@ -248,6 +318,15 @@ def make_dpsgd_step(
     The branch is a ``lax.cond`` on the traced flag (a select under vmap), so
     nothing recompiles and no Python control flow touches traced values.
 
+    Cost of the accounting: the per-step RDP curve sgm_rdp(q_t, sigma_t, orders)
+    is the expensive part (milliseconds for the default orders on a CPU). With
+    constant ``q`` and ``sigma`` it is computed once, here, outside the step;
+    inside the step remain one vector add and two epsilon conversions. With a
+    schedule it is computed inside the step, only when (q_t, sigma_t) differs
+    from the previous step's (``state.sgm_cache``), so a piecewise-constant
+    schedule costs one curve per phase; a schedule that changes every step pays
+    for a curve every step.
+
     Args:
       loss_fn: scalar loss of one example, ``loss_fn(params, example)``.
       optimizer: optax ``GradientTransformation``.
@@ -256,6 +335,9 @@ def make_dpsgd_step(
       sigma: noise multiplier >= 0, or a callable of the step count.
       delta: delta in (0, 1) at which epsilon is read.
       target_epsilon: optional budget; steps that would exceed it are refused.
+      orders: the accountant's RDP orders (default ``jaxrdp.DEFAULT_ORDERS``);
+        must equal those given to :func:`dpsgd_init`. With constant q and sigma
+        a state whose orders differ gets every step refused with a NaN epsilon.
 
     Returns:
       ``step(state: DPSGDState, data: PyTree) -> (DPSGDState, StepInfo)``,
@@ -274,14 +356,31 @@ def make_dpsgd_step(
         check_positive("q", q)
     if not callable(sigma):
         check_nonnegative("sigma", sigma)
+    constant = not callable(q) and not callable(sigma)
+    if constant:
+        # Computed once, eagerly: the step itself then only adds this curve.
+        orders_c = accountant_init(orders).orders
+        with x64_context():
+            q_c, sigma_c = jnp.asarray(q, jnp.float64), jnp.asarray(sigma, jnp.float64)
+        curve_c = _sgm_curve(q_c, sigma_c, orders_c)
 
     def step(state: DPSGDState, data: PyTree) -> tuple[DPSGDState, StepInfo]:
         n = jax.tree.leaves(data)[0].shape[0]
         q_t = _evaluate(q, state.step)
         sigma_t = _evaluate(sigma, state.step)
+        if constant:
+            with x64_context():
+                same = jnp.all(state.accountant.orders == orders_c)
+                step_rdp = jnp.where(same, curve_c, jnp.nan)
+            cache = state.sgm_cache
+        else:
+            step_rdp, cache = _cached_curve(state.sgm_cache, q_t, sigma_t, state.accountant.orders)
         # q_t = 0 is a valid accounting input but not a training step (the
         # normalization q n would be 0), so it is refused like a NaN epsilon.
-        guard = _guard(state.accountant, q_t, sigma_t, delta, target_epsilon, q_t > 0)
+        with x64_context():
+            positive = q_t > 0
+            expected_batch_size = q_t * n
+        guard = _guard(state.accountant, step_rdp, q_t, sigma_t, delta, target_epsilon, positive)
 
         def apply(s: DPSGDState) -> DPSGDState:
             key, k_sample, k_noise = jax.random.split(s.key, 3)
@@ -294,7 +393,7 @@ def make_dpsgd_step(
                 k_noise,
                 clip_norm=clip_norm,
                 noise_multiplier=sigma_t,
-                expected_batch_size=q_t * n,
+                expected_batch_size=expected_batch_size,
             )
             updates, opt_state = optimizer.update(grads, s.opt_state, s.params)
             return s._replace(
@@ -305,7 +404,7 @@ def make_dpsgd_step(
             )
 
         new_state = lax.cond(guard.allowed, apply, lambda s: s, state)
-        new_state = new_state._replace(accountant=guard.accountant)
+        new_state = new_state._replace(accountant=guard.accountant, sgm_cache=cache)
         info = StepInfo(guard.allowed, guard.epsilon, guard.order, q_t, sigma_t)
         return new_state, info
 
