@@ -1,0 +1,52 @@
+"""jaxrdp: exact, vectorized Renyi-DP accounting for the Sampled Gaussian Mechanism.
+
+Kernels: :func:`sgm_log_a`, :func:`sgm_rdp`. Conversions: :func:`rdp_to_epsilon`,
+:func:`rdp_to_delta`. One call for DP-SGD: :func:`dpsgd_epsilon`. A functional,
+jittable accountant (``accountant_*``) and an eager :class:`RdpAccountant`.
+"""
+
+from ._accountant import AccountantState as AccountantState
+from ._accountant import RdpAccountant as RdpAccountant
+from ._accountant import accountant_compose_rdp as accountant_compose_rdp
+from ._accountant import accountant_compose_sgm as accountant_compose_sgm
+from ._accountant import accountant_delta as accountant_delta
+from ._accountant import accountant_epsilon as accountant_epsilon
+from ._accountant import accountant_from_dict as accountant_from_dict
+from ._accountant import accountant_init as accountant_init
+from ._accountant import accountant_to_dict as accountant_to_dict
+from ._conversions import DeltaResult as DeltaResult
+from ._conversions import EpsilonResult as EpsilonResult
+from ._conversions import rdp_to_delta as rdp_to_delta
+from ._conversions import rdp_to_epsilon as rdp_to_epsilon
+from ._dpsgd import DEFAULT_ORDERS as DEFAULT_ORDERS
+from ._dpsgd import DP_ACCOUNTING_ORDERS as DP_ACCOUNTING_ORDERS
+from ._dpsgd import dpsgd_delta as dpsgd_delta
+from ._dpsgd import dpsgd_epsilon as dpsgd_epsilon
+from ._sgm import sgm_log_a as sgm_log_a
+from ._sgm import sgm_log_a_minus_1 as sgm_log_a_minus_1
+from ._sgm import sgm_rdp as sgm_rdp
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AccountantState",
+    "DEFAULT_ORDERS",
+    "DP_ACCOUNTING_ORDERS",
+    "DeltaResult",
+    "EpsilonResult",
+    "RdpAccountant",
+    "accountant_compose_rdp",
+    "accountant_compose_sgm",
+    "accountant_delta",
+    "accountant_epsilon",
+    "accountant_from_dict",
+    "accountant_init",
+    "accountant_to_dict",
+    "dpsgd_delta",
+    "dpsgd_epsilon",
+    "rdp_to_delta",
+    "rdp_to_epsilon",
+    "sgm_log_a",
+    "sgm_log_a_minus_1",
+    "sgm_rdp",
+]

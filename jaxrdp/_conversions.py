@@ -1,0 +1,181 @@
+"""From an RDP curve over a set of orders to (epsilon, delta)-DP.
+
+Two bounds, both minimised over the given orders (MATH.md section 2):
+
+* ``"improved"`` (default): Canonne, Kamath, Steinke 2020, "The Discrete
+  Gaussian for Differential Privacy", arXiv:2004.00010, Prop. 12; equal to
+  Balle et al. 2020, "Hypothesis Testing Interpretations and Renyi Differential
+  Privacy", arXiv:1905.09982, Thm 21:
+
+      eps(alpha) = r(alpha) + log1p(-1/alpha) - (log delta + log alpha) / (alpha - 1)
+      log delta(alpha) = (alpha - 1) (r(alpha) - eps + log1p(-1/alpha)) - log alpha
+
+* ``"classic"``: Mironov 2017, "Renyi Differential Privacy", arXiv:1702.07476,
+  Prop. 3: eps(alpha) = r(alpha) + log(1/delta) / (alpha - 1).
+
+epsilon is clamped at 0 (a negative value is a valid but vacuous bound). delta
+is additionally bounded by sqrt(1 - exp(-r(alpha))) for every alpha, because
+r(alpha) >= KL and TV <= sqrt(1 - exp(-KL)) (Bretagnolle-Huber), and by 1.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.typing import ArrayLike
+
+from . import _precision
+from ._numerics import argmin_last
+from ._validation import check_range
+
+__all__ = ["EpsilonResult", "DeltaResult", "rdp_to_epsilon", "rdp_to_delta"]
+
+_METHODS = ("improved", "classic")
+
+
+class EpsilonResult(NamedTuple):
+  """epsilon and the Renyi order that attains it (both arrays of one shape)."""
+
+  epsilon: jax.Array
+  order: jax.Array
+
+
+class DeltaResult(NamedTuple):
+  """delta and the Renyi order that attains it (both arrays of one shape)."""
+
+  delta: jax.Array
+  order: jax.Array
+
+
+def _check_method(method):
+  if method not in _METHODS:
+    raise ValueError(f"method must be one of {_METHODS}, got {method!r}")
+
+
+def _check_curve(rdp, orders):
+  check_range("rdp", rdp, lower=0.0, allow_inf=True)
+  check_range("orders", orders, lower=1.0, lower_open=True, allow_inf=True)
+  if jnp.ndim(orders) != 1:
+    raise ValueError(f"orders must be a 1-D array, got shape {jnp.shape(orders)}")
+  if jnp.ndim(rdp) < 1 or jnp.shape(rdp)[-1] != jnp.shape(orders)[0]:
+    raise ValueError(
+        f"rdp must have the orders on its last axis: rdp shape {jnp.shape(rdp)}, "
+        f"orders shape {jnp.shape(orders)}")
+
+
+def _epsilon_per_order(rdp, orders, delta, method):
+  """eps(alpha) for every order; rdp [..., n], orders [n], delta [...]."""
+  log_delta = jnp.log(delta)[..., None]
+  finite_order = jnp.isfinite(orders)
+  a = jnp.where(finite_order, orders, 2.0)
+  if method == "classic":
+    eps = rdp - log_delta / (a - 1.0)
+  else:
+    eps = rdp + jnp.log1p(-1.0 / a) - (log_delta + jnp.log(a)) / (a - 1.0)
+  # alpha = inf: both bounds tend to r(inf).
+  return jnp.where(finite_order, eps, rdp)
+
+
+def _log_delta_per_order(rdp, orders, epsilon, method):
+  eps = epsilon[..., None]
+  finite_order = jnp.isfinite(orders)
+  a = jnp.where(finite_order, orders, 2.0)
+  if method == "classic":
+    log_delta = (a - 1.0) * (rdp - eps)
+  else:
+    log_delta = (a - 1.0) * (rdp - eps + jnp.log1p(-1.0 / a)) - jnp.log(a)
+  # alpha = inf gives delta = 0 if r(inf) < eps and no bound otherwise.
+  log_delta = jnp.where(finite_order, log_delta, jnp.where(rdp < eps, -jnp.inf, 0.0))
+  # delta <= sqrt(1 - exp(-r)) = TV bound from KL <= r(alpha).
+  r_safe = jnp.where(rdp > 0, rdp, 1.0)
+  log_tv = jnp.where(rdp > 0, 0.5 * jnp.log(-jnp.expm1(-r_safe)), -jnp.inf)
+  return jnp.minimum(jnp.minimum(log_delta, log_tv), 0.0)
+
+
+def epsilon_from_rdp_f64(rdp, orders, delta, method="improved"):
+  """Traceable core of :func:`rdp_to_epsilon` (float64 inputs, no validation)."""
+  rdp = _precision.as_float64(rdp)
+  orders = _precision.as_float64(orders)
+  delta = _precision.as_float64(delta)
+  batch = jnp.broadcast_shapes(rdp.shape[:-1], delta.shape)
+  rdp = jnp.broadcast_to(rdp, batch + rdp.shape[-1:])
+  delta = jnp.broadcast_to(delta, batch)
+  eps_all = _epsilon_per_order(rdp, orders, delta, method)
+  idx = argmin_last(eps_all)
+  eps = jnp.maximum(jnp.min(eps_all, axis=-1), 0.0)
+  bad_delta = ~((delta > 0) & (delta < 1))
+  eps = jnp.where(bad_delta, jnp.nan, eps)
+  return EpsilonResult(eps, orders[idx])
+
+
+def delta_from_rdp_f64(rdp, orders, epsilon, method="improved"):
+  """Traceable core of :func:`rdp_to_delta` (float64 inputs, no validation)."""
+  rdp = _precision.as_float64(rdp)
+  orders = _precision.as_float64(orders)
+  epsilon = _precision.as_float64(epsilon)
+  batch = jnp.broadcast_shapes(rdp.shape[:-1], epsilon.shape)
+  rdp = jnp.broadcast_to(rdp, batch + rdp.shape[-1:])
+  epsilon = jnp.broadcast_to(epsilon, batch)
+  log_delta_all = _log_delta_per_order(rdp, orders, epsilon, method)
+  idx = argmin_last(log_delta_all)
+  delta = jnp.exp(jnp.min(log_delta_all, axis=-1))
+  delta = jnp.where(jnp.isnan(epsilon) | (epsilon < 0), jnp.nan, delta)
+  return DeltaResult(delta, orders[idx])
+
+
+def rdp_to_epsilon(rdp: ArrayLike, orders: ArrayLike, delta: ArrayLike, *,
+                   method: str = "improved") -> EpsilonResult:
+  """Converts an RDP curve to (epsilon, delta)-DP: the smallest epsilon over orders.
+
+  Args:
+    rdp: RDP values, shape [..., n]; the last axis matches ``orders``.
+    orders: Renyi orders, shape [n], each in (1, inf].
+    delta: target delta in (0, 1); broadcasts against ``rdp[..., 0]``.
+    method: ``"improved"`` (default; Canonne-Kamath-Steinke 2020 Prop. 12,
+      arXiv:2004.00010) or ``"classic"`` (Mironov 2017 Prop. 3, arXiv:1702.07476).
+
+  Returns:
+    EpsilonResult(epsilon, order), arrays of the broadcast batch shape.
+    epsilon is >= 0. Traced invalid delta gives NaN.
+
+  Examples:
+    >>> import jaxrdp
+    >>> res = jaxrdp.rdp_to_epsilon([0.5, 1.0], [2.0, 4.0], 1e-5, method="classic")
+    >>> round(float(res.epsilon), 6), float(res.order)
+    (4.837642, 4.0)
+  """
+  _check_method(method)
+  _check_curve(rdp, orders)
+  check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
+  with _precision.Float64Scope() as scope:
+    out = epsilon_from_rdp_f64(rdp, orders, delta, method)
+  return scope.finalize(out)
+
+
+def rdp_to_delta(rdp: ArrayLike, orders: ArrayLike, epsilon: ArrayLike, *,
+                 method: str = "improved") -> DeltaResult:
+  """Converts an RDP curve to the smallest delta at the given epsilon.
+
+  Args:
+    rdp: RDP values, shape [..., n]; the last axis matches ``orders``.
+    orders: Renyi orders, shape [n], each in (1, inf].
+    epsilon: target epsilon in [0, inf); broadcasts against ``rdp[..., 0]``.
+    method: ``"improved"`` (default) or ``"classic"``; see :func:`rdp_to_epsilon`.
+
+  Returns:
+    DeltaResult(delta, order), delta in [0, 1]. Traced invalid epsilon gives NaN.
+
+  Examples:
+    >>> import jaxrdp
+    >>> res = jaxrdp.rdp_to_delta([0.5, 1.0], [2.0, 4.0], 4.837642, method="classic")
+    >>> round(float(res.delta), 8)
+    1e-05
+  """
+  _check_method(method)
+  _check_curve(rdp, orders)
+  check_range("epsilon", epsilon, lower=0.0)
+  with _precision.Float64Scope() as scope:
+    out = delta_from_rdp_f64(rdp, orders, epsilon, method)
+  return scope.finalize(out)

@@ -1,0 +1,136 @@
+"""Public RDP kernels of the Sampled Gaussian Mechanism (SGM)."""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+from jax.typing import ArrayLike
+
+from . import _precision
+from ._sgm_quadrature import log_a_minus_1_quadrature
+from ._validation import check_range
+
+__all__ = ["sgm_log_a", "sgm_rdp", "sgm_log_a_minus_1"]
+
+
+def _validate(q, sigma, alpha):
+  check_range("q", q, lower=0.0, upper=1.0)
+  check_range("sigma", sigma, lower=0.0, allow_inf=True)
+  check_range("alpha", alpha, lower=1.0, lower_open=True, allow_inf=True)
+
+
+def _log_a_minus_1_f64(q, sigma, alpha):
+  """log(A_alpha - 1) in float64 with every edge case; inputs any shape."""
+  q, sigma, alpha = jnp.broadcast_arrays(
+      _precision.as_float64(q), _precision.as_float64(sigma), _precision.as_float64(alpha))
+  invalid = ~((q >= 0) & (q <= 1) & (sigma >= 0) & (alpha > 1))  # also catches NaN
+  zero = q == 0  # the mechanism never looks at the data: A = 1
+  exact_gauss = q == 1  # A = exp(alpha (alpha - 1) / (2 sigma^2))
+  infinite = ((sigma == 0) | jnp.isinf(alpha)) & ~zero
+  huge_sigma = jnp.isinf(sigma) & ~zero
+  special = invalid | zero | exact_gauss | infinite | huge_sigma
+  # Double where: the quadrature sees harmless values wherever its output is unused.
+  qs = jnp.where(special, 0.5, q)
+  ss = jnp.where(special, 1.0, sigma)
+  as_ = jnp.where(special, 2.0, alpha)
+  general = log_a_minus_1_quadrature(qs, ss, as_)
+  # q = 1: log(A - 1) = log(expm1(alpha (alpha - 1) / (2 sigma^2))).
+  ss_g = jnp.where(exact_gauss & ~infinite & ~huge_sigma, sigma, 1.0)
+  ag = jnp.where(exact_gauss & ~infinite, alpha, 2.0)
+  x = ag * (ag - 1.0) / (2.0 * ss_g * ss_g)
+  gauss = jnp.where(x > 30.0, x + jnp.log1p(-jnp.exp(-jnp.minimum(x, 1e300))),
+                    jnp.log(jnp.expm1(jnp.minimum(x, 30.0))))
+  out = jnp.where(exact_gauss, gauss, general)
+  out = jnp.where(zero | huge_sigma, -jnp.inf, out)
+  out = jnp.where(infinite, jnp.inf, out)
+  return jnp.where(invalid, jnp.nan, out)
+
+
+def sgm_log_a_minus_1(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.Array:
+  """log(A_alpha - 1) of the SGM; full relative accuracy when A_alpha ~ 1.
+
+  Same conventions as :func:`sgm_log_a`; returns -inf where A_alpha = 1
+  (q = 0 or sigma = inf).
+  """
+  _validate(q, sigma, alpha)
+  with _precision.Float64Scope() as scope:
+    out = _log_a_minus_1_f64(q, sigma, alpha)
+  return scope.finalize(out)
+
+
+def _log_a_f64(q, sigma, alpha):
+  return jnp.logaddexp(0.0, _log_a_minus_1_f64(q, sigma, alpha))  # log(1 + (A - 1))
+
+
+def sgm_log_a(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.Array:
+  """log A_alpha of the Sampled Gaussian Mechanism, exact for any real alpha > 1.
+
+  With mu0 = N(0, sigma^2), mu1 = N(1, sigma^2) and mu = (1 - q) mu0 + q mu1
+  (Poisson sampling at rate q, noise multiplier sigma, sensitivity 1):
+
+      A_alpha = E_{z ~ mu0}[(mu(z) / mu0(z))^alpha]
+              = E_{z ~ N(0, sigma^2)}[(1 - q + q exp((2z - 1) / (2 sigma^2)))^alpha].
+
+  Computed as log1p of A_alpha - 1 = E[(1 + u)^alpha - 1 - alpha u] with
+  u = q expm1((2z - 1) / (2 sigma^2)), a non-negative integrand, by Gauss-Legendre
+  quadrature on windows placed around the integrand's mass (see
+  ``jaxrdp._sgm_quadrature``). This is the same quantity as the series of
+  Mironov, Talwar and Zhang (2019), "Renyi Differential Privacy of the Sampled
+  Gaussian Mechanism", arXiv:1908.10530, Sec. 3.3, without its truncation and
+  cancellation problems.
+
+  Accuracy guarantee: relative error <= 1e-12 (observed <= ~5e-14) against a
+  60-digit mpmath reference for q in [1e-8, 1], sigma in [0.1, 1e3],
+  alpha in (1, 1e4], integer and fractional alpha alike (tests/test_accuracy.py).
+
+  Edge cases: q = 0 -> 0; q = 1 -> alpha (alpha - 1) / (2 sigma^2);
+  sigma = 0 or alpha = inf (with q > 0) -> inf; sigma = inf -> 0.
+
+  Args:
+    q: sampling rate in [0, 1].
+    sigma: noise multiplier in [0, inf].
+    alpha: Renyi order in (1, inf]; integer and fractional orders may be mixed.
+      The three arguments broadcast with NumPy rules.
+
+  Returns:
+    float64 array of the broadcast shape. Concrete invalid arguments raise
+    ValueError; traced invalid values give NaN.
+
+  Examples:
+    >>> import jaxrdp
+    >>> round(float(jaxrdp.sgm_log_a(1.0, 2.0, 3.0)), 12)   # 3 * 2 / (2 * 4)
+    0.75
+  """
+  _validate(q, sigma, alpha)
+  with _precision.Float64Scope() as scope:
+    out = _log_a_f64(q, sigma, alpha)
+  return scope.finalize(out)
+
+
+def _rdp_f64(q, sigma, alpha):
+  alpha = _precision.as_float64(alpha)
+  log_a = _log_a_f64(q, sigma, alpha)
+  rdp = log_a / (alpha - 1.0)
+  # alpha = inf: the limit is inf for q > 0 and 0 for q = 0 (log A is then 0 or inf).
+  return jnp.where(jnp.isinf(alpha), jnp.where(log_a == 0, 0.0, jnp.inf), rdp)
+
+
+def sgm_rdp(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.Array:
+  """Per-step Renyi DP of the Sampled Gaussian Mechanism: log A_alpha / (alpha - 1).
+
+  This is D_alpha(mu || mu0), which bounds D_alpha(mu0 || mu) as well
+  (Mironov, Talwar, Zhang 2019, arXiv:1908.10530, Thm 5), so it is the
+  add/remove-adjacency RDP guarantee of one step. T steps give T * sgm_rdp.
+
+  Accuracy, broadcasting, edge cases and errors as in :func:`sgm_log_a`;
+  q = 1 gives alpha / (2 sigma^2), the Gaussian mechanism.
+
+  Examples:
+    >>> import jaxrdp
+    >>> float(jaxrdp.sgm_rdp(1.0, 2.0, 3.0))   # 3 / (2 * 4)
+    0.375
+  """
+  _validate(q, sigma, alpha)
+  with _precision.Float64Scope() as scope:
+    out = _rdp_f64(q, sigma, alpha)
+  return scope.finalize(out)

@@ -1,0 +1,212 @@
+"""log(A_alpha - 1) of the Sampled Gaussian Mechanism by windowed quadrature.
+
+The integral (MATH.md section 1, "Direct integral"; Mironov, Talwar, Zhang 2019,
+arXiv:1908.10530, eq. for A_alpha) is rewritten so that the integrand is
+non-negative. With z ~ N(0, sigma^2), w = (2z - 1) / (2 sigma^2),
+u = q expm1(w) (so E[u] = 0) and l = log1p(u):
+
+    A_alpha - 1 = E[(1 + u)^alpha - 1 - alpha u] = E[h(z)],
+    h = (1 + u) * (beta * E2(-l) + E2(beta * l)),   beta = alpha - 1,
+    E2(x) = e^x - 1 - x >= 0.
+
+(Expand (1 + u)^alpha = (1 + u) e^{beta l}; both terms of h are >= 0, so h has
+no cancellation for any alpha > 1, q, sigma.) The quadrature therefore has full
+relative accuracy even when A_alpha - 1 is 1e-20.
+
+Where the mass is. Expanding (1 - q + q e^w)^alpha binomially shows that the
+integrand is a mixture of Gaussian bumps of width sigma centred at z = x with
+log-weight
+
+    t(x) = log C(alpha, x) + x log q + (alpha - x) log(1 - q) + (x^2 - x)/(2 sigma^2),
+
+x in [0, alpha]. t is concave, then convex, then concave in x, so it has at most
+two local maxima. They are found on a Chebyshev grid and refined by Newton's
+method; each gets a window of Gauss-Legendre panels covering R = 10 bump widths
+plus the spread of significant bump weights. Overlapping windows are merged.
+Window placement is wrapped in ``stop_gradient``: the derivative of a fixed-node
+quadrature is the quadrature of the derivative.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import gammaln, digamma, polygamma, logsumexp
+
+from ._numerics import log_expm1_minus_x, log_gaussian_pdf
+
+__all__ = ["log_a_minus_1_quadrature"]
+
+# Window geometry. A Gaussian bump decays by e^{-R^2/2} = e^{-50} at R = 10.
+_R = 10.0
+# Significant bump weights: those within _T nats of the maximum (e^-40 ~ 4e-18).
+_T = 40.0
+_GRID = 48  # Chebyshev grid over x in [0, alpha] for locating the maxima of t.
+_NEWTON = 8
+_PANELS = 16
+_NODES = 16  # Gauss-Legendre nodes per panel.
+
+# Kink window around z0: half-width _KINK_HALFWIDTH * sigma, _KINK panels a side.
+_KINK_HALFWIDTH = 3.0
+_KINK = 7
+
+_GL_X, _GL_W = np.polynomial.legendre.leggauss(_NODES)
+
+
+def _log_h(z, q, sigma, alpha):
+  """log h(z) with h = (1+u)^alpha - 1 - alpha u >= 0 (see module docstring)."""
+  w = (2.0 * z - 1.0) / (2.0 * sigma * sigma)
+  # l = log(1 - q + q e^w). log1p(q expm1(w)) is exact when |u| is small; the
+  # logaddexp form is exact when it is not (and cannot overflow).
+  w_safe = jnp.minimum(w, 1.0)
+  u_small = q * jnp.expm1(w_safe)
+  use_log1p = (w <= 1.0) & (jnp.abs(u_small) < 0.5)
+  l_small = jnp.log1p(jnp.where(use_log1p, u_small, 0.0))
+  q_big = jnp.where(use_log1p, 0.5, q)
+  l_big = jnp.logaddexp(jnp.log1p(-q_big), jnp.log(q_big) + w)
+  l = jnp.where(use_log1p, l_small, l_big)
+  beta = alpha - 1.0
+  return l + jnp.logaddexp(
+      jnp.log(beta) + log_expm1_minus_x(-l), log_expm1_minus_x(beta * l)
+  )
+
+
+def _log_integrand(z, q, sigma, alpha):
+  return log_gaussian_pdf(z, sigma) + _log_h(z, q, sigma, alpha)
+
+
+def _bump_logweight_derivs(x, q, sigma, alpha):
+  """t(x), t'(x), t''(x) for the bump log-weights of the module docstring."""
+  lq, l1q = jnp.log(q), jnp.log1p(-q)
+  s2 = sigma * sigma
+  t = (gammaln(alpha + 1.0) - gammaln(x + 1.0) - gammaln(alpha - x + 1.0)
+       + x * lq + (alpha - x) * l1q + (x * x - x) / (2.0 * s2))
+  d1 = -digamma(x + 1.0) + digamma(alpha - x + 1.0) + lq - l1q + (2.0 * x - 1.0) / (2.0 * s2)
+  d2 = -polygamma(1, x + 1.0) - polygamma(1, alpha - x + 1.0) + 1.0 / s2
+  return t, d1, d2
+
+
+def _refine_max(x0, lo, hi, q, sigma, alpha):
+  """Safeguarded Newton steps towards a local maximum of t inside [lo, hi]."""
+  def body(_, x):
+    _, d1, d2 = _bump_logweight_derivs(x, q, sigma, alpha)
+    # Newton where t is concave; otherwise a bounded step uphill.
+    step = jnp.where(d2 < 0, -d1 / jnp.where(d2 < 0, d2, -1.0), jnp.sign(d1))
+    step = jnp.clip(step, -0.25 * (hi - lo) - 1.0, 0.25 * (hi - lo) + 1.0)
+    return jnp.clip(x + step, lo, hi)
+  return jax.lax.fori_loop(0, _NEWTON, body, x0)
+
+
+def _spread(x, q, sigma, alpha):
+  """Half-width in x beyond which the bump weights fall below max - _T."""
+  _, d1, d2 = _bump_logweight_derivs(x, q, sigma, alpha)
+  by_slope = _T / jnp.maximum(jnp.abs(d1), 1e-300)
+  by_curv = jnp.sqrt(2.0 * _T / jnp.maximum(-d2, 1e-300))
+  # In a concave region both bounds hold; in a convex one only the slope bound.
+  spread = jnp.where(d2 < 0, jnp.minimum(by_slope, by_curv), by_slope)
+  return jnp.minimum(spread, alpha + 2.0)
+
+
+def _argmax(v):
+  """First index of the maximum of a 1-D array.
+
+  Written with max/min reductions instead of jnp.argmax: argmax lowers to a
+  variadic reduce whose initial values follow the *global* x64 flag, which
+  breaks when this float64 kernel is traced inside a caller's float32 jit.
+  """
+  idx = jnp.arange(v.shape[0], dtype=jnp.int32)
+  return jnp.min(jnp.where(v == jnp.max(v), idx, jnp.int32(v.shape[0])))
+
+
+def _windows(q, sigma, alpha):
+  """Two integration windows [a, b] in z (possibly merged into one)."""
+  k = np.arange(_GRID)
+  cheb = 0.5 * (1.0 - np.cos(np.pi * k / (_GRID - 1)))
+  xs = alpha * cheb
+  t, _, _ = _bump_logweight_derivs(xs, q, sigma, alpha)
+  # Best grid point in the lower and the upper half of [0, alpha]: the two
+  # concave regions of t lie at its two ends.
+  half = _GRID // 2
+  i_lo = _argmax(t[:half])
+  i_hi = half + _argmax(t[half:])
+  step = alpha / (_GRID - 1) * np.pi  # >= local grid spacing
+  x_lo = _refine_max(xs[i_lo], jnp.maximum(xs[i_lo] - step, 0.0), jnp.minimum(xs[i_lo] + step, alpha), q, sigma, alpha)
+  x_hi = _refine_max(xs[i_hi], jnp.maximum(xs[i_hi] - step, 0.0), jnp.minimum(xs[i_hi] + step, alpha), q, sigma, alpha)
+  pad = _R * sigma + 2.0
+  d_lo = _spread(x_lo, q, sigma, alpha)
+  d_hi = _spread(x_hi, q, sigma, alpha)
+  # The excess integrand also has mass near z in [-R sigma, 2] (the k = 0, 1, 2
+  # terms), so the lower window always reaches down there.
+  a1 = jnp.minimum(x_lo - d_lo, 0.0) - pad
+  b1 = jnp.maximum(x_lo + d_lo, 2.0) + pad
+  a2 = x_hi - d_hi - pad
+  b2 = x_hi + d_hi + pad
+  overlap = a2 <= b1
+  b1m = jnp.where(overlap, jnp.maximum(b1, b2), b1)
+  return a1, b1m, a2, b2, overlap
+
+
+def _log_window_integral(a, b, q, sigma, alpha):
+  """log of the integral over [a, b] with _PANELS x _NODES Gauss-Legendre."""
+  edges = a + (b - a) * jnp.linspace(0.0, 1.0, _PANELS + 1)
+  left, right = edges[:-1, None], edges[1:, None]
+  half = 0.5 * (right - left)
+  # An empty interval (a == b) contributes exactly nothing. It is evaluated on
+  # a dummy unit interval and masked afterwards, so that no all -inf logsumexp
+  # (whose gradient is NaN) is ever formed.
+  empty = b <= a
+  half = jnp.where(empty, 0.5, half)
+  left = jnp.where(empty, a, left)
+  z = left + half * (1.0 + _GL_X[None, :])
+  logw = jnp.log(half) + np.log(_GL_W)[None, :]
+  return jnp.where(empty, -jnp.inf, logsumexp(logw + _log_integrand(z, q, sigma, alpha)))
+
+
+def _log_kink_integral(z0, c, q, sigma, alpha):
+  """log of the integral over [z0 - c, z0 + c], panels graded towards z0.
+
+  Edges sit at z0 +- c 2^-k, so every panel is at least as far from the
+  branch points z0 +- i pi sigma^2 as it is wide (for c 2^-(_KINK-1) <= pi sigma^2).
+  """
+  g = np.concatenate([[0.0], 2.0 ** -np.arange(_KINK - 1, -1, -1)])  # 0, ..., 1/2, 1
+  edges = jnp.concatenate([z0 - c * g[::-1], z0 + c * g[1:]])
+  left, right = edges[:-1, None], edges[1:, None]
+  half = 0.5 * (right - left)
+  z = (left + right) * 0.5 + half * _GL_X[None, :]
+  logw = jnp.log(half) + np.log(_GL_W)[None, :]
+  return logsumexp(logw + _log_integrand(z, q, sigma, alpha))
+
+
+def _clip_out(a, b, lo, hi):
+  """[a, b] minus (lo, hi) as two intervals (either may be empty: a == b)."""
+  b_left = jnp.clip(lo, a, b)
+  a_right = jnp.clip(hi, a, b)
+  return (a, b_left), (a_right, b)
+
+
+def _log_a_minus_1_scalar(q, sigma, alpha):
+  a1, b1, a2, b2, overlap = jax.lax.stop_gradient(_windows(q, sigma, alpha))
+  # z0: where (1 - q) mu0 = q mu1, the centre of the kink of (1 - q + q e^w)^alpha.
+  z0 = jax.lax.stop_gradient(sigma * sigma * (jnp.log1p(-q) - jnp.log(q)) + 0.5)
+  c = jax.lax.stop_gradient(_KINK_HALFWIDTH * sigma)
+  a2 = jnp.where(overlap, b1, a2)  # merged: the second window is empty
+  b2 = jnp.where(overlap, b1, b2)
+  parts = [_log_kink_integral(z0, c, q, sigma, alpha)]
+  for a, b in (( a1, b1), (a2, b2)):
+    for lo, hi in _clip_out(a, b, z0 - c, z0 + c):
+      parts.append(_log_window_integral(lo, hi, q, sigma, alpha))
+  return logsumexp(jnp.stack(parts))
+
+
+def log_a_minus_1_quadrature(q, sigma, alpha):
+  """Elementwise log(A_alpha - 1) for 0 < q <= 1, sigma > 0, alpha > 1.
+
+  Inputs must already be broadcast to a common shape and be float64.
+  """
+  f = _log_a_minus_1_scalar
+  for _ in range(jnp.ndim(q)):
+    f = jax.vmap(f)
+  return f(q, sigma, alpha)

@@ -1,0 +1,72 @@
+"""Argument validation at the Python boundary.
+
+Concrete (non-traced) arguments are checked eagerly and raise ``ValueError``
+naming the argument and its allowed range. Traced arguments cannot be checked
+in Python; the kernels map invalid traced values to NaN instead, and never to a
+wrong finite number.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import jax
+
+__all__ = [
+    "is_concrete",
+    "check_range",
+    "concrete_or_none",
+]
+
+
+def is_concrete(x) -> bool:
+  """True if ``x`` holds a value now (it is not a JAX tracer)."""
+  return not isinstance(x, jax.core.Tracer)
+
+
+def concrete_or_none(x):
+  """Returns ``x`` as a float64 numpy array if concrete, else ``None``."""
+  if not is_concrete(x):
+    return None
+  try:
+    return np.asarray(x, dtype=np.float64)
+  except (TypeError, ValueError) as e:
+    raise ValueError(f"could not convert argument to a float array: {e}") from None
+
+
+def check_range(
+    name: str,
+    x,
+    *,
+    lower: float | None = None,
+    upper: float | None = None,
+    lower_open: bool = False,
+    upper_open: bool = False,
+    allow_inf: bool = False,
+) -> None:
+  """Raises ValueError if concrete ``x`` has NaN or leaves the given interval.
+
+  Args:
+    name: argument name used in the message.
+    x: array-like or tracer (tracers are not checked).
+    lower, upper: bounds; ``None`` means unbounded.
+    lower_open, upper_open: whether the bound itself is excluded.
+    allow_inf: whether +inf is an allowed value.
+  """
+  arr = concrete_or_none(x)
+  if arr is None:
+    return
+  lo = "-inf" if lower is None else repr(float(lower))
+  hi = "inf" if upper is None else repr(float(upper))
+  interval = f"{'(' if lower_open or lower is None else '['}{lo}, {hi}{')' if upper_open or upper is None else ']'}"
+  if np.isnan(arr).any():
+    raise ValueError(f"{name} must not be NaN; allowed range is {interval}")
+  bad = np.zeros(arr.shape, dtype=bool)
+  if lower is not None:
+    bad |= (arr <= lower) if lower_open else (arr < lower)
+  if upper is not None:
+    bad |= (arr >= upper) if upper_open else (arr > upper)
+  if not allow_inf:
+    bad |= np.isinf(arr)
+  if bad.any():
+    first = arr[bad].flat[0]
+    raise ValueError(f"{name} must be in {interval}, got {first!r}")
