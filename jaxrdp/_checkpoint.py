@@ -250,8 +250,8 @@ def _restore_leaf(path: str, i: int, entry: dict, t_leaf: Any, arrays) -> Any:
         if not isinstance(saved, dict):
             raise CheckpointError(f"{path}: leaf {i}: accountant entry without a state")
         expected = np.asarray(t_leaf.orders, dtype=np.float64)
-        try:
-            got = np.asarray(saved.get("orders"), dtype=np.float64).reshape(-1)
+        try:  # accountant_to_dict stores floats as float.hex strings (bit-exact)
+            got = np.array([float.fromhex(x) for x in saved.get("orders")], dtype=np.float64)
         except (TypeError, ValueError):
             got = np.full(1, np.nan)
         if got.shape != expected.shape or not np.array_equal(got, expected):
@@ -261,17 +261,8 @@ def _restore_leaf(path: str, i: int, entry: dict, t_leaf: Any, arrays) -> Any:
                 f"{_short(expected)}; resuming would mix RDP curves of different orders"
             )
         try:
-            values = np.asarray(saved.get("rdp"), dtype=np.float64)
-        except (TypeError, ValueError):
-            values = np.full(1, np.nan)
-        if values.shape != expected.shape or np.any(np.isnan(values)) or np.any(values < 0):
-            # RDP of a composition is >= 0 at every order (inf allowed).
-            raise CheckpointError(
-                f"{path}: invalid accountant state: RDP values must be {expected.size} "
-                "numbers >= 0 (inf allowed)"
-            )
-        try:
-            return accountant_from_dict(saved)
+            # Validates the values too (no NaN, RDP >= 0, orders > 1).
+            return accountant_from_dict(saved, expected_orders=expected)
         except ValueError as e:
             raise CheckpointError(f"{path}: invalid accountant state: {e}") from e
     if kind == "accountant":

@@ -36,7 +36,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from ._checks import check_nonnegative, check_positive
+from ._validation import check_range
 from ._precision import x64_context
 
 __all__ = ["clip_per_example", "per_example_grads", "dp_gradient"]
@@ -95,7 +95,7 @@ def clip_per_example(grads: PyTree, clip_norm: ArrayLike) -> tuple[PyTree, jax.A
     Raises:
       ValueError: if a concrete ``clip_norm`` is not > 0.
     """
-    check_positive("clip_norm", clip_norm)
+    check_range("clip_norm", clip_norm, lower=0.0, lower_open=True)
     norms = _per_example_norms(grads)
     c = _clip_in(clip_norm, norms.dtype)
     factors = _clip_factors(norms, c)
@@ -173,9 +173,9 @@ def dp_gradient(
     themselves, at the 1e-7 level, is outside the accounting, as in every
     floating-point DP-SGD implementation.)
     """
-    check_positive("clip_norm", clip_norm)
-    check_nonnegative("noise_multiplier", noise_multiplier)
-    check_positive("expected_batch_size", expected_batch_size)
+    check_range("clip_norm", clip_norm, lower=0.0, lower_open=True)
+    check_range("noise_multiplier", noise_multiplier, lower=0.0)
+    check_range("expected_batch_size", expected_batch_size, lower=0.0, lower_open=True)
     grads = per_example_grads(loss_fn, params, batch)
     clipped, norms = clip_per_example(grads, clip_norm)
     mask = jnp.asarray(mask, dtype=bool)

@@ -23,7 +23,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from ._checks import check_closed_unit_interval
+from ._validation import check_range
 from ._precision import x64_context
 
 __all__ = ["poisson_sample_mask"]
@@ -75,7 +75,7 @@ def poisson_sample_mask(key: jax.Array, n: int, q: ArrayLike) -> jax.Array:
         raise ValueError(f"n must be a static Python int >= 0, got {n}")
     if jnp.ndim(q) != 0:
         raise ValueError(f"q must be a scalar, got shape {jnp.shape(q)}")
-    check_closed_unit_interval("q", q)
+    check_range("q", q, lower=0.0, upper=1.0)
     with x64_context():
         # q in float64: a Python float stays exact, a traced float32 upcasts
         # exactly, so the threshold is derived from the same q the accountant sees.

@@ -32,16 +32,11 @@ from ._accountant import (
     accountant_epsilon,
     accountant_init,
 )
-from ._checks import (
-    check_closed_unit_interval,
-    check_nonnegative,
-    check_open_unit_interval,
-    check_positive,
-)
 from ._dp_gradient import dp_gradient
 from ._poisson import poisson_sample_mask
 from ._precision import x64_context
 from ._sgm import sgm_rdp
+from ._validation import check_range
 
 __all__ = [
     "SGMCache",
@@ -88,6 +83,18 @@ def tree_select(pred: ArrayLike, on_true: PyTree, on_false: PyTree) -> PyTree:
     pred = jnp.asarray(pred, dtype=bool)
     with x64_context():
         return jax.tree.map(lambda a, b: jnp.where(pred, a, b), on_true, on_false)
+
+
+@jax.jit
+def _sgm_curve(q: jax.Array, sigma: jax.Array, orders: jax.Array) -> jax.Array:
+    """Per-step RDP curve in float64.
+
+    Jitted so that eager callers compile the quadrature once per process and
+    shape instead of dispatching it op by op; inside another trace it inlines.
+    Pass float64 arrays (a Python float would enter a float32 jit as float32).
+    """
+    with x64_context():
+        return sgm_rdp(q, sigma, orders)
 
 
 def _guard(accountant, step_rdp, q, sigma, delta, target, valid, count=1) -> PrivacyGuard:
@@ -166,11 +173,14 @@ def privacy_guard(
       >>> bool(g.allowed)
       True
     """
-    check_open_unit_interval("delta", delta)
+    check_range("q", q, lower=0.0, upper=1.0)
+    check_range("sigma", sigma, lower=0.0, allow_inf=True)
+    check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
     if target_epsilon is not None:
-        check_nonnegative("target_epsilon", target_epsilon)
+        check_range("target_epsilon", target_epsilon, lower=0.0, allow_inf=True)
     with x64_context():
-        step_rdp = sgm_rdp(q, sigma, accountant.orders)
+        q64, s64 = jnp.asarray(q, jnp.float64), jnp.asarray(sigma, jnp.float64)
+        step_rdp = _sgm_curve(q64, s64, accountant.orders)
     return _guard(accountant, step_rdp, q, sigma, delta, target_epsilon, True, count)
 
 
@@ -269,13 +279,6 @@ def _evaluate(schedule: Schedule, step: jax.Array) -> jax.Array:
         return jnp.asarray(value, jnp.float64)
 
 
-@jax.jit
-def _sgm_curve(q: jax.Array, sigma: jax.Array, orders: jax.Array) -> jax.Array:
-    """Per-step RDP curve in float64 (compiled once per process and shape)."""
-    with x64_context():
-        return sgm_rdp(q, sigma, orders)
-
-
 def _cached_curve(cache: SGMCache, q, sigma, orders) -> tuple[jax.Array, SGMCache]:
     """sgm_rdp(q, sigma, orders), recomputed only when (q, sigma, orders) changed.
 
@@ -347,15 +350,14 @@ def make_dpsgd_step(
     Raises:
       ValueError: for concrete out-of-range arguments.
     """
-    check_positive("clip_norm", clip_norm)
-    check_open_unit_interval("delta", delta)
+    check_range("clip_norm", clip_norm, lower=0.0, lower_open=True)
+    check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
     if target_epsilon is not None:
-        check_nonnegative("target_epsilon", target_epsilon)
+        check_range("target_epsilon", target_epsilon, lower=0.0, allow_inf=True)
     if not callable(q):
-        check_closed_unit_interval("q", q)
-        check_positive("q", q)
+        check_range("q", q, lower=0.0, upper=1.0, lower_open=True)
     if not callable(sigma):
-        check_nonnegative("sigma", sigma)
+        check_range("sigma", sigma, lower=0.0)
     constant = not callable(q) and not callable(sigma)
     if constant:
         # Computed once, eagerly: the step itself then only adds this curve.
