@@ -15,7 +15,7 @@ A one-hidden-layer MLP is trained on the 8x8 digits bundled with scikit-learn
 The same model is also trained without privacy (shuffled minibatches, which is
 fine there, but is NOT the sampling the SGM accounting assumes) as a baseline.
 
-Run:  python examples/dpsgd_digits.py            (about 20 s on a 2-core CPU)
+Run:  python examples/dpsgd_digits.py            (about 30 s on a shared 2-core CPU)
       python examples/dpsgd_digits.py --epochs 2 (tiny configuration for tests)
 
 The last line has the fixed shape

@@ -162,7 +162,7 @@ def privacy_guard(
     refused (``allowed`` False) and the accountant is left unchanged.
 
     Cost: one evaluation of ``sgm_rdp`` at all the accountant's orders per call
-    (milliseconds on a CPU for the default orders). A training step that runs
+    (tens of milliseconds on a CPU for the default orders). A training step that runs
     every few milliseconds should use :func:`make_dpsgd_step`, which computes
     the per-step RDP curve once per distinct (q, sigma).
 
@@ -322,7 +322,7 @@ def make_dpsgd_step(
     nothing recompiles and no Python control flow touches traced values.
 
     Cost of the accounting: the per-step RDP curve sgm_rdp(q_t, sigma_t, orders)
-    is the expensive part (milliseconds for the default orders on a CPU). With
+    is the expensive part (tens of milliseconds for the default orders on a CPU). With
     constant ``q`` and ``sigma`` it is computed once, here, outside the step;
     inside the step remain one vector add and two epsilon conversions. With a
     schedule it is computed inside the step, only when (q_t, sigma_t) differs
