@@ -9,8 +9,9 @@ from jax.typing import ArrayLike
 from . import _precision
 from ._conversions import (
     DeltaResult, EpsilonResult, delta_from_rdp_f64, epsilon_from_rdp_f64, _check_method)
+from ._order_search import min_epsilon_over_orders
 from ._sgm import _rdp_f64, _validate as _validate_sgm
-from ._validation import check_range
+from ._validation import check_range, concrete_or_none
 
 __all__ = ["DEFAULT_ORDERS", "DP_ACCOUNTING_ORDERS", "dpsgd_epsilon", "dpsgd_delta"]
 
@@ -70,6 +71,13 @@ def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: Array
   Returns:
     EpsilonResult(epsilon, order) with the broadcast shape of the arguments.
 
+  When ``orders`` is concrete, orders are not all evaluated: exact log A at a
+  coarse set of integer orders bounds every other order by convexity, and only
+  the orders that could still be optimal are evaluated exactly
+  (``jaxrdp._order_search``). The result is the exact minimum over the grid
+  whenever at most 16 orders remain in contention (all cells of the standard
+  benchmark grid), and otherwise a valid, slightly larger bound.
+
   Examples:
     >>> import jaxrdp
     >>> res = jaxrdp.dpsgd_epsilon(256 / 60000, 1.1, 14063, 1e-5)
@@ -81,10 +89,18 @@ def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: Array
   check_range("steps", steps, lower=0.0)
   check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
   orders = _orders_or_default(orders)
+  orders_np = concrete_or_none(orders)
   with _precision.Float64Scope() as scope:
-    delta64 = _precision.as_float64(delta)
-    rdp = _dpsgd_rdp_f64(q, sigma, steps, orders)
-    out = epsilon_from_rdp_f64(rdp, orders, delta64, method)
+    q, sigma, steps, delta = jnp.broadcast_arrays(
+        *(_precision.as_float64(x) for x in (q, sigma, steps, delta)))
+    if orders_np is not None:
+      # Concrete orders: exact minimum over the grid without evaluating every
+      # order (see jaxrdp._order_search); always a valid bound.
+      res = min_epsilon_over_orders(q, sigma, steps, delta, orders_np, method)
+      out = EpsilonResult(res.epsilon, res.order)
+    else:
+      rdp = _dpsgd_rdp_f64(q, sigma, steps, orders)
+      out = epsilon_from_rdp_f64(rdp, orders, delta, method)
   return scope.finalize(out)
 
 

@@ -7,8 +7,12 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from . import _precision
+import numpy as np
+
 from ._sgm_quadrature import log_a_minus_1_quadrature
-from ._validation import check_range
+from ._sgm_series import (
+    FULL_MAX_ORDER, log_a_minus_1_integer_full, log_a_minus_1_integer_windowed)
+from ._validation import check_range, concrete_or_none
 
 __all__ = ["sgm_log_a", "sgm_rdp", "sgm_log_a_minus_1"]
 
@@ -19,8 +23,50 @@ def _validate(q, sigma, alpha):
   check_range("alpha", alpha, lower=1.0, lower_open=True, allow_inf=True)
 
 
+def _log_a_minus_1_regular(q, sigma, alpha, alpha_np):
+  """log(A - 1) for 0 < q < 1, 0 < sigma < inf, 1 < alpha < inf (broadcast arrays).
+
+  When the orders are concrete (``alpha_np`` is not None), they are partitioned
+  statically: integer orders use the exact positive series (cheap), the rest
+  use quadrature. Traced orders all use quadrature.
+  """
+  if alpha_np is None:
+    return log_a_minus_1_quadrature(q, sigma, alpha)
+  shape = q.shape
+  a = np.broadcast_to(alpha_np, shape).ravel()
+  is_int = np.isfinite(a) & (a == np.round(a)) & (a >= 2)
+  groups = [
+      np.flatnonzero(is_int & (a <= FULL_MAX_ORDER)),
+      np.flatnonzero(is_int & (a > FULL_MAX_ORDER)),
+      np.flatnonzero(~is_int),
+  ]
+  qf, sf, af = q.ravel(), sigma.ravel(), alpha.ravel()
+  parts = []
+  if groups[0].size:
+    i = groups[0]
+    parts.append(log_a_minus_1_integer_full(qf[i], sf[i], a[i].astype(np.int64)))
+  if groups[1].size:
+    i = groups[1]
+    qi, si, ai = qf[i], sf[i], jnp.asarray(a[i])
+    val, covered = log_a_minus_1_integer_windowed(qi, si, ai)
+    # Rare: the windows may miss terms (very broad term distributions). Only
+    # then is the quadrature run, for the whole group, and used where needed.
+    val = jax.lax.cond(
+        jnp.all(covered), lambda: val,
+        lambda: jnp.where(covered, val, log_a_minus_1_quadrature(qi, si, ai)))
+    parts.append(val)
+  if groups[2].size:
+    i = groups[2]
+    parts.append(log_a_minus_1_quadrature(qf[i], sf[i], af[i]))
+  order = np.concatenate(groups)
+  inverse = np.empty_like(order)
+  inverse[order] = np.arange(order.size)
+  return jnp.concatenate(parts)[inverse].reshape(shape)
+
+
 def _log_a_minus_1_f64(q, sigma, alpha):
   """log(A_alpha - 1) in float64 with every edge case; inputs any shape."""
+  alpha_np = concrete_or_none(alpha)
   q, sigma, alpha = jnp.broadcast_arrays(
       _precision.as_float64(q), _precision.as_float64(sigma), _precision.as_float64(alpha))
   invalid = ~((q >= 0) & (q <= 1) & (sigma >= 0) & (alpha > 1))  # also catches NaN
@@ -33,7 +79,9 @@ def _log_a_minus_1_f64(q, sigma, alpha):
   qs = jnp.where(special, 0.5, q)
   ss = jnp.where(special, 1.0, sigma)
   as_ = jnp.where(special, 2.0, alpha)
-  general = log_a_minus_1_quadrature(qs, ss, as_)
+  if alpha_np is not None:
+    alpha_np = np.where(np.isfinite(alpha_np) & (alpha_np > 1), alpha_np, 2.0)
+  general = _log_a_minus_1_regular(qs, ss, as_, alpha_np)
   # q = 1: log(A - 1) = log(expm1(alpha (alpha - 1) / (2 sigma^2))).
   ss_g = jnp.where(exact_gauss & ~infinite & ~huge_sigma, sigma, 1.0)
   ag = jnp.where(exact_gauss & ~infinite, alpha, 2.0)
