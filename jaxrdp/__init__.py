@@ -92,3 +92,39 @@ __all__ += [
     "zcdp_to_epsilon",
 ]
 # --- end issue 5 ---
+
+# --- issue 4: DP-SGD training integration ---
+from ._checkpoint import CheckpointError as CheckpointError
+from ._checkpoint import load_checkpoint as load_checkpoint
+from ._checkpoint import save_checkpoint as save_checkpoint
+from ._dp_gradient import clip_per_example as clip_per_example
+from ._dp_gradient import dp_gradient as dp_gradient
+from ._dp_gradient import per_example_grads as per_example_grads
+from ._poisson import poisson_sample_mask as poisson_sample_mask
+from ._training import DPSGDState as DPSGDState
+from ._training import PrivacyGuard as PrivacyGuard
+from ._training import SGMCache as SGMCache
+from ._training import StepInfo as StepInfo
+from ._training import dpsgd_init as dpsgd_init
+from ._training import make_dpsgd_step as make_dpsgd_step
+from ._training import privacy_guard as privacy_guard
+from ._training import tree_select as tree_select
+
+__all__ += [
+    "CheckpointError",
+    "DPSGDState",
+    "PrivacyGuard",
+    "SGMCache",
+    "StepInfo",
+    "clip_per_example",
+    "dp_gradient",
+    "dpsgd_init",
+    "load_checkpoint",
+    "make_dpsgd_step",
+    "per_example_grads",
+    "poisson_sample_mask",
+    "privacy_guard",
+    "save_checkpoint",
+    "tree_select",
+]
+# --- end issue 4 ---
