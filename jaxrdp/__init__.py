@@ -128,3 +128,37 @@ __all__ += [
     "tree_select",
 ]
 # --- end issue 4 ---
+
+# --- issue 3: calibration, sweeps, command line ---
+from ._calibration import NoiseCalibration as NoiseCalibration
+from ._calibration import SamplingRateCalibration as SamplingRateCalibration
+from ._calibration import StepsCalibration as StepsCalibration
+from ._calibration import calibrate_noise as calibrate_noise
+from ._calibration import calibrate_noise_for_delta as calibrate_noise_for_delta
+from ._calibration import calibrate_sampling_rate as calibrate_sampling_rate
+from ._calibration import calibrate_sampling_rate_for_delta as calibrate_sampling_rate_for_delta
+from ._calibration import calibrate_steps as calibrate_steps
+from ._calibration import calibrate_steps_for_delta as calibrate_steps_for_delta
+from ._dataset import epochs_to_steps as epochs_to_steps
+from ._dataset import sampling_rate as sampling_rate
+from ._plot import plot_sweep as plot_sweep
+from ._sweep import SweepResult as SweepResult
+from ._sweep import sweep as sweep
+
+__all__ += [
+    "NoiseCalibration",
+    "SamplingRateCalibration",
+    "StepsCalibration",
+    "SweepResult",
+    "calibrate_noise",
+    "calibrate_noise_for_delta",
+    "calibrate_sampling_rate",
+    "calibrate_sampling_rate_for_delta",
+    "calibrate_steps",
+    "calibrate_steps_for_delta",
+    "epochs_to_steps",
+    "plot_sweep",
+    "sampling_rate",
+    "sweep",
+]
+# --- end issue 3 ---

@@ -1,0 +1,5 @@
+"""`python -m jaxrdp`: the jaxrdp command line (see `jaxrdp.cli`)."""
+
+from jaxrdp.cli import main
+
+raise SystemExit(main())

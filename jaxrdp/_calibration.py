@@ -1,0 +1,525 @@
+"""Calibrating DP-SGD to a privacy budget: noise, steps or sampling rate, on grids.
+
+Each function inverts one monotone map of the RDP accountant of the Sampled
+Gaussian Mechanism (SGM; Mironov, Talwar, Zhang 2019, arXiv:1908.10530): the
+per-step RDP at every order is non-increasing in the noise multiplier sigma and
+non-decreasing in the sampling rate q, T steps multiply it by T, and the RDP ->
+(epsilon, delta) conversions (Canonne, Kamath, Steinke 2020, arXiv:2004.00010,
+Prop. 12) are increasing in the RDP at each order and take a minimum over orders.
+So epsilon(delta) and delta(epsilon) are non-increasing in sigma and
+non-decreasing in q and T, and each calibration is a 1-D threshold search per cell.
+
+Sigma and q (``jaxrdp._bracket``): the search runs in v = log sigma (or v = -log q,
+so that the budget holds for v >= threshold), from the zCDP guess rho = T q^2 /
+sigma^2 with epsilon = rho + 2 sqrt(rho log(1/delta)) (Bun and Steinke 2016,
+arXiv:1605.02065, Prop. 1.3). Geometric expansion brackets the threshold; ITP
+steps (Oliveira and Takahashi 2020, ACM TOMS 47(1), doi:10.1145/3423597) with the
+Illinois rule and Brent's minimum step shrink the bracket on the proxy
+log(epsilon) - log(target), which is nearly linear in log sigma. It stops when the
+bracket is 4e-8 wide and answers with the end that meets the budget: conservative
+by construction, and sigma (1 - 1e-6) violates the budget. All cells of a grid
+advance together in one ``lax.while_loop`` that evaluates the accountant once per
+iteration (about 10 to 14 iterations), so a grid is one jitted call and the SGM
+kernel is compiled once.
+
+Steps: the per-step RDP is computed once per cell (T only scales it, Mironov 2017,
+arXiv:1702.07476, Prop. 1), then exponential search and integer bisection on T.
+
+Budget margin: a cell meets its budget when its value is <= target (1 - 1e-12),
+so that recomputing epsilon with a different floating-point evaluation order
+cannot push it over the target.
+
+Infeasible requests give NaN with ``feasible == False``:
+
+* ``calibrate_noise``: the target is at or below the floor that infinite noise
+  reaches with these orders and delta (the conversion at RDP = 0; about 5e-4 for
+  delta = 1e-5 with the default orders), or needs sigma > 1e6;
+* ``calibrate_steps``: not even one step fits;
+* ``calibrate_sampling_rate``: no q >= 1e-10 fits (or sigma = 0).
+
+Degenerate cells are answered in closed form: q = 0 or steps = 0 needs sigma = 0;
+steps = 0 admits q = 1; q = 0 or sigma = inf admits steps = inf.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.typing import ArrayLike
+
+from . import _precision
+from ._conversions import delta_from_rdp_f64, epsilon_from_rdp_f64
+from ._dpsgd import _orders_or_default
+from ._bracket import solve_threshold
+from ._sgm import _rdp_f64
+from ._validation import check_range
+
+__all__ = [
+    "NoiseCalibration", "StepsCalibration", "SamplingRateCalibration",
+    "calibrate_noise", "calibrate_noise_for_delta",
+    "calibrate_steps", "calibrate_steps_for_delta",
+    "calibrate_sampling_rate", "calibrate_sampling_rate_for_delta",
+]
+
+# A cell meets its budget when value <= target * (1 - _SAFETY).
+_SAFETY = 1e-12
+# Final half-width of the bracket in v: sigma is tight to 4e-8 relative, 25 times
+# inside the promised 1e-6. Tighter costs little on smooth cells but up to one
+# bisection step per halving on cells whose epsilon is nearly a staircase in sigma
+# (targets close to the floor, where each order switches on abruptly).
+_TOL = 2e-8
+# Search ranges: sigma in [1e-3, 1e6]; q in [1e-10, 1] (v = -log q).
+_LOG_SIGMA_RANGE = (float(np.log(1e-3)), float(np.log(1e6)))
+_NEG_LOG_Q_RANGE = (0.0, float(-np.log(1e-10)))
+# The integer search for the number of steps stops at 2**52 (exact in float64).
+_MAX_STEPS = float(2**52)
+
+
+class NoiseCalibration(NamedTuple):
+  """Result of :func:`calibrate_noise` / :func:`calibrate_noise_for_delta` (a pytree).
+
+  Attributes:
+    sigma: smallest noise multiplier meeting the budget; NaN where infeasible.
+    epsilon: epsilon of the guarantee at ``sigma`` (achieved by
+      ``calibrate_noise``, given to ``calibrate_noise_for_delta``).
+    delta: delta of the guarantee at ``sigma`` (given, respectively achieved).
+    order: Renyi order attaining the bound at ``sigma``.
+    feasible: boolean mask, False where no sigma meets the budget.
+  """
+
+  sigma: jax.Array
+  epsilon: jax.Array
+  delta: jax.Array
+  order: jax.Array
+  feasible: jax.Array
+
+
+class StepsCalibration(NamedTuple):
+  """Result of :func:`calibrate_steps` / :func:`calibrate_steps_for_delta` (a pytree).
+
+  Attributes:
+    steps: largest integer number of steps meeting the budget (a float64 holding
+      an integer); inf where any number fits; NaN where not even one step does.
+    epsilon: epsilon of the guarantee after ``steps`` steps.
+    delta: delta of the guarantee after ``steps`` steps.
+    order: Renyi order attaining the bound.
+    feasible: boolean mask, False where not even one step meets the budget.
+  """
+
+  steps: jax.Array
+  epsilon: jax.Array
+  delta: jax.Array
+  order: jax.Array
+  feasible: jax.Array
+
+
+class SamplingRateCalibration(NamedTuple):
+  """Result of :func:`calibrate_sampling_rate` / ``..._for_delta`` (a pytree).
+
+  Attributes:
+    q: largest sampling rate in (0, 1] meeting the budget; NaN where infeasible.
+    epsilon: epsilon of the guarantee at ``q``.
+    delta: delta of the guarantee at ``q``.
+    order: Renyi order attaining the bound at ``q``.
+    feasible: boolean mask, False where no q > 0 meets the budget.
+  """
+
+  q: jax.Array
+  epsilon: jax.Array
+  delta: jax.Array
+  order: jax.Array
+  feasible: jax.Array
+
+
+# --------------------------------------------------------------------------------------
+# The accountant and the search.
+
+
+def _full_value(rdp_total, orders, given, for_delta):
+  """(value, order) of the accountant over all orders, as dpsgd_epsilon/delta do."""
+  if for_delta:
+    res = delta_from_rdp_f64(rdp_total, orders, given, "improved")
+    return res.delta, res.order
+  res = epsilon_from_rdp_f64(rdp_total, orders, given, "improved")
+  return res.epsilon, res.order
+
+
+def _calibrate_continuous(rdp_at, given, steps, target, v0, v_range, active, orders,
+                          for_delta):
+  """Smallest v in v_range with accountant value <= target (``jaxrdp._bracket``).
+
+  Args:
+    rdp_at: v [S] -> per-step RDP [S, n] at all orders, non-increasing in v.
+    given, steps, target, v0, active: cell arrays of shape S.
+    orders: all orders, [n].
+
+  Returns:
+    (v, value, order, ok): v is NaN where infeasible; value (epsilon, or delta) and
+    order describe the guarantee at v.
+  """
+  bound = target * (1.0 - _SAFETY)
+  log_bound = jnp.log(bound)
+
+  def value_at(v):
+    total = rdp_at(v)
+    total = jnp.where(steps[..., None] == 0, 0.0, steps[..., None] * total)
+    return _full_value(total, orders, given, for_delta)
+
+  def score(v):
+    value, _ = value_at(v)
+    # log value - log bound is close to linear in log sigma (epsilon ~ sigma^-1 to
+    # sigma^-2), which makes the interpolation steps converge fast.
+    return value <= bound, jnp.log(value) - log_bound
+
+  v, infeasible, _ = solve_threshold(score, v0, *v_range, active, _TOL)
+  ok = active & ~infeasible
+  v = jnp.where(ok, v, jnp.nan)
+  value, order = value_at(jnp.where(ok, v, v0))
+  return v, value, order, ok
+
+
+# --------------------------------------------------------------------------------------
+# The three calibrations (traced cores).
+
+
+def _zcdp_rho(epsilon, delta):
+  # Invert epsilon = rho + 2 sqrt(rho L), L = log(1/delta): sqrt(rho) =
+  # sqrt(L + epsilon) - sqrt(L), written without cancellation. A first guess only.
+  log_inv_delta = -jnp.log(delta)
+  return (epsilon / (jnp.sqrt(log_inv_delta + epsilon) + jnp.sqrt(log_inv_delta))) ** 2
+
+
+def _guess_rho(target, given, for_delta):
+  eps = given if for_delta else target
+  dlt = target if for_delta else given
+  eps = jnp.where(jnp.isfinite(eps) & (eps > 0), eps, 1.0)
+  dlt = jnp.where((dlt > 0) & (dlt < 1), dlt, 1e-5)
+  return _zcdp_rho(eps, dlt)
+
+
+def _valid_budget(target, given, for_delta):
+  if for_delta:
+    return (target > 0) & (target < 1) & (given >= 0) & ~jnp.isnan(given)
+  return (target >= 0) & ~jnp.isnan(target) & (given > 0) & (given < 1)
+
+
+def _floor_value(given, all_orders, for_delta):
+  # The accountant at zero RDP: what infinite noise (or q = 0) achieves.
+  zeros = jnp.zeros(given.shape + all_orders.shape)
+  return _full_value(zeros, all_orders, given, for_delta)
+
+
+def _pack(cls, x, value, given, order, feasible, for_delta):
+  eps, dlt = (given, value) if for_delta else (value, given)
+  nan = jnp.nan
+  return cls(x, jnp.where(feasible, eps, nan), jnp.where(feasible, dlt, nan),
+             jnp.where(feasible, order, nan), feasible)
+
+
+def _noise_impl(target, given, q, steps, all_orders, for_delta):
+  valid = _valid_budget(target, given, for_delta) & (q >= 0) & (q <= 1) & (steps >= 0)
+  floor, floor_order = _floor_value(given, all_orders, for_delta)
+  reachable = floor <= target * (1.0 - _SAFETY)
+  trivial = valid & ((q == 0) | (steps == 0))
+  active = valid & ~trivial & reachable
+  q_s = jnp.where(active, q, 0.5)
+  t_s = jnp.where(active, steps, 1.0)
+  g_s = jnp.where(active, given, 0.5)
+  sigma0 = jnp.clip(q_s * jnp.sqrt(t_s / _guess_rho(target, given, for_delta)), 0.3, 1e5)
+
+  def rdp_at(v):
+    return _rdp_f64(q_s[..., None], jnp.exp(v)[..., None], all_orders)
+
+  v, value, order, ok = _calibrate_continuous(
+      rdp_at, g_s, t_s, jnp.where(active, target, 1.0), jnp.log(sigma0),
+      _LOG_SIGMA_RANGE, active, all_orders, for_delta)
+  feasible = ok | (trivial & reachable)
+  sigma = jnp.where(trivial, 0.0, jnp.exp(v))
+  sigma = jnp.where(feasible, sigma, jnp.nan)
+  value = jnp.where(trivial, floor, value)
+  order = jnp.where(trivial, floor_order, order)
+  return _pack(NoiseCalibration, sigma, value, given, order, feasible, for_delta)
+
+
+def _rate_impl(target, given, sigma, steps, all_orders, for_delta):
+  valid = _valid_budget(target, given, for_delta) & (sigma >= 0) & (steps >= 0)
+  floor, floor_order = _floor_value(given, all_orders, for_delta)
+  reachable = floor <= target * (1.0 - _SAFETY)
+  no_steps = valid & (steps == 0)
+  # sigma = 0 with q > 0 and T > 0 reveals the data: infinite RDP at every order.
+  active = valid & ~no_steps & reachable & (sigma > 0)
+  s_s = jnp.where(active, sigma, 1.0)
+  t_s = jnp.where(active, steps, 1.0)
+  g_s = jnp.where(active, given, 0.5)
+  q0 = jnp.clip(s_s * jnp.sqrt(_guess_rho(target, given, for_delta) / t_s), 1e-8, 1.0)
+
+  def rdp_at(v):
+    return _rdp_f64(jnp.exp(-v)[..., None], s_s[..., None], all_orders)
+
+  v, value, order, ok = _calibrate_continuous(
+      rdp_at, g_s, t_s, jnp.where(active, target, 1.0), -jnp.log(q0),
+      _NEG_LOG_Q_RANGE, active, all_orders, for_delta)
+  feasible = ok | (no_steps & reachable)
+  q = jnp.where(no_steps, 1.0, jnp.exp(-v))
+  q = jnp.where(feasible, q, jnp.nan)
+  value = jnp.where(no_steps, floor, value)
+  order = jnp.where(no_steps, floor_order, order)
+  return _pack(SamplingRateCalibration, q, value, given, order, feasible, for_delta)
+
+
+def _steps_impl(target, given, q, sigma, all_orders, for_delta):
+  valid = _valid_budget(target, given, for_delta) & (q >= 0) & (q <= 1) & (sigma >= 0)
+  q_s = jnp.where(valid, q, 0.5)
+  s_s = jnp.where(valid, sigma, 1.0)
+  g_s = jnp.where(valid, given, 0.5)
+  # T steps compose to T times the per-step RDP (Mironov 2017, Prop. 1): one kernel
+  # evaluation per cell, then a search over T with the cheap conversion only.
+  rdp1 = _rdp_f64(q_s[..., None], s_s[..., None], all_orders)
+  bound = target * (1.0 - _SAFETY)
+
+  def value_at(t):
+    total = jnp.where(t[..., None] == 0, 0.0, t[..., None] * rdp1)
+    return _full_value(total, all_orders, g_s, for_delta)
+
+  def ok(t):
+    return value_at(t)[0] <= bound
+
+  zero = jnp.zeros_like(q_s)
+  ok0 = valid & ok(zero)
+  unlimited = ok0 & jnp.all(rdp1 == 0, axis=-1)
+  search = ok0 & ~unlimited
+
+  def exp_cond(s):
+    _, hi, ok_hi = s
+    return jnp.any(search & ok_hi & (hi < _MAX_STEPS))
+
+  def exp_body(s):
+    lo, hi, ok_hi = s
+    grow = search & ok_hi & (hi < _MAX_STEPS)
+    lo = jnp.where(grow, hi, lo)
+    hi = jnp.where(grow, 2.0 * hi, hi)
+    return lo, hi, jnp.where(grow, ok(hi), ok_hi)
+
+  one = jnp.ones_like(q_s)
+  lo, hi, ok_hi = lax.while_loop(exp_cond, exp_body, (zero, one, ok(one)))
+  capped = search & ok_hi  # within budget even at the cap: report the cap
+
+  def bis_cond(s):
+    lo, hi = s
+    return jnp.any(search & ~capped & (hi - lo > 1))
+
+  def bis_body(s):
+    lo, hi = s
+    live = search & ~capped & (hi - lo > 1)
+    mid = jnp.floor(0.5 * (lo + hi))
+    okm = ok(jnp.where(live, mid, lo))
+    return jnp.where(live & okm, mid, lo), jnp.where(live & ~okm, mid, hi)
+
+  lo, hi = lax.while_loop(bis_cond, bis_body, (lo, hi))
+  steps = jnp.where(capped, hi, lo)
+  feasible = unlimited | (search & (steps >= 1))
+  value, order = value_at(jnp.where(unlimited, 0.0, steps))
+  steps = jnp.where(unlimited, jnp.inf, steps)
+  steps = jnp.where(feasible, steps, jnp.nan)
+  return _pack(StepsCalibration, steps, value, given, order, feasible, for_delta)
+
+
+_noise_jit = jax.jit(_noise_impl, static_argnames="for_delta")
+_rate_jit = jax.jit(_rate_impl, static_argnames="for_delta")
+_steps_jit = jax.jit(_steps_impl, static_argnames="for_delta")
+
+
+# --------------------------------------------------------------------------------------
+# Public boundary: validation of concrete input, broadcasting, float64.
+
+
+def orders_array(orders) -> np.ndarray:
+  """Validated float64 numpy orders (default ``DEFAULT_ORDERS``)."""
+  orders = _orders_or_default(orders)
+  if isinstance(orders, jax.core.Tracer):
+    raise ValueError("orders must be concrete (a numpy array or list), not traced")
+  arr = np.asarray(orders, dtype=np.float64)
+  if arr.size == 0:
+    raise ValueError("orders must not be empty")
+  return arr
+
+
+def _check_budget(target, given, for_delta):
+  if for_delta:
+    check_range("target_delta", target, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
+    check_range("epsilon", given, lower=0.0)
+  else:
+    check_range("target_epsilon", target, lower=0.0)
+    check_range("delta", given, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
+
+
+def _call(jitted, target, given, a, b, orders, for_delta):
+  all_orders = orders_array(orders)
+  with _precision.Float64Scope() as scope:
+    args = [_precision.as_float64(x) for x in (target, given, a, b)]
+    shape = jnp.broadcast_shapes(*(x.shape for x in args))
+    args = [jnp.broadcast_to(x, shape) for x in args]
+    out = jitted(*args, jnp.asarray(all_orders), for_delta=for_delta)
+  return scope.finalize(out)
+
+
+def _noise(target, given, q, steps, orders, for_delta):
+  _check_budget(target, given, for_delta)
+  check_range("q", q, lower=0.0, upper=1.0)
+  check_range("steps", steps, lower=0.0)
+  return _call(_noise_jit, target, given, q, steps, orders, for_delta)
+
+
+def _steps(target, given, q, sigma, orders, for_delta):
+  _check_budget(target, given, for_delta)
+  check_range("q", q, lower=0.0, upper=1.0)
+  check_range("sigma", sigma, lower=0.0, allow_inf=True)
+  return _call(_steps_jit, target, given, q, sigma, orders, for_delta)
+
+
+def _rate(target, given, sigma, steps, orders, for_delta):
+  _check_budget(target, given, for_delta)
+  check_range("sigma", sigma, lower=0.0, allow_inf=True)
+  check_range("steps", steps, lower=0.0)
+  return _call(_rate_jit, target, given, sigma, steps, orders, for_delta)
+
+
+def calibrate_noise(target_epsilon: ArrayLike, delta: ArrayLike, q: ArrayLike,
+                    steps: ArrayLike, orders: ArrayLike | None = None) -> NoiseCalibration:
+  """Smallest noise multiplier sigma with epsilon(q, sigma, steps, delta) <= target.
+
+  Solves, per cell, min {sigma : dpsgd_epsilon(q, sigma, steps, delta).epsilon <=
+  target_epsilon} with the bracketing search of the module docstring. All
+  arguments broadcast together; a whole grid is one jitted call.
+
+  Guarantees, for every feasible cell: ``dpsgd_epsilon(q, sigma, steps, delta,
+  orders)`` recomputed gives at most target_epsilon (1 - 1e-12), and
+  sigma (1 - 1e-6) exceeds the target (the bracket is 4e-8 wide in log sigma).
+
+  Args:
+    target_epsilon: epsilon budget, >= 0.
+    delta: delta of the guarantee, in (0, 1).
+    q: Poisson sampling rate, in [0, 1].
+    steps: number of DP-SGD steps, >= 0 (need not be an integer).
+    orders: Renyi orders (1-D, concrete); default :data:`jaxrdp.DEFAULT_ORDERS`.
+
+  Returns:
+    ``NoiseCalibration(sigma, epsilon, delta, order, feasible)``, float64 arrays of
+    the broadcast shape; ``epsilon`` is the value achieved at ``sigma``. Infeasible
+    cells (a target at or below the infinite-noise floor, or needing sigma > 1e6)
+    have NaN and ``feasible == False``. q = 0 or steps = 0 gives sigma = 0.
+    Concrete invalid input raises ValueError; traced invalid input gives NaN.
+
+  Examples:
+    >>> import jaxrdp
+    >>> res = jaxrdp.calibrate_noise(2.0, 1e-5, 256 / 60000, 14063)
+    >>> round(float(res.sigma), 4), bool(res.feasible)
+    (1.2798, True)
+  """
+  return _noise(target_epsilon, delta, q, steps, orders, for_delta=False)
+
+
+def calibrate_noise_for_delta(target_delta: ArrayLike, epsilon: ArrayLike, q: ArrayLike,
+                              steps: ArrayLike, orders: ArrayLike | None = None
+                              ) -> NoiseCalibration:
+  """Smallest sigma with delta(q, sigma, steps, epsilon) <= target_delta.
+
+  The delta-side twin of :func:`calibrate_noise` (the accountant's delta is
+  :func:`jaxrdp.dpsgd_delta`). Same guarantees: the recomputed delta is at most
+  target_delta (1 - 1e-12) and sigma (1 - 1e-6) exceeds the target.
+
+  Args:
+    target_delta: delta budget, in (0, 1).
+    epsilon: epsilon of the guarantee, >= 0.
+    q: sampling rate in [0, 1].
+    steps: number of steps, >= 0.
+    orders: Renyi orders; default :data:`jaxrdp.DEFAULT_ORDERS`.
+
+  Returns:
+    ``NoiseCalibration``; ``delta`` is the value achieved at ``sigma``. NaN and
+    ``feasible == False`` where even infinite noise does not reach target_delta.
+  """
+  return _noise(target_delta, epsilon, q, steps, orders, for_delta=True)
+
+
+def calibrate_steps(target_epsilon: ArrayLike, delta: ArrayLike, q: ArrayLike,
+                    sigma: ArrayLike, orders: ArrayLike | None = None) -> StepsCalibration:
+  """Largest integer number of steps T with epsilon(q, sigma, T, delta) <= target.
+
+  The per-step RDP is computed once per cell; T is found by exponential search and
+  integer bisection, so that epsilon(T) meets the budget and epsilon(T + 1) does not.
+
+  Args:
+    target_epsilon: epsilon budget, >= 0.
+    delta: delta in (0, 1).
+    q: sampling rate in [0, 1].
+    sigma: noise multiplier >= 0 (inf allowed).
+    orders: Renyi orders; default :data:`jaxrdp.DEFAULT_ORDERS`.
+
+  Returns:
+    ``StepsCalibration(steps, epsilon, delta, order, feasible)``. ``steps`` is a
+    float64 integer: inf where the RDP is zero (q = 0 or sigma = inf), at most
+    2**52, and NaN with ``feasible == False`` where not even one step fits.
+
+  Examples:
+    >>> import jaxrdp
+    >>> int(jaxrdp.calibrate_steps(2.597, 1e-5, 256 / 60000, 1.1).steps)
+    14063
+  """
+  return _steps(target_epsilon, delta, q, sigma, orders, for_delta=False)
+
+
+def calibrate_steps_for_delta(target_delta: ArrayLike, epsilon: ArrayLike, q: ArrayLike,
+                              sigma: ArrayLike, orders: ArrayLike | None = None
+                              ) -> StepsCalibration:
+  """Largest integer T with delta(q, sigma, T, epsilon) <= target_delta.
+
+  The delta-side twin of :func:`calibrate_steps`, with (target_delta, epsilon) in
+  place of (target_epsilon, delta).
+  """
+  return _steps(target_delta, epsilon, q, sigma, orders, for_delta=True)
+
+
+def calibrate_sampling_rate(target_epsilon: ArrayLike, delta: ArrayLike, sigma: ArrayLike,
+                            steps: ArrayLike, orders: ArrayLike | None = None
+                            ) -> SamplingRateCalibration:
+  """Largest sampling rate q in (0, 1] with epsilon(q, sigma, steps, delta) <= target.
+
+  Searched in log q like :func:`calibrate_noise`; q (1 + 1e-6) exceeds the target
+  unless q = 1. For a dataset of N examples the largest expected batch size is
+  floor(q N), within budget because epsilon is non-decreasing in q.
+
+  Args:
+    target_epsilon: epsilon budget, >= 0.
+    delta: delta in (0, 1).
+    sigma: noise multiplier >= 0 (inf allowed).
+    steps: number of steps >= 0.
+    orders: Renyi orders; default :data:`jaxrdp.DEFAULT_ORDERS`.
+
+  Returns:
+    ``SamplingRateCalibration(q, epsilon, delta, order, feasible)``; NaN and
+    ``feasible == False`` where no q >= 1e-10 fits (sigma = 0, or a target at or
+    below the infinite-noise floor). steps = 0 gives q = 1.
+
+  Examples:
+    >>> import jaxrdp
+    >>> res = jaxrdp.calibrate_sampling_rate(2.597, 1e-5, 1.1, 14063)
+    >>> round(float(res.q) * 60000)
+    256
+  """
+  return _rate(target_epsilon, delta, sigma, steps, orders, for_delta=False)
+
+
+def calibrate_sampling_rate_for_delta(target_delta: ArrayLike, epsilon: ArrayLike,
+                                      sigma: ArrayLike, steps: ArrayLike,
+                                      orders: ArrayLike | None = None
+                                      ) -> SamplingRateCalibration:
+  """Largest q in (0, 1] with delta(q, sigma, steps, epsilon) <= target_delta.
+
+  The delta-side twin of :func:`calibrate_sampling_rate`.
+  """
+  return _rate(target_delta, epsilon, sigma, steps, orders, for_delta=True)

@@ -1,0 +1,204 @@
+"""Sweeps: values per cell, labels, exports, chunking, progress and sharding."""
+
+import csv
+import io
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import jax
+
+import jaxrdp
+from jaxrdp import _sweep
+
+ORDERS = np.array([1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0, 64.0])
+
+
+@pytest.fixture(scope="module")
+def q_sweep():
+  return jaxrdp.sweep(q=[0.001, 0.01, 0.1], sigma=[0.8, 1.5], steps=[10, 1000], delta=[1e-5, 1e-3],
+                      orders=ORDERS)
+
+
+@pytest.fixture(scope="module")
+def data_sweep():
+  return jaxrdp.sweep(dataset_size=60000, batch_size=[128, 256], sigma=[1.1, 2.0], epochs=[1, 60],
+                      delta=1e-5, orders=ORDERS)
+
+
+def test_dataset_helpers():
+  assert float(jaxrdp.sampling_rate(256, 60000)) == 256 / 60000
+  assert int(jaxrdp.epochs_to_steps(60, 60000, 256)) == 14063  # ceil(14062.5)
+  assert int(jaxrdp.epochs_to_steps(1, 60000, 250)) == 240  # exact: no extra step
+  assert int(jaxrdp.epochs_to_steps(0.3, 60000, 100)) == 180
+  steps = jax.jit(jaxrdp.epochs_to_steps)(np.array([1.0, 2.5]), 1000, 3)
+  np.testing.assert_array_equal(np.asarray(steps), [334, 834])
+  q = jax.vmap(lambda b: jaxrdp.sampling_rate(b, 1000))(np.array([10.0, 20.0]))
+  np.testing.assert_array_equal(np.asarray(q), [0.01, 0.02])
+  steps = jax.vmap(lambda e: jaxrdp.epochs_to_steps(e, 1000, 3))(np.array([1.0, 2.5]))
+  np.testing.assert_array_equal(np.asarray(steps), [334, 834])
+  with pytest.raises(ValueError, match="batch_size"):
+    jaxrdp.sampling_rate(0, 100)
+  with pytest.raises(ValueError, match="batch_size"):
+    jaxrdp.sampling_rate(200, 100)
+  with pytest.raises(ValueError, match="epochs"):
+    jaxrdp.epochs_to_steps(-1, 100, 10)
+
+
+def test_q_sweep_matches_dpsgd_epsilon(q_sweep):
+  res = q_sweep
+  assert res.dims == ("q", "sigma", "steps", "delta")
+  assert res.shape == (3, 2, 2, 2)
+  q, s, t, d = np.meshgrid(*res.axes.values(), indexing="ij")
+  ref = jaxrdp.dpsgd_epsilon(q, s, t, d, orders=ORDERS)
+  np.testing.assert_allclose(res.epsilon, np.asarray(ref.epsilon), rtol=1e-12)
+  np.testing.assert_array_equal(res.order, np.asarray(ref.order))
+  # More steps, larger q or smaller sigma never lower epsilon.
+  assert np.all(np.diff(res.epsilon, axis=0) >= 0)
+  assert np.all(np.diff(res.epsilon, axis=1) <= 0)
+  assert np.all(np.diff(res.epsilon, axis=2) >= 0)
+
+
+def test_dataset_sweep_matches_dpsgd_epsilon(data_sweep):
+  res = data_sweep
+  assert res.dims == ("dataset_size", "batch_size", "sigma", "epochs", "delta")
+  steps = np.broadcast_to(res.steps, res.shape)
+  assert steps[0, 1, 0, 1, 0] == 14063 and steps[0, 0, 0, 0, 0] == 469
+  q = np.broadcast_to(res.q, res.shape)
+  assert q[0, 1, 0, 0, 0] == 256 / 60000
+  sigma = np.broadcast_to(res.axes["sigma"][None, None, :, None, None], res.shape)
+  ref = jaxrdp.dpsgd_epsilon(q, sigma, steps, 1e-5, orders=ORDERS)
+  np.testing.assert_allclose(res.epsilon, np.asarray(ref.epsilon), rtol=1e-12)
+
+
+def test_select_and_columns(data_sweep):
+  sub = data_sweep.select(batch_size=256, epochs=60)
+  assert sub.shape == (1, 1, 2, 1, 1)
+  np.testing.assert_array_equal(sub.epsilon.ravel(), data_sweep.epsilon[0, 1, :, 1, 0])
+  cols = sub.columns()
+  assert list(cols) == ["dataset_size", "batch_size", "sigma", "epochs", "delta", "q", "steps",
+                        "epsilon", "order"]
+  assert cols["steps"].tolist() == [14063, 14063]
+  with pytest.raises(ValueError, match="batch_size"):
+    data_sweep.select(batch_size=100)
+  with pytest.raises(ValueError, match="not an axis"):
+    data_sweep.select(q=0.1)
+
+
+def test_csv_round_trip(q_sweep, tmp_path):
+  path = tmp_path / "s.csv"
+  text = q_sweep.to_csv(str(path))
+  assert path.read_text() == text
+  rows = list(csv.DictReader(io.StringIO(text)))
+  assert len(rows) == q_sweep.size
+  cols = q_sweep.columns()
+  for i in (0, 7, q_sweep.size - 1):
+    for name in ("q", "sigma", "steps", "delta", "epsilon", "order"):
+      assert float(rows[i][name]) == cols[name][i]  # repr floats read back exactly
+
+
+def test_json_round_trip(data_sweep, tmp_path):
+  path = tmp_path / "s.json"
+  data_sweep.to_json(str(path))
+  back = json.loads(path.read_text())
+  assert back["dims"] == list(data_sweep.dims)
+  assert back["axes"]["batch_size"] == [128.0, 256.0]
+  np.testing.assert_array_equal(np.array(back["epsilon"]), data_sweep.epsilon)
+  assert np.array(back["steps"]).shape == data_sweep.shape
+  assert data_sweep.to_dict()["order"] == back["order"]
+
+
+def test_json_non_finite_becomes_null():
+  res = jaxrdp.sweep(q=[0.5], sigma=[0.0, 1.0], steps=10, orders=ORDERS)
+  assert np.isinf(res.epsilon[0, 0, 0, 0])
+  back = json.loads(res.to_json())
+  assert back["epsilon"][0][0][0][0] is None
+
+
+def test_to_pandas_optional(q_sweep, monkeypatch):
+  try:
+    import pandas as pd  # noqa: F401
+  except ImportError:
+    with pytest.raises(ImportError, match="pandas"):
+      q_sweep.to_pandas()
+  else:
+    df = q_sweep.to_pandas()
+    assert len(df) == q_sweep.size and "epsilon" in df.columns
+  monkeypatch.setitem(sys.modules, "pandas", None)
+  with pytest.raises(ImportError, match="pip install pandas"):
+    q_sweep.to_pandas()
+
+
+def test_chunks_equal_one_call_and_show_progress(capsys, monkeypatch):
+  monkeypatch.setitem(sys.modules, "tqdm", None)  # the fallback counter
+  kw = dict(q=[0.001, 0.01, 0.1], sigma=[0.8, 1.5], steps=np.arange(1, 11) * 100,
+            delta=[1e-5, 1e-3], orders=ORDERS)
+  whole = jaxrdp.sweep(**kw, progress=False)
+  assert capsys.readouterr().err == ""
+  chunked = jaxrdp.sweep(**kw, chunk_size=32)
+  np.testing.assert_array_equal(chunked.epsilon, whole.epsilon)
+  np.testing.assert_array_equal(chunked.order, whole.order)
+  err = capsys.readouterr().err
+  assert "jaxrdp sweep: 5/5 chunks" in err  # 6 pairs in 1 chunk, 120 cells in 4
+
+
+def test_same_shape_does_not_recompile():
+  kw = dict(sigma=[1.0, 2.0], steps=[100], orders=ORDERS)
+  jaxrdp.sweep(q=[0.01, 0.02], **kw)
+  engine = _sweep._engine(tuple(jax.devices()))
+  before = (engine.rdp._cache_size(), engine.eps._cache_size())
+  jaxrdp.sweep(q=[0.03, 0.04], **kw)
+  assert (engine.rdp._cache_size(), engine.eps._cache_size()) == before
+
+
+def test_table_is_readable(data_sweep):
+  text = data_sweep.table()
+  assert "epochs=60" in text and "batch_size" in text
+  assert "dataset_size = 60000" in text
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(q=2.0, sigma=1.0, steps=10), "q"),
+        (dict(q=0.1, sigma=-1.0, steps=10), "sigma"),
+        (dict(q=0.1, sigma=1.0, steps=10, delta=1.0), "delta"),
+        (dict(q=0.1, sigma=1.0, epochs=10), "epochs"),
+        (dict(sigma=1.0, steps=10), "q or batch_size"),
+        (dict(dataset_size=100, batch_size=200, sigma=1.0, steps=10), "batch_size"),
+        (dict(dataset_size=100, batch_size=2.5, sigma=1.0, steps=10), "batch_size"),
+    ],
+)
+def test_invalid_arguments(kwargs, match):
+  with pytest.raises(ValueError, match=match):
+    jaxrdp.sweep(**kwargs)
+
+
+_SHARD_SCRIPT = textwrap.dedent("""
+    import numpy as np, jax, jaxrdp
+    assert jax.device_count() == 4, jax.devices()
+    orders = np.array([1.5, 2.0, 3.0, 4.0, 8.0, 16.0, 64.0])
+    kw = dict(q=np.geomspace(1e-3, 0.2, 5), sigma=[0.7, 1.0, 2.0], steps=[1, 100, 7000],
+              delta=[1e-6, 1e-5], orders=orders, progress=False)
+    for chunk in (7, 1 << 14):  # several chunks (not a multiple of 4) and one
+        sharded = jaxrdp.sweep(**kw, chunk_size=chunk)
+        single = jaxrdp.sweep(**kw, chunk_size=chunk, devices=jax.devices()[:1])
+        assert np.array_equal(sharded.epsilon, single.epsilon), "epsilon differs"
+        assert np.array_equal(sharded.order, single.order), "order differs"
+    print("SHARDED-OK")
+""")
+
+
+def test_sharded_equals_single_device():
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+  out = subprocess.run([sys.executable, "-c", _SHARD_SCRIPT], env=env, capture_output=True,
+                       text=True, timeout=600)
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert "SHARDED-OK" in out.stdout
