@@ -50,16 +50,29 @@ def _dpsgd_rdp_f64(q, sigma, steps, orders, orders_static=None):
   return jnp.where(steps[..., None] == 0, 0.0, steps[..., None] * rdp)
 
 
-def _dpsgd_epsilon_f64(q, sigma, steps, delta, orders, orders_static, method):
+def _dpsgd_epsilon_f64(q, sigma, steps, delta, orders, orders_static, method, mode):
+  """mode: "exhaustive" (every order), "search" (returns the exactness flags
+  too), or "search_or_exhaustive" (an in-graph fallback, for traced inputs)."""
   q, sigma, steps, delta = jnp.broadcast_arrays(
       *(_precision.as_float64(x) for x in (q, sigma, steps, delta)))
-  if orders_static is not None:
-    # Concrete orders: exact minimum over the grid without evaluating every
-    # order (see jaxrdp._order_search); always a valid bound.
-    res = min_epsilon_over_orders(q, sigma, steps, delta, orders_static.array, method)
-    return EpsilonResult(res.epsilon, res.order)
-  rdp = _dpsgd_rdp_f64(q, sigma, steps, orders)
-  return epsilon_from_rdp_f64(rdp, orders, delta, method)
+
+  def exhaustive():
+    rdp = _dpsgd_rdp_f64(q, sigma, steps, orders, orders_static)
+    return epsilon_from_rdp_f64(rdp, orders, delta, method)
+
+  if mode == "exhaustive":
+    return exhaustive()
+  # The exact minimum over the grid without evaluating every order
+  # (jaxrdp._order_search). Where the search cannot certify that it found the
+  # grid minimum (more orders in contention than candidates, e.g. on very dense
+  # grids), the exhaustive evaluation is used instead, so the result is always
+  # the exact minimum over ``orders``.
+  res = min_epsilon_over_orders(q, sigma, steps, delta, orders_static.array, method)
+  searched = EpsilonResult(res.epsilon, res.order)
+  certified = jnp.all(res.exact | jnp.isnan(res.epsilon))
+  if mode == "search":
+    return searched, certified
+  return jax.lax.cond(certified, lambda: searched, exhaustive)
 
 
 def _dpsgd_delta_f64(q, sigma, steps, epsilon, orders, orders_static, method):
@@ -67,7 +80,7 @@ def _dpsgd_delta_f64(q, sigma, steps, epsilon, orders, orders_static, method):
   return delta_from_rdp_f64(rdp, orders, _precision.as_float64(epsilon), method)
 
 
-_dpsgd_epsilon_jit = jax.jit(_dpsgd_epsilon_f64, static_argnames=("orders_static", "method"))
+_dpsgd_epsilon_jit = jax.jit(_dpsgd_epsilon_f64, static_argnames=("orders_static", "method", "mode"))
 _dpsgd_delta_jit = jax.jit(_dpsgd_delta_f64, static_argnames=("orders_static", "method"))
 
 
@@ -96,9 +109,9 @@ def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: Array
   When ``orders`` is concrete, orders are not all evaluated: exact log A at a
   coarse set of integer orders bounds every other order by convexity, and only
   the orders that could still be optimal are evaluated exactly
-  (``jaxrdp._order_search``). The result is the exact minimum over the grid
-  whenever at most 16 orders remain in contention (all cells of the standard
-  benchmark grid), and otherwise a valid, slightly larger bound.
+  (``jaxrdp._order_search``). If more than 16 orders remain in contention for
+  any cell (never on the standard benchmark grid), the batch is evaluated at
+  every order instead; either way the result is the exact minimum over the grid.
 
   Examples:
     >>> import jaxrdp
@@ -111,9 +124,22 @@ def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: Array
   check_range("steps", steps, lower=0.0)
   check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
   orders = _orders_or_default(orders)
+  orders_static = static_or_none(orders)
+  traced = any(isinstance(x, jax.core.Tracer) for x in (q, sigma, steps, delta, orders))
   with _precision.Float64Scope() as scope:
-    out = _dpsgd_epsilon_jit(q, sigma, steps, delta, orders, orders_static=static_or_none(orders),
-                             method=method)
+    if orders_static is None:
+      out = _dpsgd_epsilon_jit(q, sigma, steps, delta, orders, orders_static=None, method=method,
+                               mode="exhaustive")
+    elif traced:
+      out = _dpsgd_epsilon_jit(q, sigma, steps, delta, orders, orders_static=orders_static,
+                               method=method, mode="search_or_exhaustive")
+    else:
+      # Eager: the exhaustive program is compiled only if it is ever needed.
+      out, certified = _dpsgd_epsilon_jit(q, sigma, steps, delta, orders, orders_static=orders_static,
+                                          method=method, mode="search")
+      if not bool(certified):
+        out = _dpsgd_epsilon_jit(q, sigma, steps, delta, orders, orders_static=orders_static,
+                                 method=method, mode="exhaustive")
   return scope.finalize(out)
 
 

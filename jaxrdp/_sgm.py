@@ -32,6 +32,8 @@ def _log_a_minus_1_regular(q, sigma, alpha, alpha_np):
   """
   if alpha_np is None:
     return log_a_minus_1_quadrature(q, sigma, alpha)
+  if alpha_np.ndim == 1 and q.shape[-1:] == alpha_np.shape:
+    return _regular_along_last_axis(q, sigma, alpha, alpha_np)
   shape = q.shape
   a = np.broadcast_to(alpha_np, shape).ravel()
   is_int = np.isfinite(a) & (a == np.round(a)) & (a >= 2)
@@ -62,6 +64,41 @@ def _log_a_minus_1_regular(q, sigma, alpha, alpha_np):
   inverse = np.empty_like(order)
   inverse[order] = np.arange(order.size)
   return jnp.concatenate(parts)[inverse].reshape(shape)
+
+
+def _regular_along_last_axis(q, sigma, alpha, orders):
+  """As _log_a_minus_1_regular for a 1-D order grid on the last axis.
+
+  The usual layout (a batch of configurations against a grid of orders). The
+  orders are partitioned once, along the last axis, so no per-element gather of
+  constants is built: compile time does not grow with the batch size.
+  """
+  is_int = np.isfinite(orders) & (orders == np.round(orders)) & (orders >= 2)
+  groups = [
+      np.flatnonzero(is_int & (orders <= FULL_MAX_ORDER)),
+      np.flatnonzero(is_int & (orders > FULL_MAX_ORDER)),
+      np.flatnonzero(~is_int),
+  ]
+  parts = []
+  if groups[0].size:
+    i = groups[0]
+    parts.append(log_a_minus_1_integer_full(q[..., i], sigma[..., i], orders[i].astype(np.int64)))
+  if groups[1].size:
+    i = groups[1]
+    qi, si, ai = q[..., i], sigma[..., i], alpha[..., i]
+    val, covered = log_a_minus_1_integer_windowed(qi.ravel(), si.ravel(), ai.ravel())
+    val, covered = val.reshape(qi.shape), covered.reshape(qi.shape)
+    val = jax.lax.cond(
+        jnp.all(covered), lambda: val,
+        lambda: jnp.where(covered, val, log_a_minus_1_quadrature(qi, si, ai)))
+    parts.append(val)
+  if groups[2].size:
+    i = groups[2]
+    parts.append(log_a_minus_1_quadrature(q[..., i], sigma[..., i], alpha[..., i]))
+  order = np.concatenate(groups)
+  inverse = np.empty_like(order)
+  inverse[order] = np.arange(order.size)
+  return jnp.concatenate(parts, axis=-1)[..., inverse]
 
 
 def _log_a_minus_1_f64(q, sigma, alpha, alpha_static=None):

@@ -58,7 +58,7 @@ def _log_terms(k, log_binom, q, sigma, n):
 
 
 def log_a_minus_1_integer_full(q, sigma, n):
-  """Exact log(A_n - 1) for 1-D float64 q, sigma and a static int array n <= FULL_MAX_ORDER.
+  """Exact log(A_n - 1) for float64 q, sigma [..., m] and a static int array n [m] <= FULL_MAX_ORDER.
 
   Requires 0 < q < 1, sigma > 0 (the caller handles the edges).
   """
@@ -66,7 +66,8 @@ def log_a_minus_1_integer_full(q, sigma, n):
   log_binom = jnp.asarray(_LOG_BINOM)[jnp.asarray(n, dtype=jnp.int32)]  # [m, _FULL]
   k = jnp.arange(2, _FULL + 2, dtype=jnp.float64)[None, :]
   nf = jnp.asarray(n, dtype=jnp.float64)[:, None]
-  terms = _log_terms(k, log_binom, q[:, None], sigma[:, None], nf)
+  # q, sigma: [..., m] against n: [m] (a 1-D batch, or a batch of order grids).
+  terms = _log_terms(k, log_binom, q[..., None], sigma[..., None], nf)
   # Beyond k = n log_binom is -inf; keep the masked terms finite for gradients.
   terms = jnp.where(jnp.isfinite(log_binom), terms, -jnp.inf)
   return logsumexp(terms, axis=-1)

@@ -98,3 +98,14 @@ def test_no_recompilation_for_same_shapes():
   f(jnp.full(3, 0.01), jnp.full(3, 1.0)).block_until_ready()
   f(jnp.full(3, 0.02), jnp.full(3, 2.0)).block_until_ready()
   assert f._cache_size() == 1
+
+
+def test_dense_order_grid_is_still_the_exact_minimum():
+  # 256 closely spaced orders leave more orders in contention than the search
+  # evaluates; the batch must then fall back to every order (never looser).
+  orders = np.linspace(1.05, 40, 256)
+  q, s = np.array([0.05, 0.01]), np.array([0.8, 1.5])
+  got = jaxrdp.dpsgd_epsilon(q, s, 1000, 1e-5, orders=orders)
+  rdp = jaxrdp.sgm_rdp(q[:, None], s[:, None], orders) * 1000
+  want = jaxrdp.rdp_to_epsilon(rdp, orders, 1e-5)
+  np.testing.assert_allclose(got.epsilon, want.epsilon, rtol=1e-12)
