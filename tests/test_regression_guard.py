@@ -114,7 +114,7 @@ def test_dpsgd_epsilon_work_per_configuration(monkeypatch):
     x = jnp.full((batch,), 0.5)
     jax.eval_shape(
         lambda q, s, t, d: _dpsgd._dpsgd_epsilon_f64(
-            q, s, t, d, orders, _validation.StaticArray(orders), "improved"),
+            q, s, t, d, orders, _validation.StaticArray(orders), "improved", "search"),
         x * 0.02, x * 2.0, x * 2e4, x * 2e-5)
   assert _order_search._CANDIDATES == CANDIDATE_ORDERS
   # Quadrature: once, on [batch, 16] (configuration x candidate order).
@@ -122,7 +122,7 @@ def test_dpsgd_epsilon_work_per_configuration(monkeypatch):
   # Exact series on the coarse integer set: dp_accounting's integers <= 65 plus _COARSE.
   coarse = np.unique(np.concatenate(
       [_order_search._COARSE, orders[(orders == np.round(orders)) & (orders <= 65)]]))
-  assert len(full) == 1 and full[0][0] == (batch * coarse.size,)
+  assert len(full) == 1 and full[0][0] == (batch, coarse.size)
   assert coarse.size == 63  # every integer 2..64 (2.0..10.0 come from the 1 + x/10 part)
   # Orders beyond 65 are bounded by convexity, never summed in this path.
   assert windowed == []
