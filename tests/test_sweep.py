@@ -150,10 +150,9 @@ def test_chunks_equal_one_call_and_show_progress(capsys, monkeypatch):
 def test_same_shape_does_not_recompile():
   kw = dict(sigma=[1.0, 2.0], steps=[100], orders=ORDERS)
   jaxrdp.sweep(q=[0.01, 0.02], **kw)
-  engine = _sweep._engine(tuple(jax.devices()))
-  before = (engine.rdp._cache_size(), engine.eps._cache_size())
+  before = (_sweep._rdp_jit._cache_size(), _sweep._eps_jit._cache_size())
   jaxrdp.sweep(q=[0.03, 0.04], **kw)
-  assert (engine.rdp._cache_size(), engine.eps._cache_size()) == before
+  assert (_sweep._rdp_jit._cache_size(), _sweep._eps_jit._cache_size()) == before
 
 
 def test_table_is_readable(data_sweep):
@@ -183,13 +182,15 @@ _SHARD_SCRIPT = textwrap.dedent("""
     import numpy as np, jax, jaxrdp
     assert jax.device_count() == 4, jax.devices()
     orders = np.array([1.5, 2.0, 3.0, 4.0, 8.0, 16.0, 64.0])
-    kw = dict(q=np.geomspace(1e-3, 0.2, 5), sigma=[0.7, 1.0, 2.0], steps=[1, 100, 7000],
-              delta=[1e-6, 1e-5], orders=orders, progress=False)
-    for chunk in (7, 1 << 14):  # several chunks (not a multiple of 4) and one
-        sharded = jaxrdp.sweep(**kw, chunk_size=chunk)
-        single = jaxrdp.sweep(**kw, chunk_size=chunk, devices=jax.devices()[:1])
-        assert np.array_equal(sharded.epsilon, single.epsilon), "epsilon differs"
-        assert np.array_equal(sharded.order, single.order), "order differs"
+    # 15 (q, sigma) pairs, 240 cells: with chunk_size=8 the 4 devices take 2 chunks
+    # of 4 x 32 cells, the single device 8 chunks of 32.
+    kw = dict(q=np.geomspace(1e-3, 0.2, 5), sigma=[0.7, 1.0, 2.0],
+              steps=[1, 10, 100, 300, 1000, 3000, 7000, 20000], delta=[1e-6, 1e-5],
+              orders=orders, progress=False, chunk_size=8)
+    sharded = jaxrdp.sweep(**kw)
+    single = jaxrdp.sweep(**kw, devices=jax.devices()[:1])
+    assert np.array_equal(sharded.epsilon, single.epsilon), "epsilon differs"
+    assert np.array_equal(sharded.order, single.order), "order differs"
     print("SHARDED-OK")
 """)
 
