@@ -88,7 +88,8 @@ def test_sweep_small_writes_files(tmp_path, capsys):
                         "--steps", "10", "1000", "--out-dir", str(tmp_path)], capsys)
   assert code == 0, err
   assert "12 cells" in out and "steps=1000" in out
-  rows = list(csv.DictReader(open(tmp_path / "jaxrdp_sweep.csv")))
+  with open(tmp_path / "jaxrdp_sweep.csv", newline="") as f:
+    rows = list(csv.DictReader(f))
   assert len(rows) == 12
   png = (tmp_path / "jaxrdp_sweep.png").read_bytes()
   assert png[:8] == b"\x89PNG\r\n\x1a\n"
@@ -100,7 +101,8 @@ def test_sweep_default_grid(tmp_path, monkeypatch, capsys):
   code, out, err = run(["sweep", "--no-progress"], capsys)
   assert code == 0, err
   assert "15,600 cells" in out and "epochs=100" in out
-  rows = list(csv.DictReader(open("jaxrdp_sweep.csv")))
+  with open("jaxrdp_sweep.csv", newline="") as f:
+    rows = list(csv.DictReader(f))
   assert len(rows) == 15600
   row = next(r for r in rows if r["batch_size"] == "256" and r["sigma"] == "1.1"
              and r["epochs"] == "60.0")
