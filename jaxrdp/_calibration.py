@@ -357,14 +357,39 @@ def _check_budget(target, given, for_delta):
     check_range("delta", given, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
 
 
+def _finalize(out, outer_x64: bool):
+  """Float32 results for a caller tracing with x64 off, rounded the safe way.
+
+  As in ``jaxrdp._precision.Float64Scope``: a float64 tracer would be rounded to
+  nearest at the caller's next operation, so it is cast here instead, and in the
+  direction that keeps the guarantee: sigma, epsilon and delta up, the number of
+  steps and the sampling rate down (more steps or a larger q would spend more than
+  the budget). Eager calls and x64 callers get float64.
+  """
+  if outer_x64:
+    return out
+
+  def cast(x, down):
+    if not isinstance(x, jax.core.Tracer) or not jnp.issubdtype(x.dtype, jnp.floating):
+      return x
+    with _precision.x64_context():
+      if down:
+        return -_precision.round_up_to(-x, jnp.float32)
+      return _precision.round_up_to(x, jnp.float32)
+
+  first_down = isinstance(out, (StepsCalibration, SamplingRateCalibration))
+  return type(out)(cast(out[0], first_down), *(cast(x, False) for x in out[1:]))
+
+
 def _call(jitted, target, given, a, b, orders, for_delta):
   all_orders = orders_array(orders)
-  with _precision.Float64Scope() as scope:
+  outer_x64 = bool(jax.config.jax_enable_x64)
+  with _precision.x64_context():
     args = [_precision.as_float64(x) for x in (target, given, a, b)]
     shape = jnp.broadcast_shapes(*(x.shape for x in args))
     args = [jnp.broadcast_to(x, shape) for x in args]
     out = jitted(*args, jnp.asarray(all_orders), for_delta=for_delta)
-  return scope.finalize(out)
+  return _finalize(out, outer_x64)
 
 
 def _noise(target, given, q, steps, orders, for_delta):

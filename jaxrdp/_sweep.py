@@ -54,212 +54,212 @@ _DEFAULT_CHUNK = 1 << 14
 
 
 def _json_safe(a: np.ndarray):
-    # JSON has no NaN/inf: non-finite numbers become null.
-    a = np.asarray(a, dtype=np.float64)
-    obj = np.where(np.isfinite(a), a, np.nan).astype(object)
-    obj[~np.isfinite(a)] = None
-    return obj.tolist()
+  # JSON has no NaN/inf: non-finite numbers become null.
+  a = np.asarray(a, dtype=np.float64)
+  obj = np.where(np.isfinite(a), a, np.nan).astype(object)
+  obj[~np.isfinite(a)] = None
+  return obj.tolist()
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
 class SweepResult:
-    """Epsilon over a labelled grid, as returned by `sweep`.
+  """Epsilon over a labelled grid, as returned by `sweep`.
 
-    Attributes:
-      axes: dict from axis name to its 1-D numpy values, in grid-dimension order
-        (names among dataset_size, batch_size, q, sigma, epochs, steps, delta).
-      epsilon: float64 array with one dimension per axis.
-      order: the RDP order attaining each epsilon (same shape).
-      q: sampling rate per cell, broadcastable to `epsilon.shape`.
-      steps: number of steps per cell, broadcastable to `epsilon.shape`.
+  Attributes:
+    axes: dict from axis name to its 1-D numpy values, in grid-dimension order
+      (names among dataset_size, batch_size, q, sigma, epochs, steps, delta).
+    epsilon: float64 array with one dimension per axis.
+    order: the RDP order attaining each epsilon (same shape).
+    q: sampling rate per cell, broadcastable to `epsilon.shape`.
+    steps: number of steps per cell, broadcastable to `epsilon.shape`.
+  """
+
+  axes: dict[str, np.ndarray]
+  epsilon: np.ndarray
+  order: np.ndarray
+  q: np.ndarray
+  steps: np.ndarray
+
+  @property
+  def dims(self) -> tuple[str, ...]:
+    """Axis names, one per dimension of `epsilon`."""
+    return tuple(self.axes)
+
+  @property
+  def shape(self) -> tuple[int, ...]:
+    return self.epsilon.shape
+
+  @property
+  def size(self) -> int:
+    return int(self.epsilon.size)
+
+  def __repr__(self) -> str:
+    dims = ", ".join(f"{k}={len(v)}" for k, v in self.axes.items())
+    return f"SweepResult({dims}; {self.size} cells)"
+
+  def select(self, **values: float) -> "SweepResult":
+    """Sub-grid at the given axis values (each kept as a length-1 axis).
+
+    Values match the axis entries up to a relative 1e-9; a value that is not on the
+    axis raises ValueError. Example: `res.select(epochs=60, batch_size=256)`.
     """
+    index: list[Any] = [slice(None)] * len(self.axes)
+    axes = dict(self.axes)
+    for name, value in values.items():
+      if name not in self.axes:
+        raise ValueError(f"{name!r} is not an axis of this sweep ({', '.join(self.axes)})")
+      vals = self.axes[name]
+      hit = np.nonzero(np.isclose(vals, value, rtol=1e-9, atol=0.0))[0]
+      if hit.size == 0:
+        raise ValueError(f"{name}={value!r} is not on the axis {vals.tolist()}")
+      i = int(hit[0])
+      index[self.dims.index(name)] = slice(i, i + 1)
+      axes[name] = vals[i : i + 1]
+    idx = tuple(index)
 
-    axes: dict[str, np.ndarray]
-    epsilon: np.ndarray
-    order: np.ndarray
-    q: np.ndarray
-    steps: np.ndarray
+    def cut(a):
+      a = np.asarray(a)
+      sub = tuple(s if a.shape[k] > 1 else slice(None) for k, s in enumerate(idx))
+      return a[sub]
 
-    @property
-    def dims(self) -> tuple[str, ...]:
-        """Axis names, one per dimension of `epsilon`."""
-        return tuple(self.axes)
+    return SweepResult(axes, self.epsilon[idx], self.order[idx], cut(self.q), cut(self.steps))
 
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.epsilon.shape
+  def columns(self) -> dict[str, np.ndarray]:
+    """Long format: one flat column per axis, plus q, steps, epsilon and order."""
+    shape = self.shape
+    cols: dict[str, np.ndarray] = {}
+    for k, (name, vals) in enumerate(self.axes.items()):
+      view = [1] * len(shape)
+      view[k] = len(vals)
+      cols[name] = np.broadcast_to(np.reshape(vals, view), shape).ravel()
+    if "q" not in cols:
+      cols["q"] = np.broadcast_to(self.q, shape).ravel()
+    if "steps" not in cols:
+      cols["steps"] = np.broadcast_to(self.steps, shape).ravel()
+    cols["epsilon"] = self.epsilon.ravel()
+    cols["order"] = self.order.ravel()
+    return cols
 
-    @property
-    def size(self) -> int:
-        return int(self.epsilon.size)
+  def to_dict(self) -> dict:
+    """JSON-ready dict: dims, axes, and nested lists of epsilon, order, q, steps.
 
-    def __repr__(self) -> str:
-        dims = ", ".join(f"{k}={len(v)}" for k, v in self.axes.items())
-        return f"SweepResult({dims}; {self.size} cells)"
+    Non-finite numbers (an infinite epsilon, say) become None.
+    """
+    shape = self.shape
+    return {
+        "dims": list(self.dims),
+        "axes": {k: np.asarray(v).tolist() for k, v in self.axes.items()},
+        "epsilon": _json_safe(self.epsilon),
+        "order": _json_safe(self.order),
+        "q": _json_safe(np.broadcast_to(self.q, shape)),
+        "steps": _json_safe(np.broadcast_to(self.steps, shape)),
+    }
 
-    def select(self, **values: float) -> "SweepResult":
-        """Sub-grid at the given axis values (each kept as a length-1 axis).
+  def to_json(self, path: str | None = None, indent: int | None = None) -> str:
+    """JSON text of `to_dict()` (strict JSON: no NaN); written to `path` if given."""
+    text = json.dumps(self.to_dict(), indent=indent, allow_nan=False)
+    if path is not None:
+      with open(path, "w", encoding="utf-8") as f:
+        f.write(text + "\n")
+    return text
 
-        Values match the axis entries up to a relative 1e-9; a value that is not on the
-        axis raises ValueError. Example: `res.select(epochs=60, batch_size=256)`.
-        """
-        index: list[Any] = [slice(None)] * len(self.axes)
-        axes = dict(self.axes)
-        for name, value in values.items():
-            if name not in self.axes:
-                raise ValueError(f"{name!r} is not an axis of this sweep ({', '.join(self.axes)})")
-            vals = self.axes[name]
-            hit = np.nonzero(np.isclose(vals, value, rtol=1e-9, atol=0.0))[0]
-            if hit.size == 0:
-                raise ValueError(f"{name}={value!r} is not on the axis {vals.tolist()}")
-            i = int(hit[0])
-            index[self.dims.index(name)] = slice(i, i + 1)
-            axes[name] = vals[i : i + 1]
-        idx = tuple(index)
+  def to_csv(self, path: str | None = None) -> str:
+    """Long-format CSV (one row per cell, header first); written to `path` if given.
 
-        def cut(a):
-            a = np.asarray(a)
-            sub = tuple(s if a.shape[k] > 1 else slice(None) for k, s in enumerate(idx))
-            return a[sub]
+    Floats are written with `repr`, so reading them back is exact.
+    """
+    cols = self.columns()
+    buf = io.StringIO()
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(list(cols))
+    ints = {"dataset_size", "batch_size", "steps"}
 
-        return SweepResult(axes, self.epsilon[idx], self.order[idx], cut(self.q), cut(self.steps))
+    def cell(name, x):
+      x = float(x)
+      if name in ints and math.isfinite(x) and x == int(x):
+        return str(int(x))
+      return repr(x)
 
-    def columns(self) -> dict[str, np.ndarray]:
-        """Long format: one flat column per axis, plus q, steps, epsilon and order."""
-        shape = self.shape
-        cols: dict[str, np.ndarray] = {}
-        for k, (name, vals) in enumerate(self.axes.items()):
-            view = [1] * len(shape)
-            view[k] = len(vals)
-            cols[name] = np.broadcast_to(np.reshape(vals, view), shape).ravel()
-        if "q" not in cols:
-            cols["q"] = np.broadcast_to(self.q, shape).ravel()
-        if "steps" not in cols:
-            cols["steps"] = np.broadcast_to(self.steps, shape).ravel()
-        cols["epsilon"] = self.epsilon.ravel()
-        cols["order"] = self.order.ravel()
-        return cols
+    names = list(cols)
+    for row in zip(*cols.values()):
+      writer.writerow([cell(n, x) for n, x in zip(names, row)])
+    text = buf.getvalue()
+    if path is not None:
+      with open(path, "w", encoding="utf-8", newline="") as f:
+        f.write(text)
+    return text
 
-    def to_dict(self) -> dict:
-        """JSON-ready dict: dims, axes, and nested lists of epsilon, order, q, steps.
+  def to_pandas(self):
+    """Long-format `pandas.DataFrame` (needs pandas, which jaxrdp does not require)."""
+    try:
+      import pandas as pd
+    except ImportError as e:
+      raise ImportError("SweepResult.to_pandas() needs pandas: pip install pandas") from e
+    return pd.DataFrame(self.columns())
 
-        Non-finite numbers (an infinite epsilon, say) become None.
-        """
-        shape = self.shape
-        return {
-            "dims": list(self.dims),
-            "axes": {k: np.asarray(v).tolist() for k, v in self.axes.items()},
-            "epsilon": _json_safe(self.epsilon),
-            "order": _json_safe(self.order),
-            "q": _json_safe(np.broadcast_to(self.q, shape)),
-            "steps": _json_safe(np.broadcast_to(self.steps, shape)),
-        }
+  def table(self, max_rows: int = 48, max_cols: int = 8) -> str:
+    """Readable text table of epsilon.
 
-    def to_json(self, path: str | None = None, indent: int | None = None) -> str:
-        """JSON text of `to_dict()` (strict JSON: no NaN); written to `path` if given."""
-        text = json.dumps(self.to_dict(), indent=indent, allow_nan=False)
-        if path is not None:
-            with open(path, "w", encoding="utf-8") as f:
-                f.write(text + "\n")
-        return text
+    With a steps or epochs axis of several values, rows are the other varying axes
+    and columns are the durations; long axes are thinned to round values (see
+    `jaxrdp._table.pick_indices`) and a note says how much is shown. Axes of one
+    value are printed once above the table.
+    """
+    dims = self.dims
+    fixed = [f"{k} = {format_number(v[0])}" for k, v in self.axes.items() if len(v) == 1]
+    varying = [k for k in dims if len(self.axes[k]) > 1]
+    col_axis = next((k for k in ("epochs", "steps") if k in varying), None)
+    row_axes = [k for k in varying if k != col_axis]
+    # Thin row axes, the longest first, until the row count fits.
+    keep = {k: np.arange(len(self.axes[k])) for k in dims}
+    while row_axes and math.prod(len(keep[k]) for k in row_axes) > max_rows:
+      k = max(row_axes, key=lambda a: len(keep[a]))
+      others = math.prod(len(keep[a]) for a in row_axes if a != k)
+      limit = max(2, max_rows // max(others, 1))
+      if limit >= len(keep[k]):
+        limit = len(keep[k]) - 1
+      keep[k] = pick_indices(self.axes[k], limit)
+    if col_axis is not None:
+      keep[col_axis] = pick_indices(self.axes[col_axis], max_cols)
+    sub_eps = self.epsilon[np.ix_(*[keep[k] for k in dims])]
+    sub_order = self.order[np.ix_(*[keep[k] for k in dims])]
 
-    def to_csv(self, path: str | None = None) -> str:
-        """Long-format CSV (one row per cell, header first); written to `path` if given.
-
-        Floats are written with `repr`, so reading them back is exact.
-        """
-        cols = self.columns()
-        buf = io.StringIO()
-        writer = csv.writer(buf, lineterminator="\n")
-        writer.writerow(list(cols))
-        ints = {"dataset_size", "batch_size", "steps"}
-
-        def cell(name, x):
-            x = float(x)
-            if name in ints and math.isfinite(x) and x == int(x):
-                return str(int(x))
-            return repr(x)
-
-        names = list(cols)
-        for row in zip(*cols.values()):
-            writer.writerow([cell(n, x) for n, x in zip(names, row)])
-        text = buf.getvalue()
-        if path is not None:
-            with open(path, "w", encoding="utf-8", newline="") as f:
-                f.write(text)
-        return text
-
-    def to_pandas(self):
-        """Long-format `pandas.DataFrame` (needs pandas, which jaxrdp does not require)."""
-        try:
-            import pandas as pd
-        except ImportError as e:
-            raise ImportError("SweepResult.to_pandas() needs pandas: pip install pandas") from e
-        return pd.DataFrame(self.columns())
-
-    def table(self, max_rows: int = 48, max_cols: int = 8) -> str:
-        """Readable text table of epsilon.
-
-        With a steps or epochs axis of several values, rows are the other varying axes
-        and columns are the durations; long axes are thinned to round values (see
-        `jaxrdp._table.pick_indices`) and a note says how much is shown. Axes of one
-        value are printed once above the table.
-        """
-        dims = self.dims
-        fixed = [f"{k} = {format_number(v[0])}" for k, v in self.axes.items() if len(v) == 1]
-        varying = [k for k in dims if len(self.axes[k]) > 1]
-        col_axis = next((k for k in ("epochs", "steps") if k in varying), None)
-        row_axes = [k for k in varying if k != col_axis]
-        # Thin row axes, the longest first, until the row count fits.
-        keep = {k: np.arange(len(self.axes[k])) for k in dims}
-        while row_axes and math.prod(len(keep[k]) for k in row_axes) > max_rows:
-            k = max(row_axes, key=lambda a: len(keep[a]))
-            others = math.prod(len(keep[a]) for a in row_axes if a != k)
-            limit = max(2, max_rows // max(others, 1))
-            if limit >= len(keep[k]):
-                limit = len(keep[k]) - 1
-            keep[k] = pick_indices(self.axes[k], limit)
-        if col_axis is not None:
-            keep[col_axis] = pick_indices(self.axes[col_axis], max_cols)
-        sub_eps = self.epsilon[np.ix_(*[keep[k] for k in dims])]
-        sub_order = self.order[np.ix_(*[keep[k] for k in dims])]
-
-        lines = []
-        if fixed:
-            lines.append("  ".join(fixed))
-        if col_axis is not None:
-            c = dims.index(col_axis)
-            eps = np.moveaxis(sub_eps, c, -1)
-            rest = [k for k in dims if k != col_axis]
-            headers = rest_headers = [k for k in rest if k in row_axes]
-            headers = rest_headers + [
-                f"{col_axis}={format_number(v)}" for v in self.axes[col_axis][keep[col_axis]]
-            ]
-            rows = []
-            for idx in np.ndindex(*eps.shape[:-1]):
-                label = [
-                    format_number(self.axes[k][keep[k][i]])
-                    for k, i in zip(rest, idx)
-                    if k in row_axes
-                ]
-                rows.append(label + [format_number(x) for x in eps[idx]])
-            lines.append("epsilon:")
-            lines.append(format_table(headers, rows))
-        else:
-            headers = row_axes + ["epsilon", "order"]
-            rows = []
-            for idx in np.ndindex(*sub_eps.shape):
-                label = [
-                    format_number(self.axes[k][keep[k][i]])
-                    for k, i in zip(dims, idx)
-                    if k in row_axes
-                ]
-                rows.append(label + [format_number(sub_eps[idx]), format_number(sub_order[idx])])
-            lines.append(format_table(headers, rows))
-        shown = sub_eps.size
-        if shown < self.size:
-            lines.append(f"(showing {shown:,} of {self.size:,} cells)")
-        return "\n".join(lines)
+    lines = []
+    if fixed:
+      lines.append("  ".join(fixed))
+    if col_axis is not None:
+      c = dims.index(col_axis)
+      eps = np.moveaxis(sub_eps, c, -1)
+      rest = [k for k in dims if k != col_axis]
+      headers = rest_headers = [k for k in rest if k in row_axes]
+      headers = rest_headers + [
+          f"{col_axis}={format_number(v)}" for v in self.axes[col_axis][keep[col_axis]]
+      ]
+      rows = []
+      for idx in np.ndindex(*eps.shape[:-1]):
+        label = [
+            format_number(self.axes[k][keep[k][i]])
+            for k, i in zip(rest, idx)
+            if k in row_axes
+        ]
+        rows.append(label + [format_number(x) for x in eps[idx]])
+      lines.append("epsilon:")
+      lines.append(format_table(headers, rows))
+    else:
+      headers = row_axes + ["epsilon", "order"]
+      rows = []
+      for idx in np.ndindex(*sub_eps.shape):
+        label = [
+            format_number(self.axes[k][keep[k][i]])
+            for k, i in zip(dims, idx)
+            if k in row_axes
+        ]
+        rows.append(label + [format_number(sub_eps[idx]), format_number(sub_order[idx])])
+      lines.append(format_table(headers, rows))
+    shown = sub_eps.size
+    if shown < self.size:
+      lines.append(f"(showing {shown:,} of {self.size:,} cells)")
+    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------------------
@@ -267,22 +267,22 @@ class SweepResult:
 
 
 def _axis(name: str, value, *, lo=None, hi=None, lo_open=False, hi_open=False, integer=False):
-    """1-D float64 numpy axis with values checked against the allowed range."""
-    arr = np.atleast_1d(np.asarray(value, dtype=np.float64))
-    if arr.ndim != 1 or arr.size == 0:
-        raise ValueError(f"{name} must be a scalar or a non-empty 1-D sequence")
-    bad = ~np.isfinite(arr)
-    if lo is not None:
-        bad |= (arr <= lo) if lo_open else (arr < lo)
-    if hi is not None:
-        bad |= (arr >= hi) if hi_open else (arr > hi)
-    if integer:
-        bad |= arr != np.round(arr)
-    if np.any(bad):
-        what = "an integer" if integer else "a number"
-        rng = f"{'(' if lo_open else '['}{lo}, {hi if hi is not None else 'inf'}{')' if hi_open or hi is None else ']'}"
-        raise ValueError(f"{name} must be {what} in {rng}, got {float(arr[bad][0])!r}")
-    return arr
+  """1-D float64 numpy axis with values checked against the allowed range."""
+  arr = np.atleast_1d(np.asarray(value, dtype=np.float64))
+  if arr.ndim != 1 or arr.size == 0:
+    raise ValueError(f"{name} must be a scalar or a non-empty 1-D sequence")
+  bad = ~np.isfinite(arr)
+  if lo is not None:
+    bad |= (arr <= lo) if lo_open else (arr < lo)
+  if hi is not None:
+    bad |= (arr >= hi) if hi_open else (arr > hi)
+  if integer:
+    bad |= arr != np.round(arr)
+  if np.any(bad):
+    what = "an integer" if integer else "a number"
+    rng = f"{'(' if lo_open else '['}{lo}, {hi if hi is not None else 'inf'}{')' if hi_open or hi is None else ']'}"
+    raise ValueError(f"{name} must be {what} in {rng}, got {float(arr[bad][0])!r}")
+  return arr
 
 
 # Sharding. A chunk of cells is laid out over a 1-D device mesh with
@@ -373,10 +373,10 @@ def _engine(devices: tuple) -> _Engine:
 
 
 def _padded(x: np.ndarray, length: int, fill) -> np.ndarray:
-    if x.shape[0] == length:
-        return x
-    pad = np.full((length - x.shape[0],) + x.shape[1:], fill, dtype=x.dtype)
-    return np.concatenate([x, pad])
+  if x.shape[0] == length:
+    return x
+  pad = np.full((length - x.shape[0],) + x.shape[1:], fill, dtype=x.dtype)
+  return np.concatenate([x, pad])
 
 
 def sweep(
@@ -393,151 +393,151 @@ def sweep(
     progress: bool | None = None,
     devices: Sequence[jax.Device] | None = None,
 ) -> SweepResult:
-    """Epsilon of DP-SGD on the full outer-product grid of the given axes, in one call.
+  """Epsilon of DP-SGD on the full outer-product grid of the given axes, in one call.
 
-    Give the sampling either as `q` or as `dataset_size` and `batch_size`
-    (q = batch_size / dataset_size), and the duration either as `steps` or as `epochs`
-    (steps = ceil(epochs * dataset_size / batch_size); needs the dataset form). Each
-    axis is a scalar or a 1-D sequence; the grid dimensions are, in order,
-    (q | dataset_size, batch_size), sigma, (steps | epochs), delta.
+  Give the sampling either as `q` or as `dataset_size` and `batch_size`
+  (q = batch_size / dataset_size), and the duration either as `steps` or as `epochs`
+  (steps = ceil(epochs * dataset_size / batch_size); needs the dataset form). Each
+  axis is a scalar or a 1-D sequence; the grid dimensions are, in order,
+  (q | dataset_size, batch_size), sigma, (steps | epochs), delta.
 
-    The per-step RDP is computed once per (q, sigma) pair and scaled by the steps of
-    each cell (see the module docstring). Cells are processed in chunks of
-    `chunk_size` and sharded over `devices` when there are several.
+  The per-step RDP is computed once per (q, sigma) pair and scaled by the steps of
+  each cell (see the module docstring). Cells are processed in chunks of
+  `chunk_size` and sharded over `devices` when there are several.
 
-    Args:
-      sigma: noise multipliers, >= 0.
-      delta: deltas, in (0, 1). Default 1e-5.
-      q: sampling rates in [0, 1] (or use dataset_size and batch_size).
-      steps: numbers of steps >= 0 (or use epochs).
-      dataset_size: dataset sizes N (positive integers).
-      batch_size: expected batch sizes B (positive integers, B <= N).
-      epochs: numbers of epochs >= 0 (needs dataset_size and batch_size).
-      orders: RDP orders; default `jaxrdp.DEFAULT_ORDERS`.
-      chunk_size: cells per device per chunk (also (q, sigma) pairs), >= 1; rounded
-        up to whole batches of 8 pairs or 32 cells.
-      progress: show a progress bar (tqdm if installed, else a stderr counter). The
-        default shows one when the grid takes more than one chunk.
-      devices: devices to shard over; default `jax.devices()`. Pass one device to turn
-        sharding off.
+  Args:
+    sigma: noise multipliers, >= 0.
+    delta: deltas, in (0, 1). Default 1e-5.
+    q: sampling rates in [0, 1] (or use dataset_size and batch_size).
+    steps: numbers of steps >= 0 (or use epochs).
+    dataset_size: dataset sizes N (positive integers).
+    batch_size: expected batch sizes B (positive integers, B <= N).
+    epochs: numbers of epochs >= 0 (needs dataset_size and batch_size).
+    orders: RDP orders; default `jaxrdp.DEFAULT_ORDERS`.
+    chunk_size: cells per device per chunk (also (q, sigma) pairs), >= 1; rounded
+      up to whole batches of 8 pairs or 32 cells.
+    progress: show a progress bar (tqdm if installed, else a stderr counter). The
+      default shows one when the grid takes more than one chunk.
+    devices: devices to shard over; default `jax.devices()`. Pass one device to turn
+      sharding off.
 
-    Returns:
-      `SweepResult` with numpy arrays (epsilon, order, q, steps) and the axis values.
+  Returns:
+    `SweepResult` with numpy arrays (epsilon, order, q, steps) and the axis values.
 
-    Raises:
-      ValueError: an axis value out of range, or an inconsistent set of axes.
+  Raises:
+    ValueError: an axis value out of range, or an inconsistent set of axes.
 
-    Examples:
-      >>> res = sweep(q=[0.01, 0.02], sigma=[1.0, 2.0], steps=1000, delta=1e-5)
-      >>> res.dims, res.shape
-      (('q', 'sigma', 'steps', 'delta'), (2, 2, 1, 1))
-    """
-    if (q is None) == (batch_size is None):
-        raise ValueError("give exactly one of q or batch_size (with dataset_size)")
-    if batch_size is not None and dataset_size is None:
-        raise ValueError("batch_size needs dataset_size")
-    if q is not None and dataset_size is not None:
-        raise ValueError("dataset_size goes with batch_size, not with q")
-    if (steps is None) == (epochs is None):
-        raise ValueError("give exactly one of steps or epochs")
-    if epochs is not None and batch_size is None:
-        raise ValueError("epochs needs dataset_size and batch_size (or give steps with q)")
-    if not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
-        raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+  Examples:
+    >>> res = sweep(q=[0.01, 0.02], sigma=[1.0, 2.0], steps=1000, delta=1e-5)
+    >>> res.dims, res.shape
+    (('q', 'sigma', 'steps', 'delta'), (2, 2, 1, 1))
+  """
+  if (q is None) == (batch_size is None):
+    raise ValueError("give exactly one of q or batch_size (with dataset_size)")
+  if batch_size is not None and dataset_size is None:
+    raise ValueError("batch_size needs dataset_size")
+  if q is not None and dataset_size is not None:
+    raise ValueError("dataset_size goes with batch_size, not with q")
+  if (steps is None) == (epochs is None):
+    raise ValueError("give exactly one of steps or epochs")
+  if epochs is not None and batch_size is None:
+    raise ValueError("epochs needs dataset_size and batch_size (or give steps with q)")
+  if not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
+    raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
 
-    axes: dict[str, np.ndarray] = {}
-    if q is not None:
-        axes["q"] = _axis("q", q, lo=0.0, hi=1.0)
-        q_samp = axes["q"]
-    else:
-        axes["dataset_size"] = _axis("dataset_size", dataset_size, lo=1.0, integer=True)
-        axes["batch_size"] = _axis("batch_size", batch_size, lo=1.0, integer=True)
-        if axes["batch_size"].max() > axes["dataset_size"].min():
-            raise ValueError(
-                f"batch_size must be <= dataset_size, got {axes['batch_size'].max():g} > "
-                f"{axes['dataset_size'].min():g}"
-            )
-        q_samp = axes["batch_size"][None, :] / axes["dataset_size"][:, None]
-    axes["sigma"] = _axis("sigma", sigma, lo=0.0)
+  axes: dict[str, np.ndarray] = {}
+  if q is not None:
+    axes["q"] = _axis("q", q, lo=0.0, hi=1.0)
+    q_samp = axes["q"]
+  else:
+    axes["dataset_size"] = _axis("dataset_size", dataset_size, lo=1.0, integer=True)
+    axes["batch_size"] = _axis("batch_size", batch_size, lo=1.0, integer=True)
+    if axes["batch_size"].max() > axes["dataset_size"].min():
+      raise ValueError(
+          f"batch_size must be <= dataset_size, got {axes['batch_size'].max():g} > "
+          f"{axes['dataset_size'].min():g}"
+      )
+    q_samp = axes["batch_size"][None, :] / axes["dataset_size"][:, None]
+  axes["sigma"] = _axis("sigma", sigma, lo=0.0)
+  if steps is not None:
+    axes["steps"] = _axis("steps", steps, lo=0.0)
+  else:
+    axes["epochs"] = _axis("epochs", epochs, lo=0.0)
+  axes["delta"] = _axis("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
+  orders_np = orders_array(orders)
+
+  samp_shape = q_samp.shape
+  n_samp, n_sigma = q_samp.size, axes["sigma"].size
+  dur_name = "steps" if steps is not None else "epochs"
+  n_dur, n_delta = axes[dur_name].size, axes["delta"].size
+  shape = samp_shape + (n_sigma, n_dur, n_delta)
+
+  with x64_context():
     if steps is not None:
-        axes["steps"] = _axis("steps", steps, lo=0.0)
+      steps_sd = np.broadcast_to(axes["steps"][None, :], (n_samp, n_dur))
     else:
-        axes["epochs"] = _axis("epochs", epochs, lo=0.0)
-    axes["delta"] = _axis("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
-    orders_np = orders_array(orders)
+      steps_sd = np.asarray(
+          epochs_to_steps(
+              axes["epochs"][None, None, :],
+              axes["dataset_size"][:, None, None],
+              axes["batch_size"][None, :, None],
+          )
+      ).reshape(n_samp, n_dur)
 
-    samp_shape = q_samp.shape
-    n_samp, n_sigma = q_samp.size, axes["sigma"].size
-    dur_name = "steps" if steps is not None else "epochs"
-    n_dur, n_delta = axes[dur_name].size, axes["delta"].size
-    shape = samp_shape + (n_sigma, n_dur, n_delta)
-
-    with x64_context():
-        if steps is not None:
-            steps_sd = np.broadcast_to(axes["steps"][None, :], (n_samp, n_dur))
-        else:
-            steps_sd = np.asarray(
-                epochs_to_steps(
-                    axes["epochs"][None, None, :],
-                    axes["dataset_size"][:, None, None],
-                    axes["batch_size"][None, :, None],
-                )
-            ).reshape(n_samp, n_dur)
-
-        placer = _engine(tuple(jax.devices() if devices is None else devices))
-        orders_dev = placer.replicate(orders_np)
-        n_pairs, n_cells = n_samp * n_sigma, math.prod(shape)
-        len1 = placer.chunk_len(n_pairs, chunk_size, _PAIR_BATCH)
-        len2 = placer.chunk_len(n_cells, chunk_size, _CELL_BATCH)
-        chunks1 = -(-n_pairs // len1)
-        chunks2 = -(-n_cells // len2)
-        bar = progress_bar(
-            chunks1 + chunks2, "jaxrdp sweep", chunks2 > 1 if progress is None else progress
-        )
-        try:
-            # Stage 1: per-step RDP of every (q, sigma) pair.
-            q_pairs = np.repeat(q_samp.ravel(), n_sigma)
-            s_pairs = np.tile(axes["sigma"], n_samp)
-            rdp1 = np.empty((n_pairs, orders_np.size))
-            for c in range(chunks1):
-                lo, hi = c * len1, min((c + 1) * len1, n_pairs)
-                (out,) = placer.run(
-                    lambda o, q, s: _rdp_jit(q, s, o),
-                    [_padded(q_pairs[lo:hi], len1, 0.5), _padded(s_pairs[lo:hi], len1, 1.0)],
-                    [orders_dev],
-                )
-                rdp1[lo:hi] = out[: hi - lo]
-                bar.update(1)
-            rdp1_dev = placer.replicate(rdp1)
-
-            # Stage 2: scale by the steps of each cell and convert at its delta.
-            eps = np.empty(n_cells)
-            order = np.empty(n_cells)
-            grid = (n_samp, n_sigma, n_dur, n_delta)
-            for c in range(chunks2):
-                lo, hi = c * len2, min((c + 1) * len2, n_cells)
-                p, s, t, d = np.unravel_index(np.arange(lo, hi), grid)
-                out_eps, out_order = placer.run(
-                    lambda r, o, p, t, d: _eps_jit(r, p, t, d, o),
-                    [_padded(p * n_sigma + s, len2, 0), _padded(steps_sd[p, t], len2, 1.0),
-                     _padded(axes["delta"][d], len2, 0.5)],
-                    [rdp1_dev, orders_dev],
-                )
-                eps[lo:hi] = out_eps[: hi - lo]
-                order[lo:hi] = out_order[: hi - lo]
-                bar.update(1)
-        finally:
-            bar.close()
-
-    n_samp_dims = len(samp_shape)
-    q_cell = q_samp.reshape(samp_shape + (1, 1, 1))
-    steps_cell = steps_sd.reshape(samp_shape + (1, n_dur, 1))
-    if steps is not None:
-        steps_cell = axes["steps"].reshape((1,) * n_samp_dims + (1, n_dur, 1))
-    return SweepResult(
-        axes=axes,
-        epsilon=eps.reshape(shape),
-        order=order.reshape(shape),
-        q=q_cell,
-        steps=steps_cell,
+    placer = _engine(tuple(jax.devices() if devices is None else devices))
+    orders_dev = placer.replicate(orders_np)
+    n_pairs, n_cells = n_samp * n_sigma, math.prod(shape)
+    len1 = placer.chunk_len(n_pairs, chunk_size, _PAIR_BATCH)
+    len2 = placer.chunk_len(n_cells, chunk_size, _CELL_BATCH)
+    chunks1 = -(-n_pairs // len1)
+    chunks2 = -(-n_cells // len2)
+    bar = progress_bar(
+        chunks1 + chunks2, "jaxrdp sweep", chunks2 > 1 if progress is None else progress
     )
+    try:
+      # Stage 1: per-step RDP of every (q, sigma) pair.
+      q_pairs = np.repeat(q_samp.ravel(), n_sigma)
+      s_pairs = np.tile(axes["sigma"], n_samp)
+      rdp1 = np.empty((n_pairs, orders_np.size))
+      for c in range(chunks1):
+        lo, hi = c * len1, min((c + 1) * len1, n_pairs)
+        (out,) = placer.run(
+            lambda o, q, s: _rdp_jit(q, s, o),
+            [_padded(q_pairs[lo:hi], len1, 0.5), _padded(s_pairs[lo:hi], len1, 1.0)],
+            [orders_dev],
+        )
+        rdp1[lo:hi] = out[: hi - lo]
+        bar.update(1)
+      rdp1_dev = placer.replicate(rdp1)
+
+      # Stage 2: scale by the steps of each cell and convert at its delta.
+      eps = np.empty(n_cells)
+      order = np.empty(n_cells)
+      grid = (n_samp, n_sigma, n_dur, n_delta)
+      for c in range(chunks2):
+        lo, hi = c * len2, min((c + 1) * len2, n_cells)
+        p, s, t, d = np.unravel_index(np.arange(lo, hi), grid)
+        out_eps, out_order = placer.run(
+            lambda r, o, p, t, d: _eps_jit(r, p, t, d, o),
+            [_padded(p * n_sigma + s, len2, 0), _padded(steps_sd[p, t], len2, 1.0),
+             _padded(axes["delta"][d], len2, 0.5)],
+            [rdp1_dev, orders_dev],
+        )
+        eps[lo:hi] = out_eps[: hi - lo]
+        order[lo:hi] = out_order[: hi - lo]
+        bar.update(1)
+    finally:
+      bar.close()
+
+  n_samp_dims = len(samp_shape)
+  q_cell = q_samp.reshape(samp_shape + (1, 1, 1))
+  steps_cell = steps_sd.reshape(samp_shape + (1, n_dur, 1))
+  if steps is not None:
+    steps_cell = axes["steps"].reshape((1,) * n_samp_dims + (1, n_dur, 1))
+  return SweepResult(
+      axes=axes,
+      epsilon=eps.reshape(shape),
+      order=order.reshape(shape),
+      q=q_cell,
+      steps=steps_cell,
+  )

@@ -32,132 +32,132 @@ SWEEP_BASENAME = "jaxrdp_sweep"
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with one-line errors (status 2) instead of usage dumps."""
+  """argparse with one-line errors (status 2) instead of usage dumps."""
 
-    def error(self, message: str):
-        message = " ".join(message.split())
-        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
-        raise SystemExit(2)
+  def error(self, message: str):
+    message = " ".join(message.split())
+    sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+    raise SystemExit(2)
 
 
 def _number(check: str):
-    """argparse type: a finite float passing `check` ('prob', 'nonneg', 'open01', 'pos')."""
+  """argparse type: a finite float passing `check` ('prob', 'nonneg', 'open01', 'pos')."""
 
-    def parse(text: str) -> float:
-        try:
-            x = float(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-        if not math.isfinite(x):
-            raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
-        if check == "prob" and not 0.0 <= x <= 1.0:
-            raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text}")
-        if check == "nonneg" and x < 0:
-            raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
-        if check == "open01" and not 0.0 < x < 1.0:
-            raise argparse.ArgumentTypeError(f"must be in (0, 1), got {text}")
-        return x
+  def parse(text: str) -> float:
+    try:
+      x = float(text)
+    except ValueError:
+      raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(x):
+      raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    if check == "prob" and not 0.0 <= x <= 1.0:
+      raise argparse.ArgumentTypeError(f"must be in [0, 1], got {text}")
+    if check == "nonneg" and x < 0:
+      raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    if check == "open01" and not 0.0 < x < 1.0:
+      raise argparse.ArgumentTypeError(f"must be in (0, 1), got {text}")
+    return x
 
-    parse.__name__ = check
-    return parse
+  parse.__name__ = check
+  return parse
 
 
 def _count(text: str) -> int:
-    """argparse type: a positive integer."""
-    try:
-        x = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if not math.isfinite(x) or x < 1 or x != int(x):
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
-    return int(x)
+  """argparse type: a positive integer."""
+  try:
+    x = float(text)
+  except ValueError:
+    raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
+  if not math.isfinite(x) or x < 1 or x != int(x):
+    raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+  return int(x)
 
 
 def _add_output(p: argparse.ArgumentParser) -> None:
-    group = p.add_mutually_exclusive_group()
-    group.add_argument("--json", action="store_true", help="print JSON (a list of records)")
-    group.add_argument("--csv", action="store_true", help="print CSV with a header row")
+  group = p.add_mutually_exclusive_group()
+  group.add_argument("--json", action="store_true", help="print JSON (a list of records)")
+  group.add_argument("--csv", action="store_true", help="print CSV with a header row")
 
 
 def _add_mechanism(p: argparse.ArgumentParser, *, sigma_required: bool) -> None:
-    g = p.add_argument_group("DP-SGD configuration (each option takes one or more values)")
-    g.add_argument("--q", nargs="+", type=_number("prob"), metavar="Q",
-                   help="Poisson sampling rate per step, in [0, 1]")
-    g.add_argument("--dataset-size", nargs="+", type=_count, metavar="N",
-                   help="number of training examples (with --batch-size: q = B / N)")
-    g.add_argument("--batch-size", nargs="+", type=_count, metavar="B",
-                   help="expected batch size (needs --dataset-size)")
-    g.add_argument("--sigma", nargs="+", type=_number("nonneg"), metavar="S",
-                   required=sigma_required, help="noise multiplier (noise std / clipping norm), >= 0")
-    g.add_argument("--steps", nargs="+", type=_number("nonneg"), metavar="T",
-                   help="number of training steps, >= 0")
-    g.add_argument("--epochs", nargs="+", type=_number("nonneg"), metavar="E",
-                   help="number of epochs; steps = ceil(E * N / B) (needs --dataset-size, --batch-size)")
+  g = p.add_argument_group("DP-SGD configuration (each option takes one or more values)")
+  g.add_argument("--q", nargs="+", type=_number("prob"), metavar="Q",
+                 help="Poisson sampling rate per step, in [0, 1]")
+  g.add_argument("--dataset-size", nargs="+", type=_count, metavar="N",
+                 help="number of training examples (with --batch-size: q = B / N)")
+  g.add_argument("--batch-size", nargs="+", type=_count, metavar="B",
+                 help="expected batch size (needs --dataset-size)")
+  g.add_argument("--sigma", nargs="+", type=_number("nonneg"), metavar="S",
+                 required=sigma_required, help="noise multiplier (noise std / clipping norm), >= 0")
+  g.add_argument("--steps", nargs="+", type=_number("nonneg"), metavar="T",
+                 help="number of training steps, >= 0")
+  g.add_argument("--epochs", nargs="+", type=_number("nonneg"), metavar="E",
+                 help="number of epochs; steps = ceil(E * N / B) (needs --dataset-size, --batch-size)")
 
 
 def _build_parser() -> _Parser:
-    parser = _Parser(
-        prog="jaxrdp",
-        description="Renyi-DP accounting for DP-SGD (Sampled Gaussian Mechanism) in JAX.",
-    )
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
-                                metavar="{epsilon,delta,calibrate,sweep}")
+  parser = _Parser(
+      prog="jaxrdp",
+      description="Renyi-DP accounting for DP-SGD (Sampled Gaussian Mechanism) in JAX.",
+  )
+  sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
+                              metavar="{epsilon,delta,calibrate,sweep}")
 
-    p = sub.add_parser("epsilon", help="epsilon of a DP-SGD run for a given delta",
-                       description="Epsilon (and the optimal RDP order) of DP-SGD.")
-    _add_mechanism(p, sigma_required=True)
-    p.add_argument("--delta", nargs="+", type=_number("open01"), default=[DEFAULT_DELTA],
-                   metavar="D", help=f"delta, in (0, 1) (default {DEFAULT_DELTA:g})")
-    _add_output(p)
-    p.set_defaults(handler=_cmd_epsilon)
+  p = sub.add_parser("epsilon", help="epsilon of a DP-SGD run for a given delta",
+                     description="Epsilon (and the optimal RDP order) of DP-SGD.")
+  _add_mechanism(p, sigma_required=True)
+  p.add_argument("--delta", nargs="+", type=_number("open01"), default=[DEFAULT_DELTA],
+                 metavar="D", help=f"delta, in (0, 1) (default {DEFAULT_DELTA:g})")
+  _add_output(p)
+  p.set_defaults(handler=_cmd_epsilon)
 
-    p = sub.add_parser("delta", help="delta of a DP-SGD run for a given epsilon",
-                       description="Delta (and the optimal RDP order) of DP-SGD.")
-    _add_mechanism(p, sigma_required=True)
-    p.add_argument("--epsilon", nargs="+", type=_number("nonneg"), required=True,
-                   metavar="EPS", help="epsilon, >= 0")
-    _add_output(p)
-    p.set_defaults(handler=_cmd_delta)
+  p = sub.add_parser("delta", help="delta of a DP-SGD run for a given epsilon",
+                     description="Delta (and the optimal RDP order) of DP-SGD.")
+  _add_mechanism(p, sigma_required=True)
+  p.add_argument("--epsilon", nargs="+", type=_number("nonneg"), required=True,
+                 metavar="EPS", help="epsilon, >= 0")
+  _add_output(p)
+  p.set_defaults(handler=_cmd_delta)
 
-    p = sub.add_parser(
-        "calibrate",
-        help="solve for sigma, steps or the sampling rate under a budget",
-        description="Leave out exactly one of --sigma, --steps/--epochs, --q/--batch-size: "
-        "that is the quantity solved for (smallest sigma, largest steps or largest q "
-        "whose epsilon at --delta is <= --epsilon).",
-    )
-    _add_mechanism(p, sigma_required=False)
-    p.add_argument("--epsilon", nargs="+", type=_number("nonneg"), required=True,
-                   metavar="EPS", help="epsilon budget, >= 0")
-    p.add_argument("--delta", nargs="+", type=_number("open01"), default=[DEFAULT_DELTA],
-                   metavar="D", help=f"delta budget, in (0, 1) (default {DEFAULT_DELTA:g})")
-    p.add_argument("--target", choices=("epsilon", "delta"), default="epsilon",
-                   help="bound epsilon at the given delta (default), or delta at the given epsilon")
-    _add_output(p)
-    p.set_defaults(handler=_cmd_calibrate)
+  p = sub.add_parser(
+      "calibrate",
+      help="solve for sigma, steps or the sampling rate under a budget",
+      description="Leave out exactly one of --sigma, --steps/--epochs, --q/--batch-size: "
+      "that is the quantity solved for (smallest sigma, largest steps or largest q "
+      "whose epsilon at --delta is <= --epsilon).",
+  )
+  _add_mechanism(p, sigma_required=False)
+  p.add_argument("--epsilon", nargs="+", type=_number("nonneg"), required=True,
+                 metavar="EPS", help="epsilon budget, >= 0")
+  p.add_argument("--delta", nargs="+", type=_number("open01"), default=[DEFAULT_DELTA],
+                 metavar="D", help=f"delta budget, in (0, 1) (default {DEFAULT_DELTA:g})")
+  p.add_argument("--target", choices=("epsilon", "delta"), default="epsilon",
+                 help="bound epsilon at the given delta (default), or delta at the given epsilon")
+  _add_output(p)
+  p.set_defaults(handler=_cmd_calibrate)
 
-    p = sub.add_parser(
-        "sweep",
-        help="epsilon over a hyperparameter grid; writes a CSV and a heatmap",
-        description="Epsilon over the outer-product grid of the given values. With no "
-        f"options: N = {DEFAULT_DATASET_SIZE:,}, batch sizes {', '.join(map(str, DEFAULT_BATCH_SIZES))}, "
-        "sigma 0.5 to 3.0 by 0.1, epochs 1 to 100, delta = 1e-5. Writes "
-        f"{SWEEP_BASENAME}.csv and {SWEEP_BASENAME}.png to --out-dir.",
-    )
-    _add_mechanism(p, sigma_required=False)
-    p.add_argument("--delta", nargs="+", type=_number("open01"), default=None,
-                   metavar="D", help=f"delta, in (0, 1) (default {DEFAULT_DELTA:g})")
-    p.add_argument("--out-dir", default=".", metavar="DIR",
-                   help=f"where {SWEEP_BASENAME}.csv and {SWEEP_BASENAME}.png go (default: .)")
-    p.add_argument("--plot", metavar="FILE.png", default=None,
-                   help=f"heatmap path (default DIR/{SWEEP_BASENAME}.png; needs matplotlib)")
-    p.add_argument("--no-files", action="store_true", help="write no CSV or PNG")
-    p.add_argument("--chunk-size", type=_count, default=1 << 14, metavar="K",
-                   help="grid cells per vectorized chunk (default 16384)")
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
-    _add_output(p)
-    p.set_defaults(handler=_cmd_sweep)
-    return parser
+  p = sub.add_parser(
+      "sweep",
+      help="epsilon over a hyperparameter grid; writes a CSV and a heatmap",
+      description="Epsilon over the outer-product grid of the given values. With no "
+      f"options: N = {DEFAULT_DATASET_SIZE:,}, batch sizes {', '.join(map(str, DEFAULT_BATCH_SIZES))}, "
+      "sigma 0.5 to 3.0 by 0.1, epochs 1 to 100, delta = 1e-5. Writes "
+      f"{SWEEP_BASENAME}.csv and {SWEEP_BASENAME}.png to --out-dir.",
+  )
+  _add_mechanism(p, sigma_required=False)
+  p.add_argument("--delta", nargs="+", type=_number("open01"), default=None,
+                 metavar="D", help=f"delta, in (0, 1) (default {DEFAULT_DELTA:g})")
+  p.add_argument("--out-dir", default=".", metavar="DIR",
+                 help=f"where {SWEEP_BASENAME}.csv and {SWEEP_BASENAME}.png go (default: .)")
+  p.add_argument("--plot", metavar="FILE.png", default=None,
+                 help=f"heatmap path (default DIR/{SWEEP_BASENAME}.png; needs matplotlib)")
+  p.add_argument("--no-files", action="store_true", help="write no CSV or PNG")
+  p.add_argument("--chunk-size", type=_count, default=1 << 14, metavar="K",
+                 help="grid cells per vectorized chunk (default 16384)")
+  p.add_argument("--no-progress", action="store_true", help="no progress bar")
+  _add_output(p)
+  p.set_defaults(handler=_cmd_sweep)
+  return parser
 
 
 # --------------------------------------------------------------------------------------
@@ -165,102 +165,102 @@ def _build_parser() -> _Parser:
 
 
 def _sampling_axes(args, parser, *, optional: bool = False) -> dict | None:
-    """{'q': [...]} or {'dataset_size': [...], 'batch_size': [...]} from the options."""
-    if args.q is not None and (args.batch_size is not None or args.dataset_size is not None):
-        parser.error("argument --q: give either --q or --dataset-size with --batch-size, not both")
-    if args.q is not None:
-        return {"q": args.q}
-    if args.batch_size is not None and args.dataset_size is None:
-        parser.error("argument --batch-size: needs --dataset-size")
-    if args.batch_size is None:
-        if optional:
-            return None
-        parser.error("argument --q: required (or --dataset-size with --batch-size)")
-    if max(args.batch_size) > min(args.dataset_size):
-        parser.error(
-            f"argument --batch-size: must be <= --dataset-size, got {max(args.batch_size)} "
-            f"> {min(args.dataset_size)}"
-        )
-    return {"dataset_size": args.dataset_size, "batch_size": args.batch_size}
+  """{'q': [...]} or {'dataset_size': [...], 'batch_size': [...]} from the options."""
+  if args.q is not None and (args.batch_size is not None or args.dataset_size is not None):
+    parser.error("argument --q: give either --q or --dataset-size with --batch-size, not both")
+  if args.q is not None:
+    return {"q": args.q}
+  if args.batch_size is not None and args.dataset_size is None:
+    parser.error("argument --batch-size: needs --dataset-size")
+  if args.batch_size is None:
+    if optional:
+      return None
+    parser.error("argument --q: required (or --dataset-size with --batch-size)")
+  if max(args.batch_size) > min(args.dataset_size):
+    parser.error(
+        f"argument --batch-size: must be <= --dataset-size, got {max(args.batch_size)} "
+        f"> {min(args.dataset_size)}"
+    )
+  return {"dataset_size": args.dataset_size, "batch_size": args.batch_size}
 
 
 def _duration_axes(args, parser, sampling: dict | None, *, optional: bool = False) -> dict | None:
-    if args.steps is not None and args.epochs is not None:
-        parser.error("argument --epochs: give either --steps or --epochs, not both")
-    if args.steps is not None:
-        return {"steps": args.steps}
-    if args.epochs is not None:
-        if sampling is None or "batch_size" not in sampling:
-            parser.error("argument --epochs: needs --dataset-size and --batch-size")
-        return {"epochs": args.epochs}
-    if optional:
-        return None
-    parser.error("argument --steps: required (or --epochs)")
+  if args.steps is not None and args.epochs is not None:
+    parser.error("argument --epochs: give either --steps or --epochs, not both")
+  if args.steps is not None:
+    return {"steps": args.steps}
+  if args.epochs is not None:
+    if sampling is None or "batch_size" not in sampling:
+      parser.error("argument --epochs: needs --dataset-size and --batch-size")
+    return {"epochs": args.epochs}
+  if optional:
+    return None
+  parser.error("argument --steps: required (or --epochs)")
 
 
 def _grid(axes: dict) -> dict:
-    """Outer product of the axes, flattened to equal-length numpy columns."""
-    import numpy as np
+  """Outer product of the axes, flattened to equal-length numpy columns."""
+  import numpy as np
 
-    mesh = np.meshgrid(*[np.asarray(v, dtype=np.float64) for v in axes.values()], indexing="ij")
-    return {k: m.ravel() for k, m in zip(axes, mesh)}
+  mesh = np.meshgrid(*[np.asarray(v, dtype=np.float64) for v in axes.values()], indexing="ij")
+  return {k: m.ravel() for k, m in zip(axes, mesh)}
 
 
 def _derived(cols: dict) -> dict:
-    """Add q and steps columns computed from dataset_size, batch_size and epochs."""
-    import numpy as np
+  """Add q and steps columns computed from dataset_size, batch_size and epochs."""
+  import numpy as np
 
-    from ._dataset import epochs_to_steps
+  from ._dataset import epochs_to_steps
 
-    out = dict(cols)
-    if "batch_size" in cols:
-        out["q"] = cols["batch_size"] / cols["dataset_size"]
-        if "epochs" in cols:
-            out["steps"] = np.asarray(
-                epochs_to_steps(cols["epochs"], cols["dataset_size"], cols["batch_size"])
-            )
-    return out
+  out = dict(cols)
+  if "batch_size" in cols:
+    out["q"] = cols["batch_size"] / cols["dataset_size"]
+    if "epochs" in cols:
+      out["steps"] = np.asarray(
+          epochs_to_steps(cols["epochs"], cols["dataset_size"], cols["batch_size"])
+      )
+  return out
 
 
 def _emit(cols: dict, args, *, note: str | None = None) -> None:
-    """Print equal-length columns as a table, JSON records or CSV."""
-    import numpy as np
+  """Print equal-length columns as a table, JSON records or CSV."""
+  import numpy as np
 
-    from ._table import format_number, format_table
+  from ._table import format_number, format_table
 
-    names = list(cols)
-    n = len(next(iter(cols.values()))) if cols else 0
+  names = list(cols)
+  n = len(next(iter(cols.values()))) if cols else 0
 
-    def value(x):
-        if isinstance(x, str):
-            return x
-        x = float(x)
-        if not math.isfinite(x):
-            return None
-        return int(x) if x == int(x) and abs(x) < 2**53 else x
+  def value(x):
+    if isinstance(x, str):
+      return x
+    x = float(x)
+    if not math.isfinite(x):
+      return None
+    return int(x) if x == int(x) and abs(x) < 2**53 else x
 
-    if args.json:
-        import json
+  if args.json:
+    import json
 
-        records = [{k: value(cols[k][i]) for k in names} for i in range(n)]
-        print(json.dumps(records, indent=2, allow_nan=False))
-    elif args.csv:
-        print(",".join(names))
-        for i in range(n):
-            row = []
-            for k in names:
-                v = value(cols[k][i])
-                row.append("" if v is None else (v if isinstance(v, str) else repr(v)))
-            print(",".join(row))
-    else:
-        rows = [
-            [cols[k][i] if isinstance(cols[k][i], str) else format_number(cols[k][i]) for k in names]
-            for i in range(n)
-        ]
-        print(format_table(names, rows))
-    if note:
-        print(note, file=sys.stderr)
-    del np
+    records = [{k: value(cols[k][i]) for k in names} for i in range(n)]
+    print(json.dumps(records, indent=2, allow_nan=False))
+  elif args.csv:
+    print(",".join(names))
+    for i in range(n):
+      row = []
+      for k in names:
+        v = value(cols[k][i])
+        row.append("" if v is None else (v if isinstance(v, str) else repr(v)))
+      print(",".join(row))
+  else:
+    rows = [
+        [cols[k][i] if isinstance(cols[k][i], str) else format_number(cols[k][i]) for k in names]
+        for i in range(n)
+    ]
+    print(format_table(names, rows))
+  if note:
+    print(note, file=sys.stderr)
+  del np
 
 
 # --------------------------------------------------------------------------------------
@@ -268,221 +268,252 @@ def _emit(cols: dict, args, *, note: str | None = None) -> None:
 
 
 def _cmd_epsilon(args, parser) -> int:
-    sampling = _sampling_axes(args, parser)
-    duration = _duration_axes(args, parser, sampling)
-    cols = _derived(_grid({**sampling, **duration, "sigma": args.sigma, "delta": args.delta}))
-    from ._dpsgd import dpsgd_epsilon
+  sampling = _sampling_axes(args, parser)
+  duration = _duration_axes(args, parser, sampling)
+  cols = _derived(_grid({**sampling, **duration, "sigma": args.sigma, "delta": args.delta}))
+  from ._dpsgd import dpsgd_epsilon
 
-    res = dpsgd_epsilon(cols["q"], cols["sigma"], cols["steps"], cols["delta"])
-    cols["epsilon"], cols["order"] = res.epsilon, res.order
-    _emit(cols, args)
-    return 0
+  res = dpsgd_epsilon(cols["q"], cols["sigma"], cols["steps"], cols["delta"])
+  cols["epsilon"], cols["order"] = res.epsilon, res.order
+  _emit(cols, args)
+  return 0
 
 
 def _cmd_delta(args, parser) -> int:
-    sampling = _sampling_axes(args, parser)
-    duration = _duration_axes(args, parser, sampling)
-    cols = _derived(_grid({**sampling, **duration, "sigma": args.sigma, "epsilon": args.epsilon}))
-    from ._dpsgd import dpsgd_delta
+  sampling = _sampling_axes(args, parser)
+  duration = _duration_axes(args, parser, sampling)
+  cols = _derived(_grid({**sampling, **duration, "sigma": args.sigma, "epsilon": args.epsilon}))
+  from ._dpsgd import dpsgd_delta
 
-    res = dpsgd_delta(cols["q"], cols["sigma"], cols["steps"], cols["epsilon"])
-    cols["delta"], cols["order"] = res.delta, res.order
-    _emit(cols, args)
-    return 0
+  res = dpsgd_delta(cols["q"], cols["sigma"], cols["steps"], cols["epsilon"])
+  cols["delta"], cols["order"] = res.delta, res.order
+  _emit(cols, args)
+  return 0
 
 
 def _cmd_calibrate(args, parser) -> int:
-    import numpy as np
+  import numpy as np
 
-    if args.epochs is not None and args.q is None and args.batch_size is None:
-        parser.error("argument --epochs: to solve for the batch size give --steps "
-                     "(steps per epoch change with the batch size)")
-    # --dataset-size without --batch-size means: solve for the batch size.
-    sampling = _sampling_axes(args, parser, optional=True)
-    duration = _duration_axes(args, parser, sampling, optional=True)
-    missing = [name for name, given in (
-        ("sigma", args.sigma is not None),
-        ("steps", duration is not None),
-        ("q", sampling is not None),
-    ) if not given]
-    if len(missing) != 1:
-        parser.error(
-            "argument --sigma: leave out exactly one of --sigma, --steps/--epochs, "
-            f"--q/--batch-size (the quantity to solve for); missing now: {missing or 'none'}"
-        )
-    solve = missing[0]
-    by_delta = args.target == "delta"
-    target_name = "target_delta" if by_delta else "target_epsilon"
+  if args.epochs is not None and args.q is None and args.batch_size is None:
+    parser.error("argument --epochs: to solve for the batch size give --steps "
+                 "(steps per epoch change with the batch size)")
+  # --dataset-size without --batch-size means: solve for the batch size.
+  sampling = _sampling_axes(args, parser, optional=True)
+  duration = _duration_axes(args, parser, sampling, optional=True)
+  missing = [name for name, given in (
+      ("sigma", args.sigma is not None),
+      ("steps", duration is not None),
+      ("q", sampling is not None),
+  ) if not given]
+  if len(missing) != 1:
+    parser.error(
+        "argument --sigma: leave out exactly one of --sigma, --steps/--epochs, "
+        f"--q/--batch-size (the quantity to solve for); missing now: {missing or 'none'}"
+    )
+  solve = missing[0]
+  by_delta = args.target == "delta"
+  target_name = "target_delta" if by_delta else "target_epsilon"
 
-    from . import _calibration as cal
+  from . import _calibration as cal
 
-    if solve == "sigma":
-        axes = {**sampling, **duration}
-        cols = _derived(_grid({**axes, "epsilon": args.epsilon, "delta": args.delta}))
-        fn = cal.calibrate_noise_for_delta if by_delta else cal.calibrate_noise
-        tgt, given = ("delta", "epsilon") if by_delta else ("epsilon", "delta")
-        res = fn(cols[tgt], cols[given], cols["q"], cols["steps"])
-        out = {"sigma": np.asarray(res.sigma)}
-    elif solve == "steps":
-        axes = dict(sampling)
-        cols = _derived(_grid({**axes, "sigma": args.sigma, "epsilon": args.epsilon,
-                               "delta": args.delta}))
-        fn = cal.calibrate_steps_for_delta if by_delta else cal.calibrate_steps
-        tgt, given = ("delta", "epsilon") if by_delta else ("epsilon", "delta")
-        res = fn(cols[tgt], cols[given], cols["q"], cols["sigma"])
-        out = {"steps": np.asarray(res.steps)}
-        if "batch_size" in cols:
-            out["epochs"] = out["steps"] * cols["batch_size"] / cols["dataset_size"]
-    else:
-        axes = {"dataset_size": args.dataset_size} if args.dataset_size else {}
-        cols = _grid({**axes, "sigma": args.sigma, "steps": args.steps,
-                      "epsilon": args.epsilon, "delta": args.delta})
-        fn = cal.calibrate_sampling_rate_for_delta if by_delta else cal.calibrate_sampling_rate
-        tgt, given = ("delta", "epsilon") if by_delta else ("epsilon", "delta")
-        res = fn(cols[tgt], cols[given], cols["sigma"], cols["steps"])
-        out = {"q": np.asarray(res.q)}
-        if "dataset_size" in cols:
-            from ._dpsgd import dpsgd_delta, dpsgd_epsilon
+  if solve == "sigma":
+    axes = {**sampling, **duration}
+    cols = _derived(_grid({**axes, "epsilon": args.epsilon, "delta": args.delta}))
+    fn = cal.calibrate_noise_for_delta if by_delta else cal.calibrate_noise
+    tgt, given = ("delta", "epsilon") if by_delta else ("epsilon", "delta")
+    res = fn(cols[tgt], cols[given], cols["q"], cols["steps"])
+    out = {"sigma": np.asarray(res.sigma)}
+  elif solve == "steps":
+    axes = dict(sampling)
+    cols = _derived(_grid({**axes, "sigma": args.sigma, "epsilon": args.epsilon,
+                           "delta": args.delta}))
+    fn = cal.calibrate_steps_for_delta if by_delta else cal.calibrate_steps
+    tgt, given = ("delta", "epsilon") if by_delta else ("epsilon", "delta")
+    res = fn(cols[tgt], cols[given], cols["q"], cols["sigma"])
+    out = {"steps": np.asarray(res.steps)}
+    if "batch_size" in cols:
+      out["epochs"] = out["steps"] * cols["batch_size"] / cols["dataset_size"]
+  else:
+    axes = {"dataset_size": args.dataset_size} if args.dataset_size else {}
+    cols = _grid({**axes, "sigma": args.sigma, "steps": args.steps,
+                  "epsilon": args.epsilon, "delta": args.delta})
+    fn = cal.calibrate_sampling_rate_for_delta if by_delta else cal.calibrate_sampling_rate
+    tgt, given = ("delta", "epsilon") if by_delta else ("epsilon", "delta")
+    res = fn(cols[tgt], cols[given], cols["sigma"], cols["steps"])
+    out = {"q": np.asarray(res.q)}
+    if "dataset_size" in cols:
+      from ._dpsgd import dpsgd_delta, dpsgd_epsilon
 
-            # The largest integer batch below q * N is within budget: epsilon is
-            # non-decreasing in q. Report the guarantee at that batch's q = B / N.
-            batch = np.floor(np.nan_to_num(out["q"]) * cols["dataset_size"])
-            ok = batch >= 1
-            q_b = np.where(ok, batch / cols["dataset_size"], np.nan)
-            out = {"batch_size": np.where(ok, batch, np.nan), "q": q_b}
-            if by_delta:
-                res2 = dpsgd_delta(np.nan_to_num(q_b), cols["sigma"], cols["steps"], cols["epsilon"])
-                achieved = np.where(ok, np.asarray(res2.delta), np.nan)
-            else:
-                res2 = dpsgd_epsilon(np.nan_to_num(q_b), cols["sigma"], cols["steps"], cols["delta"])
-                achieved = np.where(ok, np.asarray(res2.epsilon), np.nan)
-            res = res._replace(feasible=np.asarray(res.feasible) & ok,
-                               order=np.where(ok, np.asarray(res2.order), np.nan),
-                               **{tgt: achieved})
+      # The largest integer batch below q * N is within budget: epsilon is
+      # non-decreasing in q. Report the guarantee at that batch's q = B / N.
+      batch = np.floor(np.nan_to_num(out["q"]) * cols["dataset_size"])
+      ok = batch >= 1
+      q_b = np.where(ok, batch / cols["dataset_size"], np.nan)
+      out = {"batch_size": np.where(ok, batch, np.nan), "q": q_b}
+      if by_delta:
+        res2 = dpsgd_delta(np.nan_to_num(q_b), cols["sigma"], cols["steps"], cols["epsilon"])
+        achieved = np.where(ok, np.asarray(res2.delta), np.nan)
+      else:
+        res2 = dpsgd_epsilon(np.nan_to_num(q_b), cols["sigma"], cols["steps"], cols["delta"])
+        achieved = np.where(ok, np.asarray(res2.epsilon), np.nan)
+      res = res._replace(feasible=np.asarray(res.feasible) & ok,
+                         order=np.where(ok, np.asarray(res2.order), np.nan),
+                         **{tgt: achieved})
 
-    feasible = np.asarray(res.feasible)
-    table = {k: v for k, v in cols.items() if k not in ("epsilon", "delta")}
-    table[target_name] = cols[tgt]
-    table[given] = cols[given]
-    for k, v in out.items():
-        table[k] = v if args.json or args.csv else np.where(feasible, v, np.nan)
-    table[tgt] = np.asarray(getattr(res, tgt))
-    table["order"] = np.asarray(res.order)
-    if not (args.json or args.csv):
-        for k in out:
-            table[k] = [("infeasible" if not f else x) for x, f in zip(table[k], feasible)]
-    if args.json or args.csv:
-        table["feasible"] = feasible.astype(float)
-    n_bad = int((~feasible).sum())
-    note = None
-    if n_bad:
-        note = (f"note: {n_bad} of {feasible.size} requests are infeasible: no "
-                f"{ {'sigma': 'sigma', 'steps': 'number of steps >= 1', 'q': 'sampling rate > 0'}[solve] } "
-                f"meets the budget (an epsilon at or below the infinite-noise floor "
-                f"of the RDP conversion cannot be met)")
-    _emit(table, args, note=note)
-    return 0
+  feasible = np.asarray(res.feasible)
+  table = {k: v for k, v in cols.items() if k not in ("epsilon", "delta")}
+  table[target_name] = cols[tgt]
+  table[given] = cols[given]
+  for k, v in out.items():
+    table[k] = v if args.json or args.csv else np.where(feasible, v, np.nan)
+  table[tgt] = np.asarray(getattr(res, tgt))
+  table["order"] = np.asarray(res.order)
+  if not (args.json or args.csv):
+    for k in out:
+      table[k] = [("infeasible" if not f else x) for x, f in zip(table[k], feasible)]
+  if args.json or args.csv:
+    table["feasible"] = feasible.astype(float)
+  n_bad = int((~feasible).sum())
+  note = None
+  if n_bad:
+    note = (f"note: {n_bad} of {feasible.size} requests are infeasible: no "
+            f"{ {'sigma': 'sigma', 'steps': 'number of steps >= 1', 'q': 'sampling rate > 0'}[solve] } "
+            f"meets the budget (an epsilon at or below the infinite-noise floor "
+            f"of the RDP conversion cannot be met)")
+  _emit(table, args, note=note)
+  return 0
 
 
 def _sweep_axes(args, parser) -> dict:
-    """Sweep keyword arguments: the options given, embedded defaults for the rest."""
-    sampling = _sampling_axes(args, parser, optional=True)
-    if sampling is None:
-        sampling = {
-            "dataset_size": args.dataset_size or [DEFAULT_DATASET_SIZE],
-            "batch_size": list(DEFAULT_BATCH_SIZES),
-        }
-        too_big = [b for b in DEFAULT_BATCH_SIZES if b > min(sampling["dataset_size"])]
-        if too_big:
-            sampling["batch_size"] = [b for b in DEFAULT_BATCH_SIZES if b not in too_big] or [1]
-    duration = _duration_axes(args, parser, sampling, optional=True)
-    if duration is None:
-        if "q" in sampling:
-            parser.error("argument --steps: required with --q (or give --dataset-size and --batch-size)")
-        duration = {"epochs": list(DEFAULT_EPOCHS)}
-    return {
-        **sampling,
-        "sigma": args.sigma or list(DEFAULT_SIGMAS),
-        **duration,
-        "delta": args.delta or [DEFAULT_DELTA],
+  """Sweep keyword arguments: the options given, embedded defaults for the rest."""
+  sampling = _sampling_axes(args, parser, optional=True)
+  if sampling is None:
+    sampling = {
+        "dataset_size": args.dataset_size or [DEFAULT_DATASET_SIZE],
+        "batch_size": list(DEFAULT_BATCH_SIZES),
     }
+    too_big = [b for b in DEFAULT_BATCH_SIZES if b > min(sampling["dataset_size"])]
+    if too_big:
+      sampling["batch_size"] = [b for b in DEFAULT_BATCH_SIZES if b not in too_big] or [1]
+  duration = _duration_axes(args, parser, sampling, optional=True)
+  if duration is None:
+    if "q" in sampling:
+      parser.error("argument --steps: required with --q (or give --dataset-size and --batch-size)")
+    duration = {"epochs": list(DEFAULT_EPOCHS)}
+  return {
+      **sampling,
+      "sigma": args.sigma or list(DEFAULT_SIGMAS),
+      **duration,
+      "delta": args.delta or [DEFAULT_DELTA],
+  }
 
 
 def _cmd_sweep(args, parser) -> int:
-    kwargs = _sweep_axes(args, parser)
-    if not args.no_files and not os.path.isdir(args.out_dir):
-        parser.error(f"argument --out-dir: not a directory: {args.out_dir}")
-    plot_path = args.plot
-    if plot_path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(plot_path))):
-        parser.error(f"argument --plot: directory does not exist: {os.path.dirname(plot_path)}")
+  kwargs = _sweep_axes(args, parser)
+  if not args.no_files and not os.path.isdir(args.out_dir):
+    parser.error(f"argument --out-dir: not a directory: {args.out_dir}")
+  plot_path = args.plot
+  if plot_path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(plot_path))):
+    parser.error(f"argument --plot: directory does not exist: {os.path.dirname(plot_path)}")
 
-    from ._sweep import sweep
+  from ._sweep import sweep
 
-    start = time.perf_counter()
-    result = sweep(**kwargs, chunk_size=args.chunk_size,
-                   progress=False if args.no_progress else None)
-    elapsed = time.perf_counter() - start
+  start = time.perf_counter()
+  result = sweep(**kwargs, chunk_size=args.chunk_size,
+                 progress=False if args.no_progress else None)
+  elapsed = time.perf_counter() - start
 
-    machine = args.json or args.csv
-    info = sys.stderr if machine else sys.stdout
-    sizes = " x ".join(f"{len(v)} {k}" for k, v in result.axes.items())
-    print(f"jaxrdp sweep: {sizes} = {result.size:,} cells in {elapsed:.2f} s", file=info)
-    if args.json:
-        print(result.to_json(indent=None))
-    elif args.csv:
-        sys.stdout.write(result.to_csv())
-    else:
-        print(result.table())
+  machine = args.json or args.csv
+  info = sys.stderr if machine else sys.stdout
+  sizes = " x ".join(f"{len(v)} {k}" for k, v in result.axes.items() if len(v) > 1) or "1 cell"
+  fixed = ", ".join(f"{k} = {v[0]:g}" for k, v in result.axes.items() if len(v) == 1)
+  print(f"jaxrdp sweep: {result.size:,} cells ({sizes}{'; ' + fixed if fixed else ''}) "
+        f"in {elapsed:.2f} s", file=info)
+  if args.json:
+    print(result.to_json(indent=None))
+  elif args.csv:
+    sys.stdout.write(result.to_csv())
+  else:
+    print(result.table())
 
-    if not args.no_files:
-        csv_path = os.path.join(args.out_dir, f"{SWEEP_BASENAME}.csv")
-        result.to_csv(csv_path)
-        print(f"wrote {csv_path} ({result.size:,} rows)", file=info)
-    if plot_path is None and not args.no_files:
-        plot_path = os.path.join(args.out_dir, f"{SWEEP_BASENAME}.png")
-        explicit = False
-    else:
-        explicit = plot_path is not None
-    if plot_path is not None:
-        samp = "batch_size" if "batch_size" in result.axes else "q"
-        if len(result.axes["sigma"]) < 2 or len(result.axes[samp]) < 2:
-            msg = f"heatmap needs at least 2 values of --sigma and of --{samp.replace('_', '-')}"
-            if explicit:
-                parser.error(f"argument --plot: {msg}")
-            print(f"note: no heatmap ({msg})", file=sys.stderr)
-            return 0
-        try:
-            from ._plot import plot_sweep
+  if not args.no_files:
+    csv_path = os.path.join(args.out_dir, f"{SWEEP_BASENAME}.csv")
+    result.to_csv(csv_path)
+    print(f"wrote {csv_path} ({result.size:,} rows)", file=info)
+  if plot_path is None and not args.no_files:
+    plot_path = os.path.join(args.out_dir, f"{SWEEP_BASENAME}.png")
+    explicit = False
+  else:
+    explicit = plot_path is not None
+  if plot_path is not None:
+    samp = "batch_size" if "batch_size" in result.axes else "q"
+    if len(result.axes["sigma"]) < 2 or len(result.axes[samp]) < 2:
+      msg = f"heatmap needs at least 2 values of --sigma and of --{samp.replace('_', '-')}"
+      if explicit:
+        parser.error(f"argument --plot: {msg}")
+      print(f"note: no heatmap ({msg})", file=sys.stderr)
+      return 0
+    try:
+      from ._plot import plot_sweep
 
-            plot_sweep(result, plot_path)
-        except ImportError as e:
-            if explicit:
-                parser.error(f"argument --plot: {e}")
-            print(f"note: skipped {plot_path}: {e}", file=sys.stderr)
-            return 0
-        print(f"wrote {plot_path}", file=info)
-    return 0
+      plot_sweep(result, plot_path)
+    except ImportError as e:
+      if explicit:
+        parser.error(f"argument --plot: {e}")
+      print(f"note: skipped {plot_path}: {e}", file=sys.stderr)
+      return 0
+    print(f"wrote {plot_path}", file=info)
+  return 0
+
+
+def _enable_compilation_cache() -> None:
+  """Keeps compiled kernels on disk between runs (the SGM kernel takes seconds).
+
+  Uses $JAXRDP_CACHE_DIR, else $XDG_CACHE_HOME/jaxrdp/xla or ~/.cache/jaxrdp/xla;
+  JAXRDP_CACHE_DIR="" turns it off. A cache directory already configured for JAX
+  (JAX_COMPILATION_CACHE_DIR) is left alone.
+  """
+  path = os.environ.get("JAXRDP_CACHE_DIR")
+  if path is None:
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    path = os.path.join(base, "jaxrdp", "xla")
+  if not path:
+    return
+  import jax
+
+  if jax.config.jax_compilation_cache_dir:
+    return
+  try:
+    os.makedirs(path, exist_ok=True)
+  except OSError:
+    return
+  jax.config.update("jax_compilation_cache_dir", path)
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line on `argv` (default `sys.argv[1:]`); returns the exit status."""
-    parser = _build_parser()
-    try:
-        args = parser.parse_args(argv)
-        return args.handler(args, parser)
-    except SystemExit as e:
-        code = e.code
-        if code is None:
-            return 0
-        if isinstance(code, int):
-            return code
-        print(code, file=sys.stderr)
-        return 1
-    except ValueError as e:
-        # Validation inside the library (a range the options could not check alone).
-        print(f"jaxrdp: error: {' '.join(str(e).split())}", file=sys.stderr)
-        return 2
+  """Run the command line on `argv` (default `sys.argv[1:]`); returns the exit status.
+
+  Also turns on JAX's persistent compilation cache for this process (see
+  `_enable_compilation_cache`), so that repeated commands skip recompiling.
+  """
+  parser = _build_parser()
+  try:
+    args = parser.parse_args(argv)
+    _enable_compilation_cache()
+    return args.handler(args, parser)
+  except SystemExit as e:
+    code = e.code
+    if code is None:
+      return 0
+    if isinstance(code, int):
+      return code
+    print(code, file=sys.stderr)
+    return 1
+  except ValueError as e:
+    # Validation inside the library (a range the options could not check alone).
+    print(f"jaxrdp: error: {' '.join(str(e).split())}", file=sys.stderr)
+    return 2
 
 
 if __name__ == "__main__":  # pragma: no cover
-    raise SystemExit(main())
+  raise SystemExit(main())

@@ -19,6 +19,12 @@ MNIST_DATA = ["--dataset-size", "60000", "--batch-size", "256", "--epochs", "60"
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+@pytest.fixture(autouse=True)
+def no_compilation_cache(monkeypatch):
+  # main() would otherwise point JAX's persistent cache at ~/.cache for the session.
+  monkeypatch.setenv("JAXRDP_CACHE_DIR", "")
+
+
 def run(argv, capsys):
   code = main(argv)
   out, err = capsys.readouterr()
@@ -46,7 +52,7 @@ def test_epsilon_grid_csv(capsys):
   rows = list(csv.DictReader(io.StringIO(out)))
   assert len(rows) == 4
   ref = jaxrdp.dpsgd_epsilon(float(rows[3]["q"]), float(rows[3]["sigma"]), 100, 1e-5)
-  assert float(rows[3]["epsilon"]) == float(ref.epsilon)
+  assert float(rows[3]["epsilon"]) == pytest.approx(float(ref.epsilon), rel=1e-13)
 
 
 def test_delta_command(capsys):
@@ -88,7 +94,7 @@ def test_sweep_small_writes_files(tmp_path, capsys):
                         "--steps", "10", "1000", "--out-dir", str(tmp_path)], capsys)
   assert code == 0, err
   assert "12 cells" in out and "steps=1000" in out
-  with open(tmp_path / "jaxrdp_sweep.csv", newline="") as f:
+  with open(tmp_path / "jaxrdp_sweep.csv") as f:
     rows = list(csv.DictReader(f))
   assert len(rows) == 12
   png = (tmp_path / "jaxrdp_sweep.png").read_bytes()
@@ -101,7 +107,7 @@ def test_sweep_default_grid(tmp_path, monkeypatch, capsys):
   code, out, err = run(["sweep", "--no-progress"], capsys)
   assert code == 0, err
   assert "15,600 cells" in out and "epochs=100" in out
-  with open("jaxrdp_sweep.csv", newline="") as f:
+  with open("jaxrdp_sweep.csv") as f:
     rows = list(csv.DictReader(f))
   assert len(rows) == 15600
   row = next(r for r in rows if r["batch_size"] == "256" and r["sigma"] == "1.1"
@@ -162,7 +168,8 @@ def test_help_exits_0(capsys):
 
 
 def test_python_m_jaxrdp_subprocess():
-  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
+             JAXRDP_CACHE_DIR="")
   bad = subprocess.run([sys.executable, "-m", "jaxrdp", "epsilon", "--q", "2", "--sigma", "1",
                         "--steps", "10"], capture_output=True, text=True, env=env, timeout=300)
   assert bad.returncode == 2
