@@ -427,7 +427,7 @@ def _cmd_sweep(args, parser) -> int:
   info = sys.stderr if machine else sys.stdout
   sizes = " x ".join(f"{len(v)} {k}" for k, v in result.axes.items() if len(v) > 1) or "1 cell"
   fixed = ", ".join(f"{k} = {v[0]:g}" for k, v in result.axes.items() if len(v) == 1)
-  print(f"jaxrdp sweep: {result.size:,} cells ({sizes}{'; ' + fixed if fixed else ''}) "
+  print(f"jaxrdp sweep: {result.size:,} cell{'s' if result.size != 1 else ''} ({sizes}{'; ' + fixed if fixed else ''}) "
         f"in {elapsed:.2f} s", file=info)
   if args.json:
     print(result.to_json(indent=None))

@@ -265,9 +265,9 @@ def test_float32_callers_get_safe_rounding():
   # holds: the number of steps (and q) down, sigma and epsilon up.
   if jax.config.jax_enable_x64:
     pytest.skip("the session runs with x64 enabled")
-  exact = jaxrdp.calibrate_steps(2.0, 1e-5, 0.01, 1.0)
-  res = jax.jit(jaxrdp.calibrate_steps)(np.float32(2.0), np.float32(1e-5), np.float32(0.01),
-                                        np.float32(1.0))
+  args32 = [np.float32(x) for x in (2.0, 1e-5, 0.01, 1.0)]
+  exact = jaxrdp.calibrate_steps(*[float(x) for x in args32])  # same inputs, float64
+  res = jax.jit(jaxrdp.calibrate_steps)(*args32)
   assert res.steps.dtype == jnp.float32
   assert float(res.steps) <= float(exact.steps) and float(res.epsilon) >= float(exact.epsilon)
 

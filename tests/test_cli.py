@@ -122,7 +122,7 @@ def test_sweep_json_stdout(capsys):
   assert code == 0
   data = json.loads(out)
   assert data["dims"] == ["q", "sigma", "steps", "delta"]
-  assert "cells (" in err and " s\n" in err  # the summary line goes to stderr with --json
+  assert "jaxrdp sweep: 1 cell (" in err  # the summary line goes to stderr with --json
 
 
 def test_missing_matplotlib(tmp_path, monkeypatch, capsys):
