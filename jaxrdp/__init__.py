@@ -51,6 +51,84 @@ __all__ = [
     "sgm_rdp",
 ]
 
+# --- issue 5: seed toolkit ---
+from ._analytic_gaussian import analytic_gaussian_delta as analytic_gaussian_delta
+from ._analytic_gaussian import analytic_gaussian_sigma as analytic_gaussian_sigma
+from ._classical import EpsilonDelta as EpsilonDelta
+from ._classical import advanced_composition as advanced_composition
+from ._classical import advanced_composition_seed004 as advanced_composition_seed004
+from ._classical import amplify_by_subsampling as amplify_by_subsampling
+from ._classical import basic_composition as basic_composition
+from ._classical import classical_gaussian_sigma as classical_gaussian_sigma
+from ._classical import gaussian_tail_delta as gaussian_tail_delta
+from ._classical import gaussian_tail_sigma as gaussian_tail_sigma
+from ._classical import laplace_scale as laplace_scale
+from ._closed_form import sgm_rdp_closed_form as sgm_rdp_closed_form
+from ._mechanisms import gaussian_rdp as gaussian_rdp
+from ._mechanisms import laplace_rdp as laplace_rdp
+from ._mechanisms import randomized_response_rdp as randomized_response_rdp
+from ._mechanisms import zcdp_to_epsilon as zcdp_to_epsilon
+from ._single_step import sgm_single_step_delta as sgm_single_step_delta
+from ._single_step import sgm_single_step_sigma as sgm_single_step_sigma
+
+__all__ += [
+    "EpsilonDelta",
+    "advanced_composition",
+    "advanced_composition_seed004",
+    "amplify_by_subsampling",
+    "analytic_gaussian_delta",
+    "analytic_gaussian_sigma",
+    "basic_composition",
+    "classical_gaussian_sigma",
+    "gaussian_rdp",
+    "gaussian_tail_delta",
+    "gaussian_tail_sigma",
+    "laplace_rdp",
+    "laplace_scale",
+    "randomized_response_rdp",
+    "sgm_rdp_closed_form",
+    "sgm_single_step_delta",
+    "sgm_single_step_sigma",
+    "zcdp_to_epsilon",
+]
+# --- end issue 5 ---
+
+# --- issue 4: DP-SGD training integration ---
+from ._checkpoint import CheckpointError as CheckpointError
+from ._checkpoint import load_checkpoint as load_checkpoint
+from ._checkpoint import save_checkpoint as save_checkpoint
+from ._dp_gradient import clip_per_example as clip_per_example
+from ._dp_gradient import dp_gradient as dp_gradient
+from ._dp_gradient import per_example_grads as per_example_grads
+from ._poisson import poisson_sample_mask as poisson_sample_mask
+from ._training import DPSGDState as DPSGDState
+from ._training import PrivacyGuard as PrivacyGuard
+from ._training import SGMCache as SGMCache
+from ._training import StepInfo as StepInfo
+from ._training import dpsgd_init as dpsgd_init
+from ._training import make_dpsgd_step as make_dpsgd_step
+from ._training import privacy_guard as privacy_guard
+from ._training import tree_select as tree_select
+
+__all__ += [
+    "CheckpointError",
+    "DPSGDState",
+    "PrivacyGuard",
+    "SGMCache",
+    "StepInfo",
+    "clip_per_example",
+    "dp_gradient",
+    "dpsgd_init",
+    "load_checkpoint",
+    "make_dpsgd_step",
+    "per_example_grads",
+    "poisson_sample_mask",
+    "privacy_guard",
+    "save_checkpoint",
+    "tree_select",
+]
+# --- end issue 4 ---
+
 # --- issue 3: calibration, sweeps, command line ---
 from ._calibration import NoiseCalibration as NoiseCalibration
 from ._calibration import SamplingRateCalibration as SamplingRateCalibration

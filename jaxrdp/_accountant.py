@@ -21,7 +21,7 @@ from . import _precision
 from ._conversions import DeltaResult, EpsilonResult, delta_from_rdp_f64, epsilon_from_rdp_f64
 from ._dpsgd import DEFAULT_ORDERS, _orders_or_default
 from ._sgm import _rdp_f64, _validate as _validate_sgm
-from ._validation import check_range
+from ._validation import check_range, static_or_none
 
 __all__ = [
     "AccountantState", "accountant_init", "accountant_compose_sgm", "accountant_compose_rdp",
@@ -63,6 +63,17 @@ def _check_state(state):
     raise TypeError(f"state must be an AccountantState, got {type(state).__name__}")
 
 
+def _compose_sgm_f64(rdp, orders, q, sigma, count, orders_static):
+  count = _precision.as_float64(count)
+  step = _rdp_f64(q, sigma, orders, orders_static)
+  return rdp + jnp.where(count == 0, 0.0, count * step)
+
+
+_compose_sgm_jit = jax.jit(_compose_sgm_f64, static_argnames=("orders_static",))
+_epsilon_jit = jax.jit(epsilon_from_rdp_f64, static_argnames=("method",))
+_delta_jit = jax.jit(delta_from_rdp_f64, static_argnames=("method",))
+
+
 def accountant_compose_sgm(state: AccountantState, q: ArrayLike, sigma: ArrayLike,
                            count: ArrayLike = 1) -> AccountantState:
   """Adds ``count`` steps of the Sampled Gaussian Mechanism with rate q, noise sigma.
@@ -75,13 +86,13 @@ def accountant_compose_sgm(state: AccountantState, q: ArrayLike, sigma: ArrayLik
   _validate_sgm(q, sigma, 2.0)
   check_range("count", count, lower=0.0)
   for name, x in (("q", q), ("sigma", sigma), ("count", count)):
-    if jnp.ndim(x) != 0:
-      raise ValueError(f"{name} must be a scalar, got shape {jnp.shape(x)}")
+    if np.ndim(x) != 0:
+      raise ValueError(f"{name} must be a scalar, got shape {np.shape(x)}")
   with _precision.Float64Scope():
-    count = _precision.as_float64(count)
-    rdp = _rdp_f64(q, sigma, state.orders)
-    added = jnp.where(count == 0, 0.0, count * rdp)
-    return AccountantState(state.orders, state.rdp + added)
+    # Concrete orders (eager use) let integer orders take the exact series.
+    rdp = _compose_sgm_jit(state.rdp, state.orders, q, sigma, count,
+                           orders_static=static_or_none(state.orders))
+    return AccountantState(state.orders, rdp)
 
 
 def accountant_compose_rdp(state: AccountantState, rdp: ArrayLike,
@@ -93,9 +104,9 @@ def accountant_compose_rdp(state: AccountantState, rdp: ArrayLike,
   _check_state(state)
   check_range("rdp", rdp, lower=0.0, allow_inf=True)
   check_range("count", count, lower=0.0)
-  if jnp.shape(rdp) != jnp.shape(state.orders):
-    raise ValueError(f"rdp must have the shape of state.orders {jnp.shape(state.orders)}, "
-                     f"got {jnp.shape(rdp)}")
+  if np.shape(rdp) != np.shape(state.orders):
+    raise ValueError(f"rdp must have the shape of state.orders {np.shape(state.orders)}, "
+                     f"got {np.shape(rdp)}")
   with _precision.Float64Scope():
     rdp = _precision.as_float64(rdp)
     count = _precision.as_float64(count)
@@ -109,7 +120,7 @@ def accountant_epsilon(state: AccountantState, delta: ArrayLike, *,
   _check_state(state)
   check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
   with _precision.Float64Scope() as scope:
-    out = epsilon_from_rdp_f64(state.rdp, state.orders, delta, method)
+    out = _epsilon_jit(state.rdp, state.orders, delta, method=method)
   return scope.finalize(out)
 
 
@@ -119,7 +130,7 @@ def accountant_delta(state: AccountantState, epsilon: ArrayLike, *,
   _check_state(state)
   check_range("epsilon", epsilon, lower=0.0)
   with _precision.Float64Scope() as scope:
-    out = delta_from_rdp_f64(state.rdp, state.orders, epsilon, method)
+    out = _delta_jit(state.rdp, state.orders, epsilon, method=method)
   return scope.finalize(out)
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import numpy as np
 import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
@@ -57,12 +58,12 @@ def _check_method(method):
 def _check_curve(rdp, orders):
   check_range("rdp", rdp, lower=0.0, allow_inf=True)
   check_range("orders", orders, lower=1.0, lower_open=True, allow_inf=True)
-  if jnp.ndim(orders) != 1:
-    raise ValueError(f"orders must be a 1-D array, got shape {jnp.shape(orders)}")
-  if jnp.ndim(rdp) < 1 or jnp.shape(rdp)[-1] != jnp.shape(orders)[0]:
+  if np.ndim(orders) != 1:
+    raise ValueError(f"orders must be a 1-D array, got shape {np.shape(orders)}")
+  if np.ndim(rdp) < 1 or np.shape(rdp)[-1] != np.shape(orders)[0]:
     raise ValueError(
-        f"rdp must have the orders on its last axis: rdp shape {jnp.shape(rdp)}, "
-        f"orders shape {jnp.shape(orders)}")
+        f"rdp must have the orders on its last axis: rdp shape {np.shape(rdp)}, "
+        f"orders shape {np.shape(orders)}")
 
 
 def _epsilon_per_order(rdp, orders, delta, method):
@@ -105,6 +106,9 @@ def epsilon_from_rdp_f64(rdp, orders, delta, method="improved"):
   eps_all = _epsilon_per_order(rdp, orders, delta, method)
   idx = argmin_last(eps_all)
   eps = jnp.maximum(jnp.min(eps_all, axis=-1), 0.0)
+  # Zero RDP at every order means identical output distributions: (0, 0)-DP,
+  # which no finite order's conversion reports exactly.
+  eps = jnp.where(jnp.all(rdp == 0, axis=-1), 0.0, eps)
   bad_delta = ~((delta > 0) & (delta < 1))
   eps = jnp.where(bad_delta, jnp.nan, eps)
   return EpsilonResult(eps, orders[idx])
@@ -123,6 +127,10 @@ def delta_from_rdp_f64(rdp, orders, epsilon, method="improved"):
   delta = jnp.exp(jnp.min(log_delta_all, axis=-1))
   delta = jnp.where(jnp.isnan(epsilon) | (epsilon < 0), jnp.nan, delta)
   return DeltaResult(delta, orders[idx])
+
+
+_epsilon_jit = jax.jit(epsilon_from_rdp_f64, static_argnames=("method",))
+_delta_jit = jax.jit(delta_from_rdp_f64, static_argnames=("method",))
 
 
 def rdp_to_epsilon(rdp: ArrayLike, orders: ArrayLike, delta: ArrayLike, *,
@@ -150,7 +158,7 @@ def rdp_to_epsilon(rdp: ArrayLike, orders: ArrayLike, delta: ArrayLike, *,
   _check_curve(rdp, orders)
   check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
   with _precision.Float64Scope() as scope:
-    out = epsilon_from_rdp_f64(rdp, orders, delta, method)
+    out = _epsilon_jit(rdp, orders, delta, method=method)
   return scope.finalize(out)
 
 
@@ -177,5 +185,5 @@ def rdp_to_delta(rdp: ArrayLike, orders: ArrayLike, epsilon: ArrayLike, *,
   _check_curve(rdp, orders)
   check_range("epsilon", epsilon, lower=0.0)
   with _precision.Float64Scope() as scope:
-    out = delta_from_rdp_f64(rdp, orders, epsilon, method)
+    out = _delta_jit(rdp, orders, epsilon, method=method)
   return scope.finalize(out)

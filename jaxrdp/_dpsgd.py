@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import numpy as np
+import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from . import _precision
 from ._conversions import (
     DeltaResult, EpsilonResult, delta_from_rdp_f64, epsilon_from_rdp_f64, _check_method)
+from ._order_search import min_epsilon_over_orders
 from ._sgm import _rdp_f64, _validate as _validate_sgm
-from ._validation import check_range
+from ._validation import check_range, static_or_none
 
 __all__ = ["DEFAULT_ORDERS", "DP_ACCOUNTING_ORDERS", "dpsgd_epsilon", "dpsgd_delta"]
 
@@ -34,18 +36,52 @@ DEFAULT_ORDERS = np.unique(np.concatenate([
 def _orders_or_default(orders):
   orders = DEFAULT_ORDERS if orders is None else orders
   check_range("orders", orders, lower=1.0, lower_open=True, allow_inf=True)
-  if jnp.ndim(orders) != 1:
-    raise ValueError(f"orders must be a 1-D array, got shape {jnp.shape(orders)}")
-  return orders
+  if np.ndim(orders) != 1:
+    raise ValueError(f"orders must be a 1-D array, got shape {np.shape(orders)}")
+  return orders if not isinstance(orders, (list, tuple)) else np.asarray(orders, dtype=np.float64)
 
 
-def _dpsgd_rdp_f64(q, sigma, steps, orders):
+def _dpsgd_rdp_f64(q, sigma, steps, orders, orders_static=None):
   """T * rdp(alpha) of shape batch + [n_orders] (float64, traceable)."""
   q, sigma, steps = (_precision.as_float64(x) for x in (q, sigma, steps))
   orders = _precision.as_float64(orders)
-  rdp = _rdp_f64(q[..., None], sigma[..., None], orders)
+  rdp = _rdp_f64(q[..., None], sigma[..., None], orders, orders_static)
   # 0 steps spend nothing, even where one step would be infinite.
   return jnp.where(steps[..., None] == 0, 0.0, steps[..., None] * rdp)
+
+
+def _dpsgd_epsilon_f64(q, sigma, steps, delta, orders, orders_static, method, mode):
+  """mode: "exhaustive" (every order), "search" (returns the exactness flags
+  too), or "search_or_exhaustive" (an in-graph fallback, for traced inputs)."""
+  q, sigma, steps, delta = jnp.broadcast_arrays(
+      *(_precision.as_float64(x) for x in (q, sigma, steps, delta)))
+
+  def exhaustive():
+    rdp = _dpsgd_rdp_f64(q, sigma, steps, orders, orders_static)
+    return epsilon_from_rdp_f64(rdp, orders, delta, method)
+
+  if mode == "exhaustive":
+    return exhaustive()
+  # The exact minimum over the grid without evaluating every order
+  # (jaxrdp._order_search). Where the search cannot certify that it found the
+  # grid minimum (more orders in contention than candidates, e.g. on very dense
+  # grids), the exhaustive evaluation is used instead, so the result is always
+  # the exact minimum over ``orders``.
+  res = min_epsilon_over_orders(q, sigma, steps, delta, orders_static.array, method)
+  searched = EpsilonResult(res.epsilon, res.order)
+  certified = jnp.all(res.exact | jnp.isnan(res.epsilon))
+  if mode == "search":
+    return searched, certified
+  return jax.lax.cond(certified, lambda: searched, exhaustive)
+
+
+def _dpsgd_delta_f64(q, sigma, steps, epsilon, orders, orders_static, method):
+  rdp = _dpsgd_rdp_f64(q, sigma, steps, orders, orders_static)
+  return delta_from_rdp_f64(rdp, orders, _precision.as_float64(epsilon), method)
+
+
+_dpsgd_epsilon_jit = jax.jit(_dpsgd_epsilon_f64, static_argnames=("orders_static", "method", "mode"))
+_dpsgd_delta_jit = jax.jit(_dpsgd_delta_f64, static_argnames=("orders_static", "method"))
 
 
 def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: ArrayLike,
@@ -70,6 +106,13 @@ def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: Array
   Returns:
     EpsilonResult(epsilon, order) with the broadcast shape of the arguments.
 
+  When ``orders`` is concrete, orders are not all evaluated: exact log A at a
+  coarse set of integer orders bounds every other order by convexity, and only
+  the orders that could still be optimal are evaluated exactly
+  (``jaxrdp._order_search``). If more than 16 orders remain in contention for
+  any cell (never on the standard benchmark grid), the batch is evaluated at
+  every order instead; either way the result is the exact minimum over the grid.
+
   Examples:
     >>> import jaxrdp
     >>> res = jaxrdp.dpsgd_epsilon(256 / 60000, 1.1, 14063, 1e-5)
@@ -81,10 +124,22 @@ def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: Array
   check_range("steps", steps, lower=0.0)
   check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
   orders = _orders_or_default(orders)
+  orders_static = static_or_none(orders)
+  traced = any(isinstance(x, jax.core.Tracer) for x in (q, sigma, steps, delta, orders))
   with _precision.Float64Scope() as scope:
-    delta64 = _precision.as_float64(delta)
-    rdp = _dpsgd_rdp_f64(q, sigma, steps, orders)
-    out = epsilon_from_rdp_f64(rdp, orders, delta64, method)
+    if orders_static is None:
+      out = _dpsgd_epsilon_jit(q, sigma, steps, delta, orders, orders_static=None, method=method,
+                               mode="exhaustive")
+    elif traced:
+      out = _dpsgd_epsilon_jit(q, sigma, steps, delta, orders, orders_static=orders_static,
+                               method=method, mode="search_or_exhaustive")
+    else:
+      # Eager: the exhaustive program is compiled only if it is ever needed.
+      out, certified = _dpsgd_epsilon_jit(q, sigma, steps, delta, orders, orders_static=orders_static,
+                                          method=method, mode="search")
+      if not bool(certified):
+        out = _dpsgd_epsilon_jit(q, sigma, steps, delta, orders, orders_static=orders_static,
+                                 method=method, mode="exhaustive")
   return scope.finalize(out)
 
 
@@ -101,6 +156,6 @@ def dpsgd_delta(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, epsilon: Array
   check_range("epsilon", epsilon, lower=0.0)
   orders = _orders_or_default(orders)
   with _precision.Float64Scope() as scope:
-    rdp = _dpsgd_rdp_f64(q, sigma, steps, orders)
-    out = delta_from_rdp_f64(rdp, orders, _precision.as_float64(epsilon), method)
+    out = _dpsgd_delta_jit(q, sigma, steps, epsilon, orders, orders_static=static_or_none(orders),
+                           method=method)
   return scope.finalize(out)

@@ -12,7 +12,7 @@ import math
 
 import jax.numpy as jnp
 
-__all__ = ["log_expm1_minus_x", "log_gaussian_pdf", "argmin_last"]
+__all__ = ["log_expm1_minus_x", "expm1_minus_x", "log_gaussian_pdf", "argmin_last", "log_binomial"]
 
 # Taylor coefficients of (e^x - 1 - x) / (x^2 / 2) = sum_k 2 x^k / (k + 2)!,
 # highest order first for Horner's rule. For |x| <= 0.1 the first omitted term
@@ -64,3 +64,82 @@ def argmin_last(v):
   idx = jnp.arange(n, dtype=jnp.int32)
   hit = v == jnp.min(v, axis=-1, keepdims=True)
   return jnp.min(jnp.where(hit, idx, jnp.int32(n)), axis=-1) % jnp.int32(n)
+
+
+# Stirling correction delta(x) = lgamma(x) - [(x - 1/2) log x - x + log(2 pi)/2]
+# = 1/(12x) - 1/(360x^3) + 1/(1260x^5) - 1/(1680x^7) + ...; for x >= 20 the
+# first omitted term, 1/(1188 x^9), is below 2e-15 (Abramowitz & Stegun 6.1.41).
+_STIRLING_MIN = 20.0
+
+
+def _stirling_delta(x):
+  r = 1.0 / x
+  r2 = r * r
+  return r * (1.0 / 12 - r2 * (1.0 / 360 - r2 * (1.0 / 1260 - r2 / 1680)))
+
+
+def log_binomial(n, k):
+  """log C(n, k) for real 0 <= k <= n, accurate to a few ulp of the result.
+
+  lgamma(n+1) - lgamma(k+1) - lgamma(n-k+1) loses ~|lgamma(n+1)| * eps in
+  absolute terms (2e-12 at n = 1700). Here the large parts are combined
+  analytically first. With N = n + 1, K = k + 1, M = n - k + 1 and
+  delta the Stirling correction:
+
+    K, M >= 20:  (k + 1/2) log1p(m/K) + (m + 1/2) log1p(k/M) - log(N)/2 + 1
+                 - log(2 pi)/2 + delta(N) - delta(K) - delta(M)
+    K < 20:      (M - 1/2) log1p(k/M) + k log N - k + delta(N) - delta(M) - lgamma(K)
+    M < 20:      the same with k and m exchanged
+    both < 20:   plain lgamma (all terms are small, n < 38).
+  """
+  from jax.scipy.special import gammaln
+
+  n = jnp.asarray(n)
+  k = jnp.asarray(k)
+  m = n - k
+  kb, mb = k + 1.0, m + 1.0
+  big_k, big_m = kb >= _STIRLING_MIN, mb >= _STIRLING_MIN
+
+  def safe(x, ok):
+    return jnp.where(ok, x, _STIRLING_MIN)
+
+  # Both large.
+  K2, M2 = safe(kb, big_k & big_m), safe(mb, big_k & big_m)
+  k2, m2 = K2 - 1.0, M2 - 1.0
+  N2 = K2 + M2 - 1.0
+  both = ((k2 + 0.5) * jnp.log1p(m2 / K2) + (m2 + 0.5) * jnp.log1p(k2 / M2)
+          - 0.5 * jnp.log(N2) + 1.0 - 0.5 * math.log(2.0 * math.pi)
+          + _stirling_delta(N2) - _stirling_delta(K2) - _stirling_delta(M2))
+
+  def one_small(small, large):
+    # lgamma(N) - lgamma(M) - lgamma(S) with S = small + 1 < 20 <= M = large + 1.
+    M1 = large + 1.0
+    N1 = M1 + small
+    return ((M1 - 0.5) * jnp.log1p(small / M1) + small * jnp.log(N1) - small
+            + _stirling_delta(N1) - _stirling_delta(M1) - gammaln(small + 1.0))
+
+  small_k = (~big_k) & big_m
+  small_m = big_k & (~big_m)
+  k_small_val = one_small(jnp.where(small_k, k, 1.0), jnp.where(small_k, m, _STIRLING_MIN))
+  m_small_val = one_small(jnp.where(small_m, m, 1.0), jnp.where(small_m, k, _STIRLING_MIN))
+  tiny = (~big_k) & (~big_m)
+  nt, kt = jnp.where(tiny, n, 2.0), jnp.where(tiny, k, 1.0)
+  tiny_val = gammaln(nt + 1.0) - gammaln(kt + 1.0) - gammaln(nt - kt + 1.0)
+  return jnp.where(big_k & big_m, both,
+                   jnp.where(small_k, k_small_val, jnp.where(small_m, m_small_val, tiny_val)))
+
+
+def expm1_minus_x(x):
+  """e^x - 1 - x >= 0, accurate to a few ulp for x <= 709 (overflows beyond).
+
+  |x| < 0.1: x^2/2 * series (no cancellation); otherwise expm1(x) - x, which
+  loses at most a factor 2/|x| <= 20 to cancellation.
+  """
+  x = jnp.asarray(x)
+  small = jnp.abs(x) < _E2_SMALL
+  xs = jnp.where(small, x, _E2_SMALL / 2)
+  series = jnp.zeros_like(xs)
+  for c in _E2_SERIES:
+    series = series * xs + c
+  xm = jnp.where(small, 1.0, x)
+  return jnp.where(small, 0.5 * xs * xs * series, jnp.expm1(xm) - xm)

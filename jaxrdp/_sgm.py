@@ -7,8 +7,12 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from . import _precision
+import numpy as np
+
 from ._sgm_quadrature import log_a_minus_1_quadrature
-from ._validation import check_range
+from ._sgm_series import (
+    FULL_MAX_ORDER, log_a_minus_1_integer_full, log_a_minus_1_integer_windowed)
+from ._validation import check_range, concrete_or_none, static_or_none
 
 __all__ = ["sgm_log_a", "sgm_rdp", "sgm_log_a_minus_1"]
 
@@ -19,8 +23,92 @@ def _validate(q, sigma, alpha):
   check_range("alpha", alpha, lower=1.0, lower_open=True, allow_inf=True)
 
 
-def _log_a_minus_1_f64(q, sigma, alpha):
-  """log(A_alpha - 1) in float64 with every edge case; inputs any shape."""
+def _log_a_minus_1_regular(q, sigma, alpha, alpha_np):
+  """log(A - 1) for 0 < q < 1, 0 < sigma < inf, 1 < alpha < inf (broadcast arrays).
+
+  When the orders are concrete (``alpha_np`` is not None), they are partitioned
+  statically: integer orders use the exact positive series (cheap), the rest
+  use quadrature. Traced orders all use quadrature.
+  """
+  if alpha_np is None:
+    return log_a_minus_1_quadrature(q, sigma, alpha)
+  if alpha_np.ndim == 1 and q.shape[-1:] == alpha_np.shape:
+    return _regular_along_last_axis(q, sigma, alpha, alpha_np)
+  shape = q.shape
+  a = np.broadcast_to(alpha_np, shape).ravel()
+  is_int = np.isfinite(a) & (a == np.round(a)) & (a >= 2)
+  groups = [
+      np.flatnonzero(is_int & (a <= FULL_MAX_ORDER)),
+      np.flatnonzero(is_int & (a > FULL_MAX_ORDER)),
+      np.flatnonzero(~is_int),
+  ]
+  qf, sf, af = q.ravel(), sigma.ravel(), alpha.ravel()
+  parts = []
+  if groups[0].size:
+    i = groups[0]
+    parts.append(log_a_minus_1_integer_full(qf[i], sf[i], a[i].astype(np.int64)))
+  if groups[1].size:
+    i = groups[1]
+    qi, si, ai = qf[i], sf[i], jnp.asarray(a[i])
+    val, covered = log_a_minus_1_integer_windowed(qi, si, ai)
+    # Rare: the windows may miss terms (very broad term distributions). Only
+    # then is the quadrature run, for the whole group, and used where needed.
+    val = jax.lax.cond(
+        jnp.all(covered), lambda: val,
+        lambda: jnp.where(covered, val, log_a_minus_1_quadrature(qi, si, ai)))
+    parts.append(val)
+  if groups[2].size:
+    i = groups[2]
+    parts.append(log_a_minus_1_quadrature(qf[i], sf[i], af[i]))
+  order = np.concatenate(groups)
+  inverse = np.empty_like(order)
+  inverse[order] = np.arange(order.size)
+  return jnp.concatenate(parts)[inverse].reshape(shape)
+
+
+def _regular_along_last_axis(q, sigma, alpha, orders):
+  """As _log_a_minus_1_regular for a 1-D order grid on the last axis.
+
+  The usual layout (a batch of configurations against a grid of orders). The
+  orders are partitioned once, along the last axis, so no per-element gather of
+  constants is built: compile time does not grow with the batch size.
+  """
+  is_int = np.isfinite(orders) & (orders == np.round(orders)) & (orders >= 2)
+  groups = [
+      np.flatnonzero(is_int & (orders <= FULL_MAX_ORDER)),
+      np.flatnonzero(is_int & (orders > FULL_MAX_ORDER)),
+      np.flatnonzero(~is_int),
+  ]
+  parts = []
+  if groups[0].size:
+    i = groups[0]
+    parts.append(log_a_minus_1_integer_full(q[..., i], sigma[..., i], orders[i].astype(np.int64)))
+  if groups[1].size:
+    i = groups[1]
+    qi, si, ai = q[..., i], sigma[..., i], alpha[..., i]
+    val, covered = log_a_minus_1_integer_windowed(qi.ravel(), si.ravel(), ai.ravel())
+    val, covered = val.reshape(qi.shape), covered.reshape(qi.shape)
+    val = jax.lax.cond(
+        jnp.all(covered), lambda: val,
+        lambda: jnp.where(covered, val, log_a_minus_1_quadrature(qi, si, ai)))
+    parts.append(val)
+  if groups[2].size:
+    i = groups[2]
+    parts.append(log_a_minus_1_quadrature(q[..., i], sigma[..., i], alpha[..., i]))
+  order = np.concatenate(groups)
+  inverse = np.empty_like(order)
+  inverse[order] = np.arange(order.size)
+  return jnp.concatenate(parts, axis=-1)[..., inverse]
+
+
+def _log_a_minus_1_f64(q, sigma, alpha, alpha_static=None):
+  """log(A_alpha - 1) in float64 with every edge case; inputs any shape.
+
+  ``alpha_static``: the orders as a StaticArray when known at trace time (then
+  integer orders use the exact series), else None. If None and ``alpha`` is a
+  concrete array, it is used directly.
+  """
+  alpha_np = alpha_static.array if alpha_static is not None else concrete_or_none(alpha)
   q, sigma, alpha = jnp.broadcast_arrays(
       _precision.as_float64(q), _precision.as_float64(sigma), _precision.as_float64(alpha))
   invalid = ~((q >= 0) & (q <= 1) & (sigma >= 0) & (alpha > 1))  # also catches NaN
@@ -33,7 +121,9 @@ def _log_a_minus_1_f64(q, sigma, alpha):
   qs = jnp.where(special, 0.5, q)
   ss = jnp.where(special, 1.0, sigma)
   as_ = jnp.where(special, 2.0, alpha)
-  general = log_a_minus_1_quadrature(qs, ss, as_)
+  if alpha_np is not None:
+    alpha_np = np.where(np.isfinite(alpha_np) & (alpha_np > 1), alpha_np, 2.0)
+  general = _log_a_minus_1_regular(qs, ss, as_, alpha_np)
   # q = 1: log(A - 1) = log(expm1(alpha (alpha - 1) / (2 sigma^2))).
   ss_g = jnp.where(exact_gauss & ~infinite & ~huge_sigma, sigma, 1.0)
   ag = jnp.where(exact_gauss & ~infinite, alpha, 2.0)
@@ -54,12 +144,12 @@ def sgm_log_a_minus_1(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.A
   """
   _validate(q, sigma, alpha)
   with _precision.Float64Scope() as scope:
-    out = _log_a_minus_1_f64(q, sigma, alpha)
+    out = _log_a_minus_1_jit(q, sigma, alpha, alpha_static=static_or_none(alpha))
   return scope.finalize(out)
 
 
-def _log_a_f64(q, sigma, alpha):
-  return jnp.logaddexp(0.0, _log_a_minus_1_f64(q, sigma, alpha))  # log(1 + (A - 1))
+def _log_a_f64(q, sigma, alpha, alpha_static=None):
+  return jnp.logaddexp(0.0, _log_a_minus_1_f64(q, sigma, alpha, alpha_static))  # log(1 + (A - 1))
 
 
 def sgm_log_a(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.Array:
@@ -103,13 +193,13 @@ def sgm_log_a(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.Array:
   """
   _validate(q, sigma, alpha)
   with _precision.Float64Scope() as scope:
-    out = _log_a_f64(q, sigma, alpha)
+    out = _log_a_jit(q, sigma, alpha, alpha_static=static_or_none(alpha))
   return scope.finalize(out)
 
 
-def _rdp_f64(q, sigma, alpha):
+def _rdp_f64(q, sigma, alpha, alpha_static=None):
   alpha = _precision.as_float64(alpha)
-  log_a = _log_a_f64(q, sigma, alpha)
+  log_a = _log_a_f64(q, sigma, alpha, alpha_static)
   rdp = log_a / (alpha - 1.0)
   # alpha = inf: the limit is inf for q > 0 and 0 for q = 0 (log A is then 0 or inf).
   return jnp.where(jnp.isinf(alpha), jnp.where(log_a == 0, 0.0, jnp.inf), rdp)
@@ -132,5 +222,12 @@ def sgm_rdp(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.Array:
   """
   _validate(q, sigma, alpha)
   with _precision.Float64Scope() as scope:
-    out = _rdp_f64(q, sigma, alpha)
+    out = _rdp_jit(q, sigma, alpha, alpha_static=static_or_none(alpha))
   return scope.finalize(out)
+
+
+# Public entry points run one compiled program per call (op-by-op dispatch of
+# these kernels would compile dozens of small programs on first use).
+_log_a_minus_1_jit = jax.jit(_log_a_minus_1_f64, static_argnames=("alpha_static",))
+_log_a_jit = jax.jit(_log_a_f64, static_argnames=("alpha_static",))
+_rdp_jit = jax.jit(_rdp_f64, static_argnames=("alpha_static",))

@@ -57,7 +57,8 @@ def check_range(
     return
   lo = "-inf" if lower is None else repr(float(lower))
   hi = "inf" if upper is None else repr(float(upper))
-  interval = f"{'(' if lower_open or lower is None else '['}{lo}, {hi}{')' if upper_open or upper is None else ']'}"
+  closes = (upper is None and allow_inf) or (upper is not None and not upper_open)
+  interval = f"{'(' if lower_open or lower is None else '['}{lo}, {hi}{']' if closes else ')'}"
   if np.isnan(arr).any():
     raise ValueError(f"{name} must not be NaN; allowed range is {interval}")
   bad = np.zeros(arr.shape, dtype=bool)
@@ -70,3 +71,30 @@ def check_range(
   if bad.any():
     first = arr[bad].flat[0]
     raise ValueError(f"{name} must be in {interval}, got {first!r}")
+
+
+class StaticArray:
+  """A concrete float64 array usable as a static (hashable) ``jax.jit`` argument.
+
+  Orders are usually a fixed grid; passing them statically lets the kernels
+  choose per-order algorithms (series for integer orders) at trace time.
+  """
+
+  __slots__ = ("array", "_key")
+
+  def __init__(self, array):
+    self.array = np.asarray(array, dtype=np.float64)
+    self.array.setflags(write=False)
+    self._key = (self.array.shape, self.array.tobytes())
+
+  def __hash__(self):
+    return hash(self._key)
+
+  def __eq__(self, other):
+    return isinstance(other, StaticArray) and self._key == other._key
+
+
+def static_or_none(x):
+  """StaticArray of ``x`` if it is concrete, else None (it is traced)."""
+  arr = concrete_or_none(x)
+  return None if arr is None else StaticArray(arr)

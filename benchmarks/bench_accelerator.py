@@ -1,0 +1,248 @@
+"""dpsgd_epsilon throughput on whatever ``jax.devices()`` offers (CPU, GPU, TPU).
+
+The standard grid of ``bench_grid.py`` (q in [1e-3, 1e-1] log-spaced, sigma in
+[0.6, 3.0], T = 10,000, delta = 1e-5, dp_accounting's 156 orders) scaled to N
+configurations: a sqrt(N) x sqrt(N) grid over the same ranges, cut to N.
+
+For each N it runs
+
+  * float64: ``jaxrdp.dpsgd_epsilon`` on float64 arrays (x64 scope inside jaxrdp);
+  * float32: the same call traced inside the caller's own ``jax.jit`` with
+    float32 inputs and ``jax_enable_x64`` off. jaxrdp still computes in float64
+    internally (its kernels run in an x64 scope) and rounds the final epsilon
+    *up* to float32, so the reported float32 error is that final rounding only;
+
+and reports configurations/s, time per (q, sigma, alpha) evaluation
+(= time / (N * 156)), and the achieved fraction of the device's exp throughput.
+
+Work model (stated in the output): dpsgd_epsilon evaluates 16 candidate orders
+per configuration by quadrature, 768 integrand nodes each, with the
+transcendental calls per node (exp/expm1/log/log1p, counted in the traced
+integrand; 6 at the time of writing); the 63 integer coarse
+orders (exact series, 64 terms each) are not counted. The exp throughput is
+measured here with a large jitted sum of jnp.exp over an iota (compute-bound).
+
+Correctness first: before timing, a few cells of every batch are compared with
+unbatched ``jaxrdp.dpsgd_epsilon`` calls (relative tolerance 1e-10).
+
+    python benchmarks/bench_accelerator.py [--sizes 1000 10000 ...] [--tiny] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+CANDIDATES = 16  # jaxrdp._order_search._CANDIDATES
+NODES = 768  # integrand evaluations per fractional order (jaxrdp._sgm_quadrature)
+TRANSCENDENTAL_PRIMITIVES = ("exp", "exp2", "expm1", "log", "log1p", "pow", "tanh", "logistic", "erf", "erfc")
+
+
+def transcendentals_per_node():
+  """Transcendental calls per quadrature node, counted in the traced integrand.
+
+  The integrand is traced at one node with constant (q, sigma, alpha), so the
+  per-(q, sigma, alpha) constants (log q, log sigma, ...) are folded away and only
+  the per-node calls are counted; +1 for the exp inside the logsumexp over nodes.
+  """
+  import jax
+  import jax.numpy as jnp
+  from jaxrdp import _sgm_quadrature
+  with jax.enable_x64(True):
+    jaxpr = jax.make_jaxpr(lambda z: _sgm_quadrature._log_integrand(z, 0.01, 1.1, 7.3))(jnp.zeros(()))
+
+  def count(jp):
+    n = 0
+    for eqn in jp.eqns:
+      # Literal inputs (constants, e.g. log q) have a .val; per-node inputs do not.
+      if eqn.primitive.name in TRANSCENDENTAL_PRIMITIVES and any(not hasattr(v, "val") for v in eqn.invars):
+        n += 1
+      for param in eqn.params.values():
+        sub = getattr(param, "jaxpr", param)  # ClosedJaxpr -> Jaxpr
+        if hasattr(sub, "eqns"):
+          n += count(sub)
+    return n
+
+  return count(jaxpr.jaxpr) + 1
+STEPS, DELTA = 10_000, 1e-5
+
+
+def grid(n):
+  """N configurations spread over the standard grid's ranges."""
+  side = max(1, math.ceil(math.sqrt(n)))
+  q = np.geomspace(1e-3, 1e-1, side)
+  s = np.linspace(0.6, 3.0, side)
+  qq, ss = np.meshgrid(q, s, indexing="ij")
+  return qq.ravel()[:n].copy(), ss.ravel()[:n].copy()
+
+
+def timed(fn, min_total=1.0, max_repeats=5):
+  """(first-call seconds, median seconds of the following calls, last result)."""
+  import jax
+  t0 = time.perf_counter()
+  out = jax.block_until_ready(fn())
+  first = time.perf_counter() - t0
+  times = []
+  while len(times) < max_repeats and (not times or sum(times) < min_total):
+    t0 = time.perf_counter()
+    out = jax.block_until_ready(fn())
+    times.append(time.perf_counter() - t0)
+  return first, statistics.median(times), out
+
+
+def exp_throughput(dtype_name, n=1 << 24):
+  """exp evaluations per second: a jitted sum of exp over an iota (no memory traffic)."""
+  import jax
+  import jax.numpy as jnp
+
+  def kernel(scale):
+    # The scale is a runtime argument so that XLA cannot constant-fold the sum.
+    x = jax.lax.iota(scale.dtype, n) * scale
+    return jnp.sum(jnp.exp(x))
+
+  f = jax.jit(kernel)
+  if dtype_name == "float64":
+    with jax.enable_x64(True):
+      scale = jnp.asarray(-1e-7, jnp.float64)
+      _, med, _ = timed(lambda: f(scale), min_total=0.3)
+  else:
+    scale = jnp.asarray(-1e-7, jnp.float32)
+    _, med, _ = timed(lambda: f(scale), min_total=0.3)
+  return n / med  # (median; the machine may be shared)
+
+
+def main(argv=None):
+  p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument("--sizes", type=float, nargs="+", default=[1e3, 1e4, 1e5, 1e6],
+                 help="numbers of configurations (default 1e3 1e4 1e5 1e6)")
+  p.add_argument("--tiny", action="store_true", help="CI smoke run: sizes 10 and 100 only")
+  p.add_argument("--dtypes", nargs="+", default=["float64", "float32"], choices=["float64", "float32"])
+  p.add_argument("--chunk", type=int, default=100_000,
+                 help="configurations per call; larger N runs in chunks of this size (bounds memory)")
+  p.add_argument("--json", help="also write the results to this JSON file")
+  args = p.parse_args(argv)
+  sizes = [10, 100] if args.tiny else [int(s) for s in args.sizes]
+
+  import jax
+  import jax.numpy as jnp
+  import jaxrdp
+
+  if jax.config.jax_enable_x64:
+    print("note: jax_enable_x64 is on globally; the float32 run still uses float32 inputs", file=sys.stderr)
+  orders = jaxrdp.DP_ACCOUNTING_ORDERS
+  n_orders = int(orders.size)
+  device = jax.devices()[0]
+
+  def eps64(q, s):
+    return jaxrdp.dpsgd_epsilon(q, s, STEPS, DELTA, orders=orders).epsilon
+
+  @jax.jit
+  def eps32_jit(q, s):
+    # The caller's program is float32 (x64 off); jaxrdp's kernels run in float64 inside.
+    return jaxrdp.dpsgd_epsilon(q, s, STEPS, DELTA, orders=orders).epsilon
+
+  def eps32(q, s):
+    return eps32_jit(jnp.asarray(q, jnp.float32), jnp.asarray(s, jnp.float32))
+
+  def chunked(fn, q, s):
+    """fn over chunks of args.chunk configurations; the last chunk is padded (one shape)."""
+    n = q.size
+    c = min(args.chunk, n)
+    outs = []
+    for i in range(0, n, c):
+      qi, si = q[i:i + c], s[i:i + c]
+      pad = c - qi.size
+      if pad:
+        qi, si = np.pad(qi, (0, pad), mode="edge"), np.pad(si, (0, pad), mode="edge")
+      outs.append(fn(qi, si))
+    return jax.block_until_ready(outs), c
+
+  rates = {dt: exp_throughput(dt) for dt in ("float64", "float32")}
+  tpn = transcendentals_per_node()
+  rows, ok = [], True
+  for n in sizes:
+    q, s = grid(n)
+    # Correctness first: a few cells against unbatched calls.
+    check = np.unique(np.linspace(0, n - 1, min(n, 4)).astype(int))
+    def unbatched(qs, ss):
+      return np.array([float(jaxrdp.dpsgd_epsilon(qs[i], ss[i], STEPS, DELTA, orders=orders).epsilon)
+                       for i in check])
+    ref64 = unbatched(q, s)
+    # The float32 program sees float32-rounded q and sigma: compare with those.
+    ref32 = unbatched(q.astype(np.float32).astype(np.float64), s.astype(np.float32).astype(np.float64))
+    eps_by_dtype = {}
+    for dt in args.dtypes:
+      fn = eps64 if dt == "float64" else eps32
+      first, med, out = timed(lambda: chunked(fn, q, s)[0], min_total=1.0, max_repeats=3)
+      eps = np.concatenate([np.asarray(o, dtype=np.float64) for o in out])[:n]
+      eps_by_dtype[dt] = eps
+      ref = ref64 if dt == "float64" else ref32
+      rtol = 1e-10 if dt == "float64" else 2.0 ** -22  # float32: one ulp, rounded up
+      cell_err = float(np.max(np.abs(eps[check] - ref) / ref))
+      good = bool(np.all(np.isfinite(eps)) and cell_err <= rtol)
+      if dt == "float32":
+        good = good and bool(np.all(eps[check] >= ref * (1 - 1e-15)))  # rounded up, never down
+      ok &= good
+      transc = n * CANDIDATES * NODES * tpn
+      rows.append({
+          "configurations": n, "dtype": dt, "chunk": min(args.chunk, n),
+          "first_call_s": first, "median_s": med,
+          "configurations_per_s": n / med,
+          "ns_per_evaluation": 1e9 * med / (n * n_orders),
+          # jaxrdp computes in float64 in both runs: compare with the float64 exp rate.
+          "fraction_of_exp_throughput": transc / med / rates["float64"],
+          "max_rel_err_unbatched": cell_err, "ok": good,
+      })
+    if "float64" in eps_by_dtype and "float32" in eps_by_dtype:
+      e64, e32 = eps_by_dtype["float64"], eps_by_dtype["float32"]
+      err = float(np.max(np.abs(e32 - e64) / e64))
+      for r in rows:
+        if r["configurations"] == n and r["dtype"] == "float32":
+          r["float32_max_rel_err_vs_float64"] = err
+
+  print(f"device: {device} ({device.platform}), jax {jax.__version__}, "
+        f"{platform.machine()} {os.cpu_count()} cores; T={STEPS}, delta={DELTA}, {n_orders} orders")
+  print(f"measured exp throughput: " + ", ".join(f"{dt} {r / 1e9:.2f} G/s" for dt, r in rates.items()))
+  print(f"work model: {CANDIDATES} quadrature orders x {NODES} nodes x {tpn} "
+        f"transcendentals (counted in the traced integrand, +1 for logsumexp) per configuration (integer series orders not counted), "
+        f"against the float64 exp rate (jaxrdp computes in float64 in both runs)")
+  print("note: float32 = float32 program (x64 off, float32 q and sigma); jaxrdp still computes in "
+        "float64 inside and rounds epsilon up to float32; its error vs float64 includes the input rounding")
+  print()
+  print("| configurations | dtype | first call (s) | median (s) | configs/s | ns per (q,sigma,alpha) "
+        "| fraction of exp peak | f32 rel err vs f64 | check |")
+  print("|---:|---|---:|---:|---:|---:|---:|---:|---|")
+  for r in rows:
+    f32 = r.get("float32_max_rel_err_vs_float64")
+    print(f"| {r['configurations']:,} | {r['dtype']} | {r['first_call_s']:.2f} | {r['median_s']:.4f} "
+          f"| {r['configurations_per_s']:.3g} | {r['ns_per_evaluation']:.1f} "
+          f"| {100 * r['fraction_of_exp_throughput']:.1f}% | {'' if f32 is None else f'{f32:.1e}'} "
+          f"| {'ok' if r['ok'] else 'FAILED'} |")
+  if args.json:
+    report = {
+        "date": datetime.date.today().isoformat(), "device": str(device), "platform": device.platform,
+        "jax": jax.__version__, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+        "orders": n_orders, "steps": STEPS, "delta": DELTA,
+        "work_model": {"candidates": CANDIDATES, "nodes": NODES,
+                       "transcendentals_per_node": tpn},
+        "exp_per_s": rates, "rows": rows,
+    }
+    with open(args.json, "w") as f:
+      json.dump(report, f, indent=2)
+  if not ok:
+    print("FAILED correctness checks", file=sys.stderr)
+    return 1
+  return 0
+
+
+if __name__ == "__main__":
+  raise SystemExit(main())

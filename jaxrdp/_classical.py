@@ -1,0 +1,454 @@
+"""Classical (epsilon, delta)-DP tools: Gaussian and Laplace calibration, composition, subsampling.
+
+Sources (see ``shared/seeds``):
+
+* seed 002: Yu-Xiang Wang, lecture notes 6 ("Advanced composition, Gaussian
+  mechanism").
+* seed 004: "A Tail of Two Densities" (2019 blog post, part 1), Claims 9, 10,
+  14, 17, 18 and 19.
+* C. Dwork, A. Roth, The Algorithmic Foundations of Differential Privacy (2014),
+  Theorems 3.16, 3.20 and A.1.
+
+Sensitivity is 1 throughout; scale ``sigma`` (or the Laplace scale) by the
+sensitivity otherwise.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+from jax.typing import ArrayLike
+
+from . import _precision
+from ._validation import check_range
+
+__all__ = [
+    "EpsilonDelta",
+    "classical_gaussian_sigma",
+    "gaussian_tail_delta",
+    "gaussian_tail_sigma",
+    "laplace_scale",
+    "basic_composition",
+    "advanced_composition",
+    "advanced_composition_seed004",
+    "amplify_by_subsampling",
+]
+
+_LOG_2PI = 1.8378770664093453  # log(2 pi)
+
+
+class EpsilonDelta(NamedTuple):
+  """An ``(epsilon, delta)``-DP guarantee (a pytree of two arrays)."""
+
+  epsilon: jax.Array
+  delta: jax.Array
+
+
+def _f64(*xs):
+  return tuple(_precision.as_float64(x) for x in xs)
+
+
+def _nan_where(invalid, x):
+  return jnp.where(invalid, jnp.nan, x)
+
+
+def _check_kind(name, value, allowed):
+  if value not in allowed:
+    raise ValueError(f"{name} must be one of {sorted(allowed)}; got {value!r}")
+
+
+def classical_gaussian_sigma(epsilon: ArrayLike, delta: ArrayLike) -> jax.Array:
+  r"""Classical Gaussian-mechanism calibration: ``sigma = sqrt(2 log(1.25/delta)) / epsilon``.
+
+  Valid (the mechanism is ``(epsilon, delta)``-DP) for ``0 < epsilon <= 1``
+  and ``0 < delta < 1``. For ``epsilon > 1`` the theorem does not apply; use
+  :func:`jaxrdp.analytic_gaussian_sigma`, which is exact for every epsilon
+  and never larger.
+
+  Args:
+    epsilon: target epsilon, in ``(0, 1]``.
+    delta: target delta, in ``(0, 1)``.
+
+  Returns:
+    float64 array of the broadcast shape. Traced out-of-range inputs give NaN.
+
+  Raises:
+    ValueError: for concrete ``epsilon`` outside ``(0, 1]``, ``delta``
+      outside ``(0, 1)`` or NaN.
+
+  References:
+    Seed 002, "Classical Gaussian mechanism"; Dwork and Roth (2014), Thm A.1.
+
+  Examples:
+    >>> import jaxrdp
+    >>> round(float(jaxrdp.classical_gaussian_sigma(1.0, 1e-5)), 6)
+    4.844805
+  """
+  # Domain of the classical theorem (Dwork and Roth 2014, Thm A.1).
+  check_range("epsilon", epsilon, lower=0.0, upper=1.0, lower_open=True)
+  check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
+  with _precision.Float64Scope() as scope:
+    epsilon, delta = _f64(epsilon, delta)
+    out = jnp.sqrt(2.0 * jnp.log(1.25 / delta)) / epsilon
+    invalid = ~((epsilon > 0) & (epsilon <= 1) & (delta > 0) & (delta < 1))
+    out = _nan_where(invalid, out)
+  return scope.finalize(out)
+
+
+def gaussian_tail_delta(epsilon: ArrayLike, sigma: ArrayLike) -> jax.Array:
+  r"""Tail-bound delta of the Gaussian mechanism, seed 004 eq. (6.8).
+
+  .. math:: \delta = \exp\left(-\tfrac12 (\epsilon\sigma - \tfrac{1}{2\sigma})^2\right)
+
+  The privacy loss of the Gaussian mechanism is ``N(eta, 2 eta)`` with
+  ``eta = 1/(2 sigma^2)``, so ``P(L > epsilon) = P(xi > t)`` with
+  ``t = epsilon sigma - 1/(2 sigma)`` and the Chernoff bound
+  ``P(xi > t) < exp(-t^2/2)`` (seed 004 eq. (6.5)) gives (6.8). It needs
+  ``t > 0``; where ``t <= 0`` this returns ``1`` (a trivially valid delta).
+  Always at least the exact delta (:func:`jaxrdp.analytic_gaussian_delta`).
+
+  Args:
+    epsilon: epsilon, ``>= 0``.
+    sigma: noise multiplier, ``> 0``.
+
+  Returns:
+    float64 array of the broadcast shape. Traced invalid inputs give NaN.
+
+  Raises:
+    ValueError: for concrete ``epsilon < 0``, ``sigma <= 0`` or NaN.
+
+  References:
+    Seed 004, Claim 9, eq. (6.8).
+
+  Examples:
+    >>> import jaxrdp
+    >>> round(float(jaxrdp.gaussian_tail_delta(1.0, 5.0)), 8)
+    6.11e-06
+  """
+  check_range("epsilon", epsilon, lower=0.0, allow_inf=True)
+  check_range("sigma", sigma, lower=0.0, lower_open=True)
+  with _precision.Float64Scope() as scope:
+    epsilon, sigma = _f64(epsilon, sigma)
+    t = epsilon * sigma - 0.5 / sigma
+    out = jnp.where(t > 0, jnp.exp(-0.5 * t**2), 1.0)
+    invalid = jnp.isnan(epsilon) | jnp.isnan(sigma) | (epsilon < 0) | (sigma <= 0)
+    out = _nan_where(invalid, out)
+  return scope.finalize(out)
+
+
+_TAIL_EQUATIONS = ("6.8", "6.81", "6.82", "6.83", "6.84")
+
+
+def gaussian_tail_sigma(epsilon: ArrayLike, delta: ArrayLike, equation: str = "6.8") -> jax.Array:
+  r"""Gaussian-mechanism calibrations from tail bounds, seed 004 Claim 9.
+
+  Each returns a threshold: any ``sigma`` above it makes the Gaussian
+  mechanism ``(epsilon, delta)``-DP, for every ``epsilon > 0``. With
+  ``t = epsilon sigma - 1/(2 sigma)``:
+
+  * ``"6.8"``: the exact inverse of (6.8), i.e. the root of
+    ``t = sqrt(2 log(1/delta))`` (seed 004 (6.91)):
+    ``sigma = (c + sqrt(c^2 + 2 epsilon)) / (2 epsilon)``, ``c = sqrt(2 log(1/delta))``.
+  * ``"6.81"``: ``sigma = sqrt(2 log(1/delta)) / epsilon + (2 epsilon)^(-1/2)``
+    (from (6.91) with ``sqrt(a + b) <= sqrt(a) + sqrt(b)``).
+  * ``"6.82"``: ``sigma = max(1, sqrt((log(1/(2 pi delta^2)))_+)) / epsilon + (2 epsilon)^(-1/2)``.
+  * ``"6.83"``: ``sigma = sqrt(log(e^epsilon / delta^2)) / epsilon``
+    (from (6.91) by concavity of the square root).
+  * ``"6.84"``: ``sigma = max(sqrt(1 + epsilon), sqrt((log(e^epsilon / (2 pi delta^2)))_+)) / epsilon``.
+
+  (6.8), (6.81) and (6.83) rest on the Chernoff bound
+  ``P(xi > t) < exp(-t^2/2)``; (6.82) and (6.84) on the Mills-ratio bound
+  ``P(xi > t) < exp(-t^2/2) / (sqrt(2 pi) t)`` with ``t > 1``. (The post's
+  proof swaps the labels (6.3) and (6.5) of these two bounds; the formulas
+  above are the ones its equations state.)
+
+  Args:
+    epsilon: target epsilon, ``> 0``.
+    delta: target delta, in ``(0, 1)``.
+    equation: one of ``"6.8"``, ``"6.81"``, ``"6.82"``, ``"6.83"``, ``"6.84"`` (static).
+
+  Returns:
+    float64 array of the broadcast shape. Traced invalid inputs give NaN.
+
+  Raises:
+    ValueError: for concrete ``epsilon <= 0``, ``delta`` outside ``(0, 1)``,
+      NaN, or an unknown ``equation``.
+
+  References:
+    Seed 004, Claim 9, eqs. (6.8), (6.81) to (6.84), and (6.91) to (6.95).
+
+  Examples:
+    >>> import jaxrdp
+    >>> round(float(jaxrdp.gaussian_tail_sigma(1.0, 1e-5, "6.83")), 6)
+    4.901617
+  """
+  _check_kind("equation", equation, _TAIL_EQUATIONS)
+  check_range("epsilon", epsilon, lower=0.0, lower_open=True)
+  check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
+  with _precision.Float64Scope() as scope:
+    epsilon, delta = _f64(epsilon, delta)
+    log_inv_delta = -jnp.log(delta)
+    if equation == "6.8":
+      c = jnp.sqrt(2.0 * log_inv_delta)
+      out = (c + jnp.sqrt(c**2 + 2.0 * epsilon)) / (2.0 * epsilon)
+    elif equation == "6.81":
+      out = jnp.sqrt(2.0 * log_inv_delta) / epsilon + jnp.sqrt(0.5 / epsilon)
+    elif equation == "6.82":
+      # log((2 pi)^-1 delta^-2), clipped at 0 by (.)_+ (seed 004 (6.95)).
+      c = jnp.sqrt(jnp.maximum(2.0 * log_inv_delta - _LOG_2PI, 0.0))
+      out = jnp.maximum(1.0, c) / epsilon + jnp.sqrt(0.5 / epsilon)
+    elif equation == "6.83":
+      out = jnp.sqrt(epsilon + 2.0 * log_inv_delta) / epsilon
+    else:  # "6.84"
+      c = jnp.sqrt(jnp.maximum(epsilon + 2.0 * log_inv_delta - _LOG_2PI, 0.0))
+      out = jnp.maximum(jnp.sqrt(1.0 + epsilon), c) / epsilon
+    invalid = ~((epsilon > 0) & (delta > 0) & (delta < 1))
+    out = _nan_where(invalid, out)
+  return scope.finalize(out)
+
+
+def laplace_scale(epsilon: ArrayLike) -> jax.Array:
+  r"""Scale of the Laplace mechanism that is ``epsilon``-DP: ``b = 1 / epsilon``.
+
+  Any ``b >= 1/epsilon`` works (seed 004, Claim (1.5)); the pure-DP epsilon of
+  scale ``b`` is ``1/b``. ``epsilon = 0`` gives ``inf``.
+
+  Args:
+    epsilon: target epsilon, ``>= 0``.
+
+  Returns:
+    float64 array. Traced invalid inputs give NaN.
+
+  Raises:
+    ValueError: for concrete ``epsilon < 0`` or NaN.
+
+  References:
+    Seed 004, Laplace mechanism claim (1.5); Dwork and Roth (2014), Thm 3.6.
+
+  Examples:
+    >>> import jaxrdp
+    >>> float(jaxrdp.laplace_scale(0.5))
+    2.0
+  """
+  check_range("epsilon", epsilon, lower=0.0, allow_inf=True)
+  with _precision.Float64Scope() as scope:
+    (epsilon,) = _f64(epsilon)
+    out = _nan_where(jnp.isnan(epsilon) | (epsilon < 0), 1.0 / epsilon)
+  return scope.finalize(out)
+
+
+def basic_composition(epsilon: ArrayLike, delta: ArrayLike, k: ArrayLike = 1) -> EpsilonDelta:
+  r"""Basic composition of ``k`` ``(epsilon, delta)``-DP mechanisms: ``(k epsilon, k delta)``.
+
+  Holds for adaptive composition. For mechanisms with different parameters,
+  sum them (``(sum eps_i, sum delta_i)``); this function is the homogeneous
+  case, vectorized over all arguments. ``delta`` is not clipped at 1.
+
+  Args:
+    epsilon: per-mechanism epsilon, ``>= 0``.
+    delta: per-mechanism delta, in ``[0, 1]``.
+    k: number of mechanisms, ``>= 0`` (need not be an integer array).
+
+  Returns:
+    :class:`EpsilonDelta` of broadcast-shape float64 arrays.
+
+  Raises:
+    ValueError: for concrete negative or NaN inputs, or ``delta > 1``.
+
+  References:
+    Seed 004, Claim 10 (Dwork-Lei 2009; Dwork and Roth 2014, Thm 3.16).
+
+  Examples:
+    >>> import jaxrdp
+    >>> r = jaxrdp.basic_composition(0.1, 1e-6, 10)
+    >>> round(float(r.epsilon), 12), round(float(r.delta), 18)
+    (1.0, 1e-05)
+  """
+  check_range("epsilon", epsilon, lower=0.0, allow_inf=True)
+  check_range("delta", delta, lower=0.0, upper=1.0)
+  check_range("k", k, lower=0.0)
+  with _precision.Float64Scope() as scope:
+    epsilon, delta, k = _f64(epsilon, delta, k)
+    invalid = (jnp.isnan(epsilon) | jnp.isnan(delta) | jnp.isnan(k) | (epsilon < 0)
+               | (delta < 0) | (delta > 1) | (k < 0))
+    out = EpsilonDelta(_nan_where(invalid, k * epsilon), _nan_where(invalid, k * delta))
+  return scope.finalize(out)
+
+
+_KL_BOUNDS = ("dwork_roth", "seed002", "bun_steinke", "tanh")
+
+
+def _kl_bound(epsilon, kind):
+  # Bounds on D(P||Q) for P, Q with |log(p/q)| <= epsilon (seed 002,
+  # "Improved bounds of the KL-divergence").
+  if kind == "dwork_roth":
+    return epsilon * jnp.expm1(epsilon)
+  if kind == "seed002":
+    return 2.0 * epsilon**2
+  if kind == "bun_steinke":
+    return 0.5 * epsilon**2
+  return epsilon * jnp.tanh(0.5 * epsilon)
+
+
+def advanced_composition(epsilon: ArrayLike, delta: ArrayLike, k: ArrayLike,
+                         delta_prime: ArrayLike, *, kl_bound: str = "tanh") -> EpsilonDelta:
+  r"""Advanced composition of ``k`` adaptively chosen ``(epsilon, delta)``-DP mechanisms.
+
+  .. math::
+      \tilde\epsilon = \epsilon\sqrt{2k\log(1/\delta')} + k\,\mathrm{KL}(\epsilon),
+      \qquad \tilde\delta = k\delta + \delta'
+
+  where ``KL(epsilon)`` bounds the KL divergence between two distributions
+  whose log-ratio is at most ``epsilon`` (seed 002, "Improved bounds of the
+  KL-divergence"; the ``sqrt`` term is Azuma-Hoeffding on the summed privacy
+  losses):
+
+  * ``"dwork_roth"``: ``epsilon (e^epsilon - 1)`` (Dwork, Rothblum, Vadhan
+    2010; Dwork and Roth 2014, Thm 3.20);
+  * ``"seed002"``: ``2 epsilon^2``, the clean form stated in seed 002;
+  * ``"bun_steinke"``: ``epsilon^2 / 2`` (Bun and Steinke 2016);
+  * ``"tanh"``: ``epsilon tanh(epsilon/2)``, the tight bound (seed 002, after
+    A. Smith; attained by randomized response). The default, and never larger
+    than the others.
+
+  Args:
+    epsilon: per-mechanism epsilon, ``>= 0``.
+    delta: per-mechanism delta, in ``[0, 1]``.
+    k: number of mechanisms, ``>= 0``.
+    delta_prime: the extra delta spent by the composition, in ``(0, 1)``.
+    kl_bound: which KL bound, see above (static).
+
+  Returns:
+    :class:`EpsilonDelta` of broadcast-shape float64 arrays.
+
+  Raises:
+    ValueError: for concrete out-of-range or NaN inputs, or unknown ``kl_bound``.
+
+  References:
+    Seed 002, "Recap: Advanced Composition" and "Improved bounds of the
+    KL-divergence"; C. Dwork, G. Rothblum, S. Vadhan, Boosting and
+    Differential Privacy, FOCS 2010; Dwork and Roth (2014), Thm 3.20.
+
+  Examples:
+    >>> import jaxrdp
+    >>> r = jaxrdp.advanced_composition(0.1, 0.0, 100, 1e-5, kl_bound="bun_steinke")
+    >>> round(float(r.epsilon), 6)  # 0.1 * sqrt(200 log 1e5) + 100 * 0.005
+    5.298526
+  """
+  _check_kind("kl_bound", kl_bound, _KL_BOUNDS)
+  check_range("epsilon", epsilon, lower=0.0, allow_inf=True)
+  check_range("delta", delta, lower=0.0, upper=1.0)
+  check_range("k", k, lower=0.0)
+  check_range("delta_prime", delta_prime, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
+  with _precision.Float64Scope() as scope:
+    epsilon, delta, k, delta_prime = _f64(epsilon, delta, k, delta_prime)
+    eps_total = (epsilon * jnp.sqrt(2.0 * k * -jnp.log(delta_prime))
+                 + k * _kl_bound(epsilon, kl_bound))
+    invalid = (jnp.isnan(epsilon) | jnp.isnan(delta) | jnp.isnan(k) | jnp.isnan(delta_prime)
+               | (epsilon < 0) | (delta < 0) | (delta > 1) | (k < 0)
+               | (delta_prime <= 0) | (delta_prime >= 1))
+    out = EpsilonDelta(_nan_where(invalid, eps_total),
+                       _nan_where(invalid, k * delta + delta_prime))
+  return scope.finalize(out)
+
+
+def _a_of_epsilon(epsilon):
+  # Seed 004 (6.98): a(eps) = eps (e^eps - 1) if eps <= log 2 else eps, which is
+  # min(eps (e^eps - 1), eps): a bound on both KL divergences of an eps-DP pair.
+  return jnp.where(epsilon <= jnp.log(2.0), epsilon * jnp.expm1(epsilon), epsilon)
+
+
+def advanced_composition_seed004(epsilon: ArrayLike, delta: ArrayLike, k: ArrayLike,
+                                 beta: ArrayLike, *, adaptive: bool = False) -> EpsilonDelta:
+  r"""Advanced composition as stated in seed 004, Claims 17 and 18.
+
+  With ``a(epsilon) = epsilon (e^epsilon - 1)`` for ``epsilon <= log 2`` and
+  ``epsilon`` otherwise (seed 004 (6.98)):
+
+  * independent composition (Claim 17, via Hoeffding, Claim 14):
+    ``(k a(eps) + sqrt(2 k log(1/beta)) eps, k delta + beta)``;
+  * adaptive composition (Claim 18, via Azuma with increments bounded by
+    ``eps + a(eps)``, Claim 16):
+    ``(k a(eps) + sqrt(2 k log(1/beta)) (eps + a(eps)), k delta + beta)``.
+
+  Args:
+    epsilon: per-mechanism epsilon, ``>= 0``.
+    delta: per-mechanism delta, in ``[0, 1]``.
+    k: number of mechanisms, ``>= 0``.
+    beta: the extra delta spent by the composition, in ``(0, 1)``.
+    adaptive: use Claim 18 (adaptive) instead of Claim 17 (static).
+
+  Returns:
+    :class:`EpsilonDelta` of broadcast-shape float64 arrays.
+
+  Raises:
+    ValueError: for concrete out-of-range or NaN inputs.
+
+  References:
+    Seed 004, eq. (6.98), Claims 14, 16, 17 and 18.
+
+  Examples:
+    >>> import jaxrdp
+    >>> r = jaxrdp.advanced_composition_seed004(0.1, 0.0, 100, 1e-5)
+    >>> round(float(r.epsilon), 6)
+    5.850235
+  """
+  check_range("epsilon", epsilon, lower=0.0, allow_inf=True)
+  check_range("delta", delta, lower=0.0, upper=1.0)
+  check_range("k", k, lower=0.0)
+  check_range("beta", beta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
+  with _precision.Float64Scope() as scope:
+    epsilon, delta, k, beta = _f64(epsilon, delta, k, beta)
+    a = _a_of_epsilon(epsilon)
+    spread = epsilon + a if adaptive else epsilon
+    eps_total = k * a + jnp.sqrt(2.0 * k * -jnp.log(beta)) * spread
+    invalid = (jnp.isnan(epsilon) | jnp.isnan(delta) | jnp.isnan(k) | jnp.isnan(beta)
+               | (epsilon < 0) | (delta < 0) | (delta > 1) | (k < 0)
+               | (beta <= 0) | (beta >= 1))
+    out = EpsilonDelta(_nan_where(invalid, eps_total), _nan_where(invalid, k * delta + beta))
+  return scope.finalize(out)
+
+
+def amplify_by_subsampling(epsilon: ArrayLike, delta: ArrayLike, rate: ArrayLike) -> EpsilonDelta:
+  r"""Privacy amplification by subsampling: ``(log(1 + r (e^eps - 1)), r delta)``.
+
+  An ``(epsilon, delta)``-DP mechanism run on a random subsample that
+  contains each record with probability ``r`` is
+  ``(log(1 + r (e^epsilon - 1)), r delta)``-DP. Computed as
+  ``log1p(r expm1(epsilon))`` (no loss of precision for small ``r`` or
+  ``epsilon``).
+
+  Args:
+    epsilon: epsilon of the mechanism, ``>= 0``.
+    delta: delta of the mechanism, in ``[0, 1]``.
+    rate: subsampling rate ``r``, in ``[0, 1]``.
+
+  Returns:
+    :class:`EpsilonDelta` of broadcast-shape float64 arrays.
+
+  Raises:
+    ValueError: for concrete out-of-range or NaN inputs.
+
+  References:
+    Seed 004, Claim 19 (Ullman 2017); Kasiviswanathan et al. (2011).
+
+  Examples:
+    >>> import jaxrdp
+    >>> r = jaxrdp.amplify_by_subsampling(1.0, 1e-5, 0.01)
+    >>> round(float(r.epsilon), 8), round(float(r.delta), 15)
+    (0.01703686, 1e-07)
+  """
+  check_range("epsilon", epsilon, lower=0.0, allow_inf=True)
+  check_range("delta", delta, lower=0.0, upper=1.0)
+  check_range("rate", rate, lower=0.0, upper=1.0)
+  with _precision.Float64Scope() as scope:
+    epsilon, delta, rate = _f64(epsilon, delta, rate)
+    # At rate 0 with epsilon = inf the product would be 0 * inf; sanitize it.
+    rate_s = jnp.where(rate > 0, rate, 1.0)
+    eps_amp = jnp.where(rate > 0, jnp.log1p(rate_s * jnp.expm1(epsilon)), 0.0)
+    invalid = (jnp.isnan(epsilon) | jnp.isnan(delta) | jnp.isnan(rate) | (epsilon < 0)
+               | (delta < 0) | (delta > 1) | (rate < 0) | (rate > 1))
+    out = EpsilonDelta(_nan_where(invalid, eps_amp), _nan_where(invalid, rate * delta))
+  return scope.finalize(out)

@@ -1,0 +1,118 @@
+"""log(A_alpha - 1) of the SGM for integer alpha by a positive finite series.
+
+For integer alpha = n the binomial expansion of A_alpha is finite (MATH.md
+section 1; Mironov, Talwar, Zhang 2019, arXiv:1908.10530, Sec. 3.2). Because the
+binomial weights sum to 1 and the k = 0, 1 terms have exponent 0, the excess has
+only non-negative terms:
+
+    A_n - 1 = sum_{k=2..n} C(n, k) (1 - q)^(n - k) q^k expm1((k^2 - k) / (2 sigma^2)),
+
+so a logsumexp of the log-terms has full relative accuracy even when
+A_n - 1 ~ 1e-20 (where log A_n as a logsumexp of the plain terms rounds to 0).
+
+Orders n <= _FULL + 1 are summed completely. Larger orders sum two windows of
+_WINDOW terms around the (at most two) maxima of the term log-weights (found as
+in ``_sgm_quadrature``) and report whether the neglected terms could matter; the
+caller then falls back to quadrature for those entries.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import logsumexp
+
+from ._numerics import log_binomial
+from ._sgm_quadrature import _bump_logweight_derivs, _refine_max, _spread, _argmax, _GRID
+
+__all__ = ["log_a_minus_1_integer_full", "log_a_minus_1_integer_windowed", "FULL_MAX_ORDER"]
+
+_FULL = 64
+FULL_MAX_ORDER = _FULL + 1  # orders 2.._FULL+1 have at most _FULL terms (k = 2..n)
+_WINDOW = 64  # terms per window for larger orders (two windows)
+
+# log C(n, k) for n = 0..FULL_MAX_ORDER and k = 2..FULL_MAX_ORDER+1 (-inf beyond n).
+_LOG_BINOM = np.full((FULL_MAX_ORDER + 1, _FULL), -np.inf)
+for _n in range(2, FULL_MAX_ORDER + 1):
+  for _j in range(_FULL):
+    _k = _j + 2
+    if _k <= _n:
+      _LOG_BINOM[_n, _j] = math.lgamma(_n + 1) - math.lgamma(_k + 1) - math.lgamma(_n - _k + 1)
+
+
+def _log_expm1(x):
+  """log(expm1(x)) for x > 0 (x = 0 gives -inf)."""
+  big = x > 1.0
+  xb = jnp.where(big, x, 2.0)
+  xs = jnp.where(big, 1.0, x)
+  return jnp.where(big, xb + jnp.log1p(-jnp.exp(-xb)), jnp.log(jnp.expm1(xs)))
+
+
+def _log_terms(k, log_binom, q, sigma, n):
+  kk = k * k - k
+  return (log_binom + k * jnp.log(q) + (n - k) * jnp.log1p(-q)
+          + _log_expm1(kk / (2.0 * sigma * sigma)))
+
+
+def log_a_minus_1_integer_full(q, sigma, n):
+  """Exact log(A_n - 1) for float64 q, sigma [..., m] and a static int array n [m] <= FULL_MAX_ORDER.
+
+  Requires 0 < q < 1, sigma > 0 (the caller handles the edges).
+  """
+  n = np.asarray(n, dtype=np.int64)
+  log_binom = jnp.asarray(_LOG_BINOM)[jnp.asarray(n, dtype=jnp.int32)]  # [m, _FULL]
+  k = jnp.arange(2, _FULL + 2, dtype=jnp.float64)[None, :]
+  nf = jnp.asarray(n, dtype=jnp.float64)[:, None]
+  # q, sigma: [..., m] against n: [m] (a 1-D batch, or a batch of order grids).
+  terms = _log_terms(k, log_binom, q[..., None], sigma[..., None], nf)
+  # Beyond k = n log_binom is -inf; keep the masked terms finite for gradients.
+  terms = jnp.where(jnp.isfinite(log_binom), terms, -jnp.inf)
+  return logsumexp(terms, axis=-1)
+
+
+def _window_terms(start, q, sigma, n):
+  k = start + jnp.arange(_WINDOW, dtype=jnp.float64)
+  valid = (k >= 2) & (k <= n)
+  ks = jnp.where(valid, k, 2.0)
+  log_binom = log_binomial(n, ks)
+  t = _log_terms(ks, log_binom, q, sigma, n)
+  return k, valid, t
+
+
+def _windowed_scalar(q, sigma, n):
+  xs = n * 0.5 * (1.0 - jnp.cos(jnp.pi * jnp.arange(_GRID) / (_GRID - 1)))
+  t, _, _ = _bump_logweight_derivs(xs, q, sigma, n)
+  half = _GRID // 2
+  i_lo = _argmax(t[:half])
+  i_hi = half + _argmax(t[half:])
+  step = n / (_GRID - 1) * np.pi
+  x0 = jnp.stack([xs[i_lo], xs[i_hi]])
+  x_lo, x_hi = _refine_max(x0, jnp.maximum(x0 - step, 0.0), jnp.minimum(x0 + step, n), q, sigma, n)
+  x_lo, x_hi = jax.lax.stop_gradient((x_lo, x_hi))
+  quarter = _WINDOW // 4
+  # Window 1 always starts at k = 2 when the lower maximum is near it, since the
+  # low-order excess terms differ most from the bump weights there.
+  s1 = jnp.maximum(jnp.round(x_lo) - quarter, 2.0)
+  s2 = jnp.clip(jnp.round(x_hi) - 2 * quarter, s1 + _WINDOW, n - _WINDOW + 1.0)
+  s2 = jnp.maximum(s2, s1 + _WINDOW)  # windows never overlap
+  k1, v1, t1 = _window_terms(s1, q, sigma, n)
+  k2, v2, t2 = _window_terms(s2, q, sigma, n)
+  t = jnp.concatenate([jnp.where(v1, t1, -jnp.inf), jnp.where(v2, t2, -jnp.inf)])
+  # Coverage: each maximum must sit inside its window with its whole spread.
+  d_lo, d_hi = jax.lax.stop_gradient(_spread(jnp.stack([x_lo, x_hi]), q, sigma, n))
+  lo_ok = ((x_lo - d_lo >= s1) | (s1 <= 2.0)) & (x_lo + d_lo <= s1 + _WINDOW - 1)
+  hi_ok = ((x_hi - d_hi >= s2) | (x_hi + d_hi <= s1 + _WINDOW - 1)) & (
+      (x_hi + d_hi <= s2 + _WINDOW - 1) | (s2 + _WINDOW - 1 >= n))
+  return logsumexp(t), lo_ok & hi_ok
+
+
+def log_a_minus_1_integer_windowed(q, sigma, n):
+  """(log(A_n - 1), covered) for 1-D float64 q, sigma, n (integer-valued).
+
+  ``covered`` is False where the two windows may miss significant terms; those
+  entries must be recomputed another way.
+  """
+  return jax.vmap(_windowed_scalar)(q, sigma, n)

@@ -1,0 +1,34 @@
+"""Shared test helpers."""
+
+import json
+import os
+
+import numpy as np
+import jax
+
+DATA = os.path.join(os.path.dirname(__file__), "data")
+
+
+def load_reference(name):
+  """(q, sigma, alpha, log_a, log_a_minus_1, tags) arrays from a reference JSON."""
+  with open(os.path.join(DATA, name)) as f:
+    d = json.load(f)
+  pts = d["points"]
+  q = np.array([p["q"] for p in pts])
+  s = np.array([p["sigma"] for p in pts])
+  a = np.array([p["alpha"] for p in pts])
+  la = np.array([float(p["log_a"]) for p in pts])
+  lam1 = np.array([float(p["log_a_minus_1"]) for p in pts])
+  tags = [p.get("tag", "") for p in pts]
+  return q, s, a, la, lam1, tags
+
+
+def variants(fn, n_args):
+  """fn itself, under jax.jit, and under jax.vmap over a leading batch of 1.
+
+  Each variant takes the same arguments and returns the same structure.
+  """
+  def vmapped(*args):
+    batched = jax.vmap(fn)(*(np.asarray(a)[None] for a in args[:n_args]), *args[n_args:])
+    return jax.tree_util.tree_map(lambda x: x[0], batched)
+  return {"plain": fn, "jit": jax.jit(fn), "vmap": vmapped}

@@ -1,0 +1,38 @@
+"""The accelerator benchmark runs end to end in its tiny CI configuration."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parents[1]
+
+
+def test_bench_accelerator_tiny(tmp_path):
+  out = tmp_path / "result.json"
+  env = dict(os.environ)
+  env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+  env.pop("JAX_ENABLE_X64", None)
+  proc = subprocess.run(
+      [sys.executable, str(ROOT / "benchmarks" / "bench_accelerator.py"), "--tiny", "--json", str(out)],
+      capture_output=True, text=True, timeout=90, env=env, cwd=tmp_path)
+  assert proc.returncode == 0, proc.stdout + proc.stderr
+  lines = [l for l in proc.stdout.splitlines() if l.startswith("|")]
+  # Header, separator, and one row per (size, dtype).
+  assert lines[0].startswith("| configurations | dtype |")
+  rows = [l.split("|")[1:-1] for l in lines[2:]]
+  assert [(r[0].strip(), r[1].strip()) for r in rows] == [
+      ("10", "float64"), ("10", "float32"), ("100", "float64"), ("100", "float32")]
+  assert all(r[-1].strip() == "ok" for r in rows)
+  report = json.loads(out.read_text())
+  assert [r["configurations"] for r in report["rows"]] == [10, 10, 100, 100]
+  for r in report["rows"]:
+    assert r["ok"] and r["configurations_per_s"] > 0 and r["fraction_of_exp_throughput"] > 0
+    # ns per (q, sigma, alpha) evaluation is time / (N * 156).
+    assert abs(r["ns_per_evaluation"] - 1e9 * r["median_s"] / (r["configurations"] * 156)) < 1e-6 * r["ns_per_evaluation"]
+  f32 = [r for r in report["rows"] if r["dtype"] == "float32"]
+  # float32 output: epsilon rounded to float32 from float32-rounded inputs.
+  assert all(0 <= r["float32_max_rel_err_vs_float64"] < 1e-5 for r in f32)

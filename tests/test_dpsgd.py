@@ -1,0 +1,111 @@
+"""dpsgd_epsilon: golden values, dp_accounting cross-check, the order search."""
+
+import numpy as np
+import pytest
+import jax
+import jax.numpy as jnp
+
+import jaxrdp
+from helpers import variants
+
+dp_accounting = pytest.importorskip("dp_accounting")
+
+
+def _dpa_epsilon(q, sigma, steps, delta):
+  acc = dp_accounting.rdp.RdpAccountant()  # its 156 default orders
+  acc.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps)
+  return acc.get_epsilon(delta)
+
+
+@pytest.mark.parametrize("name", ["plain", "jit", "vmap"])
+def test_golden_values(name):
+  # REFERENCE.md golden values (improved conversion).
+  fn = variants(lambda q, s, t, d: jaxrdp.dpsgd_epsilon(q, s, t, d, orders=jaxrdp.DP_ACCOUNTING_ORDERS), 4)[name]
+  res = fn(150 / 60000, 1.3, 15 * 60000 // 150, 1e-5)
+  assert abs(float(res.epsilon) - 0.7242234) < 5e-7 and float(res.order) == 19.0
+  res = fn(100 / 100000, 1.0, 30 * 1000, 1e-7)
+  assert abs(float(res.epsilon) - 1.4154988) < 5e-7 and float(res.order) == 13.0
+
+
+def test_mnist_example_both_conversions():
+  q = 256 / 60000
+  assert round(float(jaxrdp.dpsgd_epsilon(q, 1.1, 14063, 1e-5).epsilon), 3) == 2.597
+  classic = jaxrdp.dpsgd_epsilon(q, 1.1, 14063, 1e-5, orders=jaxrdp.DP_ACCOUNTING_ORDERS, method="classic")
+  assert round(float(classic.epsilon), 2) == 3.01
+
+
+def test_never_looser_than_dp_accounting():
+  qs = np.array([1e-3, 0.01, 0.05, 0.1])
+  ss = np.array([0.6, 0.9, 1.5, 3.0])
+  ours = np.asarray(jaxrdp.dpsgd_epsilon(qs[:, None], ss[None, :], 1000, 1e-5).epsilon)
+  for i, q in enumerate(qs):
+    for j, s in enumerate(ss):
+      theirs = _dpa_epsilon(float(q), float(s), 1000, 1e-5)
+      assert np.isfinite(ours[i, j])
+      # dp_accounting itself rounds by up to ~3e-12 relative (checked with mpmath).
+      assert ours[i, j] <= theirs * (1 + 1e-10)
+
+
+def test_order_search_equals_exhaustive_minimum():
+  # The search evaluates few orders exactly; it must return the exact grid minimum.
+  q = np.geomspace(1e-4, 0.2, 6)[:, None]
+  s = np.linspace(0.5, 4.0, 6)[None, :]
+  orders = jaxrdp.DEFAULT_ORDERS
+  searched = jaxrdp.dpsgd_epsilon(q, s, 5000, 1e-6)
+  rdp = jaxrdp.sgm_rdp(q[..., None], s[..., None], orders) * 5000
+  exhaustive = jaxrdp.rdp_to_epsilon(rdp, orders, 1e-6)
+  np.testing.assert_allclose(searched.epsilon, exhaustive.epsilon, rtol=1e-12)
+  # Traced orders take the exhaustive path.
+  traced = jax.jit(lambda o: jaxrdp.dpsgd_epsilon(q, s, 5000, 1e-6, orders=o))(orders)
+  np.testing.assert_allclose(traced.epsilon, exhaustive.epsilon, rtol=1e-12)
+
+
+def test_edges_and_broadcasting():
+  res = jaxrdp.dpsgd_epsilon(np.array([0.0, 0.01, 0.01]), np.array([1.0, 0.0, 1.0]),
+                             np.array([100, 100, 0]), 1e-5)
+  eps = np.asarray(res.epsilon)
+  assert eps[0] == 0.0 and np.isinf(eps[1]) and eps[2] == 0.0
+  assert jaxrdp.dpsgd_epsilon(np.ones((2, 1)) * 0.01, np.ones(3), 10, 1e-5).epsilon.shape == (2, 3)
+
+
+def test_monotone_in_steps_and_delta():
+  t = np.array([1, 10, 100, 1000, 10000])
+  eps = np.asarray(jaxrdp.dpsgd_epsilon(0.01, 1.0, t, 1e-5).epsilon)
+  assert np.all(np.diff(eps) > 0)
+  eps = np.asarray(jaxrdp.dpsgd_epsilon(0.01, 1.0, 1000, np.array([1e-3, 1e-5, 1e-7])).epsilon)
+  assert np.all(np.diff(eps) > 0)
+
+
+def test_delta_round_trip():
+  eps = jaxrdp.dpsgd_epsilon(0.01, 1.0, 1000, 1e-6).epsilon
+  d = jaxrdp.dpsgd_delta(0.01, 1.0, 1000, eps)
+  assert abs(float(d.delta) - 1e-6) <= 1e-6 * 1e-6
+
+
+@pytest.mark.parametrize("args,match", [
+    ((0.01, 1.0, -1, 1e-5), r"steps must be in \[0.0, inf\)"),
+    ((0.01, 1.0, 10, 1.0), r"delta must be in \(0.0, 1.0\)"),
+    ((2.0, 1.0, 10, 1e-5), r"q must be in \[0.0, 1.0\]"),
+    ((0.01, -1.0, 10, 1e-5), r"sigma must be in"),
+])
+def test_bad_arguments(args, match):
+  with pytest.raises(ValueError, match=match):
+    jaxrdp.dpsgd_epsilon(*args)
+
+
+def test_no_recompilation_for_same_shapes():
+  f = jax.jit(lambda q, s: jaxrdp.dpsgd_epsilon(q, s, 1000, 1e-5).epsilon)
+  f(jnp.full(3, 0.01), jnp.full(3, 1.0)).block_until_ready()
+  f(jnp.full(3, 0.02), jnp.full(3, 2.0)).block_until_ready()
+  assert f._cache_size() == 1
+
+
+def test_dense_order_grid_is_still_the_exact_minimum():
+  # 256 closely spaced orders leave more orders in contention than the search
+  # evaluates; the batch must then fall back to every order (never looser).
+  orders = np.linspace(1.05, 40, 256)
+  q, s = np.array([0.05, 0.01]), np.array([0.8, 1.5])
+  got = jaxrdp.dpsgd_epsilon(q, s, 1000, 1e-5, orders=orders)
+  rdp = jaxrdp.sgm_rdp(q[:, None], s[:, None], orders) * 1000
+  want = jaxrdp.rdp_to_epsilon(rdp, orders, 1e-5)
+  np.testing.assert_allclose(got.epsilon, want.epsilon, rtol=1e-12)

@@ -1,0 +1,200 @@
+"""Regression guard for performance: counts, never timings.
+
+These tests fail when the work per configuration (integrand evaluations,
+series terms, candidate orders) or the number of compiled programs grows.
+If a change is *meant* to alter one of these counts, update the expected
+constant here together with the change and say why in the commit message.
+
+Work is measured by tracing only (``jax.eval_shape``): the kernels' inner
+functions are wrapped with counters that record the shapes they are traced
+with, so nothing is compiled or run for part (a).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import jax
+import jax.numpy as jnp
+import pytest
+
+import jaxrdp
+from jaxrdp import _dpsgd, _order_search, _sgm, _sgm_quadrature, _sgm_series
+from jaxrdp import _precision, _validation
+
+# Expected counts (see the module docstrings of the kernels).
+QUAD_EVALS_PER_ORDER = 768  # 2 windows x (16 + 1) panels x 16 nodes + 2 x 7 kink panels x 16 nodes
+FULL_SERIES_TERMS = 64  # integer orders n <= 65: k = 2..65
+WINDOWED_SERIES_TERMS = 2 * 64  # integer orders n > 65: two windows of 64 terms
+CANDIDATE_ORDERS = 16  # orders evaluated exactly by quadrature in dpsgd_epsilon
+
+
+def _spy(monkeypatch, module, name, record):
+  """Replace module.name by a wrapper that appends (args shapes) to ``record``."""
+  orig = getattr(module, name)
+
+  def wrapper(*args, **kwargs):
+    record.append(tuple(jnp.shape(a) for a in args))
+    return orig(*args, **kwargs)
+
+  monkeypatch.setattr(module, name, wrapper)
+
+
+# --- (a) work per configuration ---------------------------------------------
+
+
+def test_quadrature_node_count_from_constants():
+  m = _sgm_quadrature
+  windows = 2 * (m._PANELS + 1) * m._NODES  # each window: _PANELS panels, one split at the gap
+  kink = 2 * m._KINK * m._NODES
+  assert windows + kink == QUAD_EVALS_PER_ORDER
+  assert m._GL_X.size == m._NODES
+
+
+@pytest.mark.parametrize("alpha", [1.5, 7.3, 250.5])
+def test_quadrature_node_count_traced(monkeypatch, alpha):
+  """Sum of the sizes of the z arrays the integrand is actually traced with."""
+  calls = []
+  _spy(monkeypatch, _sgm_quadrature, "_log_integrand", calls)
+  with _precision.x64_context():
+    args = [jnp.float64(v) for v in (0.01, 1.1, alpha)]
+    # A fresh lambda: eval_shape caches traces per function and shapes.
+    jax.eval_shape(lambda *a: _sgm_quadrature.log_a_minus_1_quadrature(*a), *args)
+  # z is the first argument; q, sigma, alpha are scalars inside the vmapped kernel.
+  assert sum(int(np.prod(shape[0])) for shape in calls) == QUAD_EVALS_PER_ORDER
+  assert len(calls) == 3  # kink window + two main windows
+
+
+def test_quadrature_node_count_under_vmap(monkeypatch):
+  """Batching must not change the per-element node count (vmap traces one element)."""
+  calls = []
+  _spy(monkeypatch, _sgm_quadrature, "_log_integrand", calls)
+  with _precision.x64_context():
+    q = jnp.full((5, 3), 0.01)
+    jax.eval_shape(lambda *a: _sgm_quadrature.log_a_minus_1_quadrature(*a), q, q + 1.0, q + 3.0)
+  assert sum(int(np.prod(shape[0])) for shape in calls) == QUAD_EVALS_PER_ORDER
+
+
+def test_series_term_counts_from_constants():
+  assert _sgm_series._FULL == FULL_SERIES_TERMS
+  assert _sgm_series.FULL_MAX_ORDER == FULL_SERIES_TERMS + 1
+  assert 2 * _sgm_series._WINDOW == WINDOWED_SERIES_TERMS
+
+
+def test_series_term_counts_traced(monkeypatch):
+  calls = []
+  _spy(monkeypatch, _sgm_series, "_log_terms", calls)
+  with _precision.x64_context():
+    q = jnp.full((3,), 0.01)
+    s = jnp.full((3,), 1.0)
+    # Full series: 3 (configuration, integer order) pairs, one row of terms each.
+    jax.eval_shape(lambda q, s: _sgm_series.log_a_minus_1_integer_full(q, s, np.array([2, 30, 65])), q, s)
+    full = calls[:]
+    calls.clear()
+    jax.eval_shape(lambda *a: _sgm_series.log_a_minus_1_integer_windowed(*a), q, s, jnp.full((3,), 300.0))
+    windowed = calls[:]
+  # Full: one call, terms shaped [orders, _FULL] -> 64 terms per (configuration, order).
+  assert len(full) == 1
+  shape = np.broadcast_shapes(*full[0])
+  assert shape == (3, FULL_SERIES_TERMS)
+  # Windowed: traced per element (vmap), two windows.
+  assert sum(int(np.prod(np.broadcast_shapes(*c))) for c in windowed) == WINDOWED_SERIES_TERMS
+
+
+def test_dpsgd_epsilon_work_per_configuration(monkeypatch):
+  """dpsgd_epsilon on dp_accounting's 156 orders: 16 quadrature orders per configuration."""
+  quad = []
+  _spy(monkeypatch, _sgm, "log_a_minus_1_quadrature", quad)
+  full = []
+  _spy(monkeypatch, _sgm, "log_a_minus_1_integer_full", full)
+  windowed = []
+  _spy(monkeypatch, _sgm, "log_a_minus_1_integer_windowed", windowed)
+  orders = _dpsgd.DP_ACCOUNTING_ORDERS
+  batch = 7
+  with _precision.x64_context():
+    x = jnp.full((batch,), 0.5)
+    jax.eval_shape(
+        lambda q, s, t, d: _dpsgd._dpsgd_epsilon_f64(
+            q, s, t, d, orders, _validation.StaticArray(orders), "improved", "search"),
+        x * 0.02, x * 2.0, x * 2e4, x * 2e-5)
+  assert _order_search._CANDIDATES == CANDIDATE_ORDERS
+  # Quadrature: once, on [batch, 16] (configuration x candidate order).
+  assert len(quad) == 1 and quad[0][0] == (batch, CANDIDATE_ORDERS)
+  # Exact series on the coarse integer set: dp_accounting's integers <= 65 plus _COARSE.
+  coarse = np.unique(np.concatenate(
+      [_order_search._COARSE, orders[(orders == np.round(orders)) & (orders <= 65)]]))
+  assert len(full) == 1 and full[0][0] == (batch, coarse.size)
+  assert coarse.size == 63  # every integer 2..64 (2.0..10.0 come from the 1 + x/10 part)
+  # Orders beyond 65 are bounded by convexity, never summed in this path.
+  assert windowed == []
+
+
+# --- (b) number of compiled programs ------------------------------------------
+
+
+def _compile_events():
+  events = []
+
+  def listener(event, duration, **kwargs):
+    if event == "/jax/core/compile/backend_compile_duration":
+      events.append(event)
+
+  jax.monitoring.register_event_duration_secs_listener(listener)
+  return events, listener
+
+
+def _unregister(listener):
+  jax.monitoring.unregister_event_duration_listener(listener)
+
+
+def test_dpsgd_epsilon_no_recompilation_on_new_values():
+  fn = _dpsgd._dpsgd_epsilon_jit
+  rng = np.random.default_rng(0)
+
+  def call():
+    q = rng.uniform(1e-3, 0.1, (3, 4))
+    s = rng.uniform(0.6, 3.0, (3, 4))
+    return jaxrdp.dpsgd_epsilon(q, s, float(rng.integers(1, 10_000)), float(rng.uniform(1e-7, 1e-4)))
+
+  jax.block_until_ready(call())  # warm-up (may compile)
+  size = fn._cache_size()
+  events, listener = _compile_events()
+  try:
+    for _ in range(3):
+      jax.block_until_ready(call())
+  finally:
+    _unregister(listener)
+  assert fn._cache_size() == size
+  assert events == [], f"{len(events)} new XLA compilations for same-shape inputs"
+
+
+def test_sgm_rdp_no_recompilation_on_new_values():
+  fn = _sgm._rdp_jit
+  rng = np.random.default_rng(1)
+  alpha = np.array([1.5, 2.0, 8.0, 100.0, 2.5])
+
+  def call():
+    return jaxrdp.sgm_rdp(rng.uniform(1e-3, 0.1, (6, 1)), rng.uniform(0.6, 3.0, (6, 1)), alpha)
+
+  jax.block_until_ready(call())
+  size = fn._cache_size()
+  events, listener = _compile_events()
+  try:
+    for _ in range(3):
+      jax.block_until_ready(call())
+  finally:
+    _unregister(listener)
+  assert fn._cache_size() == size
+  assert events == [], f"{len(events)} new XLA compilations for same-shape inputs"
+
+
+def test_one_program_per_public_call():
+  """A fresh input shape costs exactly one new compiled program (no op-by-op dispatch)."""
+  events, listener = _compile_events()
+  try:
+    before = _dpsgd._dpsgd_epsilon_jit._cache_size()
+    # A shape no other test uses.
+    jax.block_until_ready(jaxrdp.dpsgd_epsilon(np.full((2, 5, 1), 0.01), 1.0, 1000.0, 1e-5))
+  finally:
+    _unregister(listener)
+  assert _dpsgd._dpsgd_epsilon_jit._cache_size() == before + 1
+  assert len(events) == 1, f"{len(events)} XLA compilations for one dpsgd_epsilon call"
