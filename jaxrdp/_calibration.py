@@ -53,10 +53,10 @@ from jax.typing import ArrayLike
 
 from . import _precision
 from ._conversions import delta_from_rdp_f64, epsilon_from_rdp_f64
-from ._dpsgd import _orders_or_default
+from ._dpsgd import _dpsgd_delta_f64, _dpsgd_epsilon_f64, _orders_or_default
 from ._bracket import solve_threshold
 from ._sgm import _rdp_f64
-from ._validation import check_range
+from ._validation import StaticArray, check_range
 
 __all__ = [
     "NoiseCalibration", "StepsCalibration", "SamplingRateCalibration",
@@ -148,26 +148,20 @@ def _full_value(rdp_total, orders, given, for_delta):
   return res.epsilon, res.order
 
 
-def _calibrate_continuous(rdp_at, given, steps, target, v0, v_range, active, orders,
-                          for_delta):
+def _calibrate_continuous(value_at, target, v0, v_range, active):
   """Smallest v in v_range with accountant value <= target (``jaxrdp._bracket``).
 
   Args:
-    rdp_at: v [S] -> per-step RDP [S, n] at all orders, non-increasing in v.
-    given, steps, target, v0, active: cell arrays of shape S.
-    orders: all orders, [n].
+    value_at: v [S] -> (value, order) of the accountant (epsilon, or delta), non-
+      increasing in v.
+    target, v0, active: cell arrays of shape S.
 
   Returns:
-    (v, value, order, ok): v is NaN where infeasible; value (epsilon, or delta) and
-    order describe the guarantee at v.
+    (v, value, order, ok): v is NaN where infeasible; value and order describe the
+    guarantee at v.
   """
   bound = target * (1.0 - _SAFETY)
   log_bound = jnp.log(bound)
-
-  def value_at(v):
-    total = rdp_at(v)
-    total = jnp.where(steps[..., None] == 0, 0.0, steps[..., None] * total)
-    return _full_value(total, orders, given, for_delta)
 
   def score(v):
     value, _ = value_at(v)
@@ -220,7 +214,22 @@ def _pack(cls, x, value, given, order, feasible, for_delta):
              jnp.where(feasible, order, nan), feasible)
 
 
-def _noise_impl(target, given, q, steps, all_orders, for_delta):
+def _accountant(q, sigma, steps, given, all_orders, orders_static, for_delta):
+  """(value, order) exactly as dpsgd_epsilon / dpsgd_delta compute them in a trace.
+
+  Epsilon uses the core's order search (exact minimum over the orders, with an
+  in-graph exhaustive fallback), which evaluates the SGM kernel at far fewer
+  orders than all of them.
+  """
+  if for_delta:
+    res = _dpsgd_delta_f64(q, sigma, steps, given, all_orders, orders_static, "improved")
+    return res.delta, res.order
+  res = _dpsgd_epsilon_f64(q, sigma, steps, given, all_orders, orders_static, "improved",
+                           "search_or_exhaustive")
+  return res.epsilon, res.order
+
+
+def _noise_impl(target, given, q, steps, all_orders, orders_static, for_delta):
   valid = _valid_budget(target, given, for_delta) & (q >= 0) & (q <= 1) & (steps >= 0)
   floor, floor_order = _floor_value(given, all_orders, for_delta)
   reachable = floor <= target * (1.0 - _SAFETY)
@@ -231,12 +240,11 @@ def _noise_impl(target, given, q, steps, all_orders, for_delta):
   g_s = jnp.where(active, given, 0.5)
   sigma0 = jnp.clip(q_s * jnp.sqrt(t_s / _guess_rho(target, given, for_delta)), 0.3, 1e5)
 
-  def rdp_at(v):
-    return _rdp_f64(q_s[..., None], jnp.exp(v)[..., None], all_orders)
+  def value_at(v):
+    return _accountant(q_s, jnp.exp(v), t_s, g_s, all_orders, orders_static, for_delta)
 
   v, value, order, ok = _calibrate_continuous(
-      rdp_at, g_s, t_s, jnp.where(active, target, 1.0), jnp.log(sigma0),
-      _LOG_SIGMA_RANGE, active, all_orders, for_delta)
+      value_at, jnp.where(active, target, 1.0), jnp.log(sigma0), _LOG_SIGMA_RANGE, active)
   feasible = ok | (trivial & reachable)
   sigma = jnp.where(trivial, 0.0, jnp.exp(v))
   sigma = jnp.where(feasible, sigma, jnp.nan)
@@ -245,7 +253,7 @@ def _noise_impl(target, given, q, steps, all_orders, for_delta):
   return _pack(NoiseCalibration, sigma, value, given, order, feasible, for_delta)
 
 
-def _rate_impl(target, given, sigma, steps, all_orders, for_delta):
+def _rate_impl(target, given, sigma, steps, all_orders, orders_static, for_delta):
   valid = _valid_budget(target, given, for_delta) & (sigma >= 0) & (steps >= 0)
   floor, floor_order = _floor_value(given, all_orders, for_delta)
   reachable = floor <= target * (1.0 - _SAFETY)
@@ -257,12 +265,11 @@ def _rate_impl(target, given, sigma, steps, all_orders, for_delta):
   g_s = jnp.where(active, given, 0.5)
   q0 = jnp.clip(s_s * jnp.sqrt(_guess_rho(target, given, for_delta) / t_s), 1e-8, 1.0)
 
-  def rdp_at(v):
-    return _rdp_f64(jnp.exp(-v)[..., None], s_s[..., None], all_orders)
+  def value_at(v):
+    return _accountant(jnp.exp(-v), s_s, t_s, g_s, all_orders, orders_static, for_delta)
 
   v, value, order, ok = _calibrate_continuous(
-      rdp_at, g_s, t_s, jnp.where(active, target, 1.0), -jnp.log(q0),
-      _NEG_LOG_Q_RANGE, active, all_orders, for_delta)
+      value_at, jnp.where(active, target, 1.0), -jnp.log(q0), _NEG_LOG_Q_RANGE, active)
   feasible = ok | (no_steps & reachable)
   q = jnp.where(no_steps, 1.0, jnp.exp(-v))
   q = jnp.where(feasible, q, jnp.nan)
@@ -271,14 +278,14 @@ def _rate_impl(target, given, sigma, steps, all_orders, for_delta):
   return _pack(SamplingRateCalibration, q, value, given, order, feasible, for_delta)
 
 
-def _steps_impl(target, given, q, sigma, all_orders, for_delta):
+def _steps_impl(target, given, q, sigma, all_orders, orders_static, for_delta):
   valid = _valid_budget(target, given, for_delta) & (q >= 0) & (q <= 1) & (sigma >= 0)
   q_s = jnp.where(valid, q, 0.5)
   s_s = jnp.where(valid, sigma, 1.0)
   g_s = jnp.where(valid, given, 0.5)
   # T steps compose to T times the per-step RDP (Mironov 2017, Prop. 1): one kernel
   # evaluation per cell, then a search over T with the cheap conversion only.
-  rdp1 = _rdp_f64(q_s[..., None], s_s[..., None], all_orders)
+  rdp1 = _rdp_f64(q_s[..., None], s_s[..., None], all_orders, orders_static)
   bound = target * (1.0 - _SAFETY)
 
   def value_at(t):
@@ -328,9 +335,9 @@ def _steps_impl(target, given, q, sigma, all_orders, for_delta):
   return _pack(StepsCalibration, steps, value, given, order, feasible, for_delta)
 
 
-_noise_jit = jax.jit(_noise_impl, static_argnames="for_delta")
-_rate_jit = jax.jit(_rate_impl, static_argnames="for_delta")
-_steps_jit = jax.jit(_steps_impl, static_argnames="for_delta")
+_noise_jit = jax.jit(_noise_impl, static_argnames=("orders_static", "for_delta"))
+_rate_jit = jax.jit(_rate_impl, static_argnames=("orders_static", "for_delta"))
+_steps_jit = jax.jit(_steps_impl, static_argnames=("orders_static", "for_delta"))
 
 
 # --------------------------------------------------------------------------------------
@@ -388,7 +395,8 @@ def _call(jitted, target, given, a, b, orders, for_delta):
     args = [_precision.as_float64(x) for x in (target, given, a, b)]
     shape = jnp.broadcast_shapes(*(x.shape for x in args))
     args = [jnp.broadcast_to(x, shape) for x in args]
-    out = jitted(*args, jnp.asarray(all_orders), for_delta=for_delta)
+    out = jitted(*args, jnp.asarray(all_orders), orders_static=StaticArray(all_orders),
+                 for_delta=for_delta)
   return _finalize(out, outer_x64)
 
 

@@ -43,6 +43,7 @@ from ._precision import x64_context
 from ._sgm import _rdp_f64
 from ._progress import progress_bar
 from ._table import format_number, format_table, pick_indices
+from ._validation import StaticArray
 
 __all__ = ["SweepResult", "sweep"]
 
@@ -297,8 +298,10 @@ _PAIR_BATCH = 8    # (q, sigma) pairs per batch: each costs a full RDP curve
 _CELL_BATCH = 32   # cells per batch in the conversion stage
 
 
-def _rdp_local(q, sigma, orders):
-  return lax.map(lambda qs: _rdp_f64(qs[0], qs[1], orders), (q, sigma), batch_size=_PAIR_BATCH)
+def _rdp_local(q, sigma, orders, orders_static):
+  # Static orders let the kernel use the exact series for integer orders.
+  return lax.map(lambda qs: _rdp_f64(qs[0], qs[1], orders, orders_static), (q, sigma),
+                 batch_size=_PAIR_BATCH)
 
 
 def _eps_local(rdp1, pair, steps, delta, orders):
@@ -312,7 +315,7 @@ def _eps_local(rdp1, pair, steps, delta, orders):
   return lax.map(one, (pair, steps, delta), batch_size=_CELL_BATCH)
 
 
-_rdp_jit = jax.jit(_rdp_local)
+_rdp_jit = jax.jit(_rdp_local, static_argnames="orders_static")
 _eps_jit = jax.jit(_eps_local)
 
 
@@ -485,6 +488,7 @@ def sweep(
 
     placer = _engine(tuple(jax.devices() if devices is None else devices))
     orders_dev = placer.replicate(orders_np)
+    orders_static = StaticArray(orders_np)
     n_pairs, n_cells = n_samp * n_sigma, math.prod(shape)
     len1 = placer.chunk_len(n_pairs, chunk_size, _PAIR_BATCH)
     len2 = placer.chunk_len(n_cells, chunk_size, _CELL_BATCH)
@@ -501,7 +505,7 @@ def sweep(
       for c in range(chunks1):
         lo, hi = c * len1, min((c + 1) * len1, n_pairs)
         (out,) = placer.run(
-            lambda o, q, s: _rdp_jit(q, s, o),
+            lambda o, q, s: _rdp_jit(q, s, o, orders_static=orders_static),
             [_padded(q_pairs[lo:hi], len1, 0.5), _padded(s_pairs[lo:hi], len1, 1.0)],
             [orders_dev],
         )

@@ -5,6 +5,10 @@ shape (N cells) and each solver compiles once for it (plus once under jit and
 once under vmap).
 """
 
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -260,16 +264,30 @@ def test_plain_jit_vmap_agree(name, grid):
       np.testing.assert_allclose(np.asarray(res.sigma)[1:], plain[1:], rtol=1e-12, equal_nan=True)
 
 
+_FLOAT32_SCRIPT = """
+import numpy as np, jax, jax.numpy as jnp, jaxrdp
+assert not jax.config.jax_enable_x64
+args32 = [np.float32(x) for x in (2.0, 1e-5, 0.01, 1.0)]
+exact = jaxrdp.calibrate_steps(*[float(x) for x in args32])  # the same inputs, in float64
+res = jax.jit(jaxrdp.calibrate_steps)(*args32)
+assert res.steps.dtype == jnp.float32, res.steps.dtype
+assert float(res.steps) <= float(exact.steps), (res.steps, exact.steps)
+assert float(res.epsilon) >= float(exact.epsilon), (res.epsilon, exact.epsilon)
+print("FLOAT32-OK")
+"""
+
+
 def test_float32_callers_get_safe_rounding():
-  # Under a float32 jit the results are float32, rounded so that the budget still
-  # holds: the number of steps (and q) down, sigma and epsilon up.
-  if jax.config.jax_enable_x64:
-    pytest.skip("the session runs with x64 enabled")
-  args32 = [np.float32(x) for x in (2.0, 1e-5, 0.01, 1.0)]
-  exact = jaxrdp.calibrate_steps(*[float(x) for x in args32])  # same inputs, float64
-  res = jax.jit(jaxrdp.calibrate_steps)(*args32)
-  assert res.steps.dtype == jnp.float32
-  assert float(res.steps) <= float(exact.steps) and float(res.epsilon) >= float(exact.epsilon)
+  # Under a float32 jit (x64 off, as by default) the results are float32, rounded so
+  # that the budget still holds: steps and q down, sigma and epsilon up. A fresh
+  # interpreter, since the test session runs with x64 on.
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+  env.pop("JAX_ENABLE_X64", None)
+  out = subprocess.run([sys.executable, "-c", _FLOAT32_SCRIPT], env=env, capture_output=True,
+                       text=True, timeout=600)
+  assert out.returncode == 0, out.stderr[-3000:]
+  assert "FLOAT32-OK" in out.stdout
 
 
 def test_same_shape_does_not_recompile(grid):
