@@ -169,7 +169,8 @@ def _calibrate_continuous(value_at, target, v0, v_range, active):
     # sigma^-2), which makes the interpolation steps converge fast.
     return value <= bound, jnp.log(value) - log_bound
 
-  v, infeasible, _ = solve_threshold(score, v0, *v_range, active, _TOL)
+  # epsilon falls like sigma^-1 to sigma^-2 (and rises like q to q^2): |slope| ~ 1.
+  v, infeasible, _ = solve_threshold(score, v0, *v_range, active, _TOL, slope=1.0)
   ok = active & ~infeasible
   v = jnp.where(ok, v, jnp.nan)
   value, order = value_at(jnp.where(ok, v, v0))

@@ -488,6 +488,8 @@ def _enable_compilation_cache() -> None:
   except OSError:
     return
   jax.config.update("jax_compilation_cache_dir", path)
+  # Cache every program: a run compiles several small ones besides the kernel.
+  jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 
 
 def main(argv: list[str] | None = None) -> int:
