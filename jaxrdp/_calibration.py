@@ -452,7 +452,7 @@ def calibrate_noise(target_epsilon: ArrayLike, delta: ArrayLike, q: ArrayLike,
     >>> import jaxrdp
     >>> res = jaxrdp.calibrate_noise(2.0, 1e-5, 256 / 60000, 14063)
     >>> round(float(res.sigma), 4), bool(res.feasible)
-    (1.2798, True)
+    (1.2953, True)
   """
   return _noise(target_epsilon, delta, q, steps, orders, for_delta=False)
 
@@ -502,7 +502,7 @@ def calibrate_steps(target_epsilon: ArrayLike, delta: ArrayLike, q: ArrayLike,
   Examples:
     >>> import jaxrdp
     >>> int(jaxrdp.calibrate_steps(2.597, 1e-5, 256 / 60000, 1.1).steps)
-    14063
+    14066
   """
   return _steps(target_epsilon, delta, q, sigma, orders, for_delta=False)
 
