@@ -11,7 +11,8 @@ import numpy as np
 
 from ._sgm_quadrature import log_a_minus_1_quadrature
 from ._sgm_series import (
-    FULL_MAX_ORDER, log_a_minus_1_integer_full, log_a_minus_1_integer_windowed)
+    FULL_MAX_ORDER, log_a_minus_1_integer_full, log_a_minus_1_integer_grid,
+    log_a_minus_1_integer_windowed)
 from ._validation import check_range, concrete_or_none, static_or_none
 
 __all__ = ["sgm_log_a", "sgm_rdp", "sgm_log_a_minus_1"]
@@ -23,17 +24,18 @@ def _validate(q, sigma, alpha):
   check_range("alpha", alpha, lower=1.0, lower_open=True, allow_inf=True)
 
 
-def _log_a_minus_1_regular(q, sigma, alpha, alpha_np):
+def _log_a_minus_1_regular(q, sigma, alpha, alpha_np, rows_constant=False):
   """log(A - 1) for 0 < q < 1, 0 < sigma < inf, 1 < alpha < inf (broadcast arrays).
 
   When the orders are concrete (``alpha_np`` is not None), they are partitioned
   statically: integer orders use the exact positive series (cheap), the rest
-  use quadrature. Traced orders all use quadrature.
+  use quadrature. Traced orders all use quadrature. ``rows_constant``: q and
+  sigma are constant along the last (order) axis.
   """
   if alpha_np is None:
     return log_a_minus_1_quadrature(q, sigma, alpha)
   if alpha_np.ndim == 1 and q.shape[-1:] == alpha_np.shape:
-    return _regular_along_last_axis(q, sigma, alpha, alpha_np)
+    return _regular_along_last_axis(q, sigma, alpha, alpha_np, rows_constant)
   shape = q.shape
   a = np.broadcast_to(alpha_np, shape).ravel()
   is_int = np.isfinite(a) & (a == np.round(a)) & (a >= 2)
@@ -66,7 +68,7 @@ def _log_a_minus_1_regular(q, sigma, alpha, alpha_np):
   return jnp.concatenate(parts)[inverse].reshape(shape)
 
 
-def _regular_along_last_axis(q, sigma, alpha, orders):
+def _regular_along_last_axis(q, sigma, alpha, orders, rows_constant):
   """As _log_a_minus_1_regular for a 1-D order grid on the last axis.
 
   The usual layout (a batch of configurations against a grid of orders). The
@@ -82,7 +84,11 @@ def _regular_along_last_axis(q, sigma, alpha, orders):
   parts = []
   if groups[0].size:
     i = groups[0]
-    parts.append(log_a_minus_1_integer_full(q[..., i], sigma[..., i], orders[i].astype(np.int64)))
+    n = orders[i].astype(np.int64)
+    if rows_constant:  # one configuration per row: share the per-configuration work
+      parts.append(log_a_minus_1_integer_grid(q[..., i[0]], sigma[..., i[0]], n))
+    else:
+      parts.append(log_a_minus_1_integer_full(q[..., i], sigma[..., i], n))
   if groups[1].size:
     i = groups[1]
     qi, si, ai = q[..., i], sigma[..., i], alpha[..., i]
@@ -109,6 +115,9 @@ def _log_a_minus_1_f64(q, sigma, alpha, alpha_static=None):
   concrete array, it is used directly.
   """
   alpha_np = alpha_static.array if alpha_static is not None else concrete_or_none(alpha)
+  # A batch of configurations against a 1-D grid of orders on the last axis.
+  rows_constant = (alpha_np is not None and alpha_np.ndim == 1 and np.ndim(alpha) == 1
+                   and all(np.ndim(x) == 0 or np.shape(x)[-1] == 1 for x in (q, sigma)))
   q, sigma, alpha = jnp.broadcast_arrays(
       _precision.as_float64(q), _precision.as_float64(sigma), _precision.as_float64(alpha))
   invalid = ~((q >= 0) & (q <= 1) & (sigma >= 0) & (alpha > 1))  # also catches NaN
@@ -123,7 +132,7 @@ def _log_a_minus_1_f64(q, sigma, alpha, alpha_static=None):
   as_ = jnp.where(special, 2.0, alpha)
   if alpha_np is not None:
     alpha_np = np.where(np.isfinite(alpha_np) & (alpha_np > 1), alpha_np, 2.0)
-  general = _log_a_minus_1_regular(qs, ss, as_, alpha_np)
+  general = _log_a_minus_1_regular(qs, ss, as_, alpha_np, rows_constant)
   # q = 1: log(A - 1) = log(expm1(alpha (alpha - 1) / (2 sigma^2))).
   ss_g = jnp.where(exact_gauss & ~infinite & ~huge_sigma, sigma, 1.0)
   ag = jnp.where(exact_gauss & ~infinite, alpha, 2.0)

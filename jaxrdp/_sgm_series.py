@@ -28,7 +28,8 @@ from jax.scipy.special import logsumexp
 from ._numerics import log_binomial
 from ._sgm_quadrature import _bump_logweight_derivs, _refine_max, _spread, _argmax, _GRID
 
-__all__ = ["log_a_minus_1_integer_full", "log_a_minus_1_integer_windowed", "FULL_MAX_ORDER"]
+__all__ = ["log_a_minus_1_integer_full", "log_a_minus_1_integer_grid",
+           "log_a_minus_1_integer_windowed", "FULL_MAX_ORDER"]
 
 _FULL = 64
 FULL_MAX_ORDER = _FULL + 1  # orders 2.._FULL+1 have at most _FULL terms (k = 2..n)
@@ -69,6 +70,27 @@ def log_a_minus_1_integer_full(q, sigma, n):
   # q, sigma: [..., m] against n: [m] (a 1-D batch, or a batch of order grids).
   terms = _log_terms(k, log_binom, q[..., None], sigma[..., None], nf)
   # Beyond k = n log_binom is -inf; keep the masked terms finite for gradients.
+  terms = jnp.where(jnp.isfinite(log_binom), terms, -jnp.inf)
+  return logsumexp(terms, axis=-1)
+
+
+def log_a_minus_1_integer_grid(q, sigma, n):
+  """As log_a_minus_1_integer_full for a batch q, sigma [...] against orders n [m]: [..., m].
+
+  The transcendental part of each term, log expm1((k^2 - k) / (2 sigma^2)),
+  does not depend on the order, so it is computed once per configuration and
+  shared by every order (4x less work than the elementwise form for 63 orders).
+  """
+  n = np.asarray(n, dtype=np.int64)
+  log_binom = jnp.asarray(_LOG_BINOM)[jnp.asarray(n, dtype=jnp.int32)]  # [m, _FULL]
+  k = jnp.arange(2, _FULL + 2, dtype=jnp.float64)
+  q, sigma = q[..., None], sigma[..., None]
+  # The terms of _log_terms, summed in the same order: C(n, k) + k log q + (n - k) log(1 - q) + ...
+  k_part = k * jnp.log(q)  # [..., _FULL]
+  excess = _log_expm1((k * k - k) / (2.0 * sigma * sigma))  # [..., _FULL]
+  n_minus_k = jnp.asarray(n, dtype=jnp.float64)[:, None] - k  # [m, _FULL]
+  terms = (log_binom + k_part[..., None, :] + n_minus_k * jnp.log1p(-q)[..., None, :]
+           + excess[..., None, :])
   terms = jnp.where(jnp.isfinite(log_binom), terms, -jnp.inf)
   return logsumexp(terms, axis=-1)
 
