@@ -42,9 +42,20 @@ import time
 
 import numpy as np
 
-CANDIDATES = 16  # jaxrdp._order_search._CANDIDATES
 NODES = 768  # integrand evaluations per fractional order (jaxrdp._sgm_quadrature)
 TRANSCENDENTAL_PRIMITIVES = ("exp", "exp2", "expm1", "log", "log1p", "pow", "tanh", "logistic", "erf", "erfc")
+
+
+def quadrature_count(q, s, orders):
+  """Orders evaluated by quadrature over the whole grid, as counted by the order search."""
+  import jax
+  import jax.numpy as jnp
+  from jaxrdp import _order_search
+  with jax.enable_x64(True):
+    q, s = jnp.asarray(q, jnp.float64), jnp.asarray(s, jnp.float64)
+    res = jax.jit(lambda q, s: _order_search.min_epsilon_over_orders(
+        q, s, jnp.full(q.shape, float(STEPS)), jnp.full(q.shape, DELTA), orders, "improved"))(q, s)
+    return int(jnp.sum(res.evaluations))
 
 
 def transcendentals_per_node():
@@ -167,6 +178,7 @@ def main(argv=None):
     return jax.block_until_ready(outs), c
 
   rates = {dt: exp_throughput(dt) for dt in ("float64", "float32")}
+  quadratures = {n: quadrature_count(*grid(n), orders) for n in sizes}
   tpn = transcendentals_per_node()
   rows, ok = [], True
   for n in sizes:
@@ -192,7 +204,7 @@ def main(argv=None):
       if dt == "float32":
         good = good and bool(np.all(eps[check] >= ref * (1 - 1e-15)))  # rounded up, never down
       ok &= good
-      transc = n * CANDIDATES * NODES * tpn
+      transc = quadratures[n] * NODES * tpn
       rows.append({
           "configurations": n, "dtype": dt, "chunk": min(args.chunk, n),
           "first_call_s": first, "median_s": med,
@@ -212,7 +224,9 @@ def main(argv=None):
   print(f"device: {device} ({device.platform}), jax {jax.__version__}, "
         f"{platform.machine()} {os.cpu_count()} cores; T={STEPS}, delta={DELTA}, {n_orders} orders")
   print(f"measured exp throughput: " + ", ".join(f"{dt} {r / 1e9:.2f} G/s" for dt, r in rates.items()))
-  print(f"work model: {CANDIDATES} quadrature orders x {NODES} nodes x {tpn} "
+  per_config = {n: quadratures[n] / n for n in sizes}
+  print(f"work model: quadrature orders per configuration (counted by the order search: "
+        + ", ".join(f"{v:.2f} at {n:,}" for n, v in per_config.items()) + f") x {NODES} nodes x {tpn} "
         f"transcendentals (counted in the traced integrand, +1 for logsumexp) per configuration (integer series orders not counted), "
         f"against the float64 exp rate (jaxrdp computes in float64 in both runs)")
   print("note: float32 = float32 program (x64 off, float32 q and sigma); jaxrdp still computes in "
@@ -232,7 +246,8 @@ def main(argv=None):
         "date": datetime.date.today().isoformat(), "device": str(device), "platform": device.platform,
         "jax": jax.__version__, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "orders": n_orders, "steps": STEPS, "delta": DELTA,
-        "work_model": {"candidates": CANDIDATES, "nodes": NODES,
+        "work_model": {"quadratures_per_configuration": {str(n): v for n, v in per_config.items()},
+                       "nodes": NODES,
                        "transcendentals_per_node": tpn},
         "exp_per_s": rates, "rows": rows,
     }

@@ -50,9 +50,13 @@ def _dpsgd_rdp_f64(q, sigma, steps, orders, orders_static=None):
   return jnp.where(steps[..., None] == 0, 0.0, steps[..., None] * rdp)
 
 
-def _dpsgd_epsilon_f64(q, sigma, steps, delta, orders, orders_static, method, mode):
+def _dpsgd_epsilon_f64(q, sigma, steps, delta, orders, orders_static, method, mode, live=None):
   """mode: "exhaustive" (every order), "search" (returns the exactness flags
-  too), or "search_or_exhaustive" (an in-graph fallback, for traced inputs)."""
+  too), or "search_or_exhaustive" (an in-graph fallback, for traced inputs).
+
+  live: optional mask (broadcastable); where False, the search skips the cell
+  and its result is a sound bound but not the exact minimum (callers ignore it).
+  """
   q, sigma, steps, delta = jnp.broadcast_arrays(
       *(_precision.as_float64(x) for x in (q, sigma, steps, delta)))
 
@@ -67,9 +71,10 @@ def _dpsgd_epsilon_f64(q, sigma, steps, delta, orders, orders_static, method, mo
   # grid minimum (more orders in contention than candidates, e.g. on very dense
   # grids), the exhaustive evaluation is used instead, so the result is always
   # the exact minimum over ``orders``.
-  res = min_epsilon_over_orders(q, sigma, steps, delta, orders_static.array, method)
+  res = min_epsilon_over_orders(q, sigma, steps, delta, orders_static.array, method, live)
   searched = EpsilonResult(res.epsilon, res.order)
-  certified = jnp.all(res.exact | jnp.isnan(res.epsilon))
+  skipped = False if live is None else ~jnp.broadcast_to(live, res.exact.shape)
+  certified = jnp.all(res.exact | jnp.isnan(res.epsilon) | skipped)
   if mode == "search":
     return searched, certified
   return jax.lax.cond(certified, lambda: searched, exhaustive)

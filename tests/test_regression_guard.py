@@ -1,7 +1,8 @@
 """Regression guard for performance: counts, never timings.
 
 These tests fail when the work per configuration (integrand evaluations,
-series terms, candidate orders) or the number of compiled programs grows.
+series terms, orders evaluated by quadrature) or the number of compiled
+programs grows.
 If a change is *meant* to alter one of these counts, update the expected
 constant here together with the change and say why in the commit message.
 
@@ -25,7 +26,10 @@ from jaxrdp import _precision, _validation
 QUAD_EVALS_PER_ORDER = 768  # 2 windows x (16 + 1) panels x 16 nodes + 2 x 7 kink panels x 16 nodes
 FULL_SERIES_TERMS = 64  # integer orders n <= 65: k = 2..65
 WINDOWED_SERIES_TERMS = 2 * 64  # integer orders n > 65: two windows of 64 terms
-CANDIDATE_ORDERS = 16  # orders evaluated exactly by quadrature in dpsgd_epsilon
+# dpsgd_epsilon's order search on the standard benchmark grid (20 x 20, T = 1e4,
+# delta = 1e-5, dp_accounting's orders): quadratures per configuration.
+SEARCH_EVALS_MAX = 6
+SEARCH_EVALS_TOTAL = 977  # 2.44 per configuration on average
 
 
 def _spy(monkeypatch, module, name, record):
@@ -100,10 +104,12 @@ def test_series_term_counts_traced(monkeypatch):
   assert sum(int(np.prod(np.broadcast_shapes(*c))) for c in windowed) == WINDOWED_SERIES_TERMS
 
 
-def test_dpsgd_epsilon_work_per_configuration(monkeypatch):
-  """dpsgd_epsilon on dp_accounting's 156 orders: 16 quadrature orders per configuration."""
+def test_dpsgd_epsilon_work_per_round(monkeypatch):
+  """dpsgd_epsilon on dp_accounting's 156 orders: one quadrature per configuration per round."""
   quad = []
   _spy(monkeypatch, _sgm, "log_a_minus_1_quadrature", quad)
+  grid_series = []
+  _spy(monkeypatch, _sgm, "log_a_minus_1_integer_grid", grid_series)
   full = []
   _spy(monkeypatch, _sgm, "log_a_minus_1_integer_full", full)
   windowed = []
@@ -116,16 +122,31 @@ def test_dpsgd_epsilon_work_per_configuration(monkeypatch):
         lambda q, s, t, d: _dpsgd._dpsgd_epsilon_f64(
             q, s, t, d, orders, _validation.StaticArray(orders), "improved", "search"),
         x * 0.02, x * 2.0, x * 2e4, x * 2e-5)
-  assert _order_search._CANDIDATES == CANDIDATE_ORDERS
-  # Quadrature: once, on [batch, 16] (configuration x candidate order).
-  assert len(quad) == 1 and quad[0][0] == (batch, CANDIDATE_ORDERS)
-  # Exact series on the coarse integer set: dp_accounting's integers <= 65 plus _COARSE.
+  # Quadrature: traced once, in the loop body, on one order per configuration.
+  assert len(quad) == 1 and quad[0][0] == (_order_search._rows_per_round(batch),) == (batch,)
+  assert _order_search._rows_per_round(400) == 100
+  # Exact series on the coarse integer set (dp_accounting's integers <= 65 plus
+  # _COARSE), with the per-configuration part shared by all orders.
   coarse = np.unique(np.concatenate(
       [_order_search._COARSE, orders[(orders == np.round(orders)) & (orders <= 65)]]))
-  assert len(full) == 1 and full[0][0] == (batch, coarse.size)
   assert coarse.size == 63  # every integer 2..64 (2.0..10.0 come from the 1 + x/10 part)
+  assert len(grid_series) == 1 and grid_series[0][0] == (batch,)
+  assert full == []
   # Orders beyond 65 are bounded by convexity, never summed in this path.
   assert windowed == []
+
+
+def test_dpsgd_epsilon_search_evaluations_on_the_standard_grid():
+  """Orders evaluated by quadrature per configuration: a count, not a timing."""
+  q, s = np.meshgrid(np.geomspace(1e-3, 1e-1, 20), np.linspace(0.6, 3.0, 20), indexing="ij")
+  orders = _dpsgd.DP_ACCOUNTING_ORDERS
+  with _precision.x64_context():
+    res = jax.jit(lambda q, s: _order_search.min_epsilon_over_orders(
+        q, s, jnp.full(q.shape, 1e4), jnp.full(q.shape, 1e-5), orders, "improved"))(q, s)
+  evals = np.asarray(res.evaluations)
+  assert np.all(np.asarray(res.exact))
+  assert evals.max() <= SEARCH_EVALS_MAX
+  assert evals.sum() <= SEARCH_EVALS_TOTAL
 
 
 # --- (b) number of compiled programs ------------------------------------------
