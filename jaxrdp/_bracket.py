@@ -170,9 +170,11 @@ def solve_threshold(score, v0, v_min: float, v_max: float, active, tol: float,
   """Runs the search for every element to completion in one ``lax.while_loop``.
 
   Args:
-    score: v -> (ok, f) for an array of points of v0's shape: ok is the predicate
-      (False below the threshold, True above; NaN must give False) and f a proxy
-      for interpolation (> 0 where not ok). It is traced once.
+    score: (v, live) -> (ok, f) for an array of points of v0's shape: ok is the
+      predicate (False below the threshold, True above; NaN must give False) and f
+      a proxy for interpolation (> 0 where not ok). ``live`` marks the elements
+      still searching; the others' results are ignored, so score may skip their
+      work. It is traced once.
     v0: starting points; v_min, v_max: the search range; active: elements to solve.
     tol: half-width of the final bracket.
     slope: optional estimate of |df/dv| for the first expansion step.
@@ -187,7 +189,7 @@ def solve_threshold(score, v0, v_min: float, v_max: float, active, tol: float,
   def body(c):
     s, it = c
     x = bracket_propose(s, v_min, v_max, tol)
-    okx, fx = score(x)
+    okx, fx = score(x, s.phase != DONE)
     return bracket_update(s, x, okx, fx, v_min, v_max, tol, slope), it + 1
 
   s, it = jax.lax.while_loop(cond, body, (bracket_init(v0, active), 0))

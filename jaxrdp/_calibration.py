@@ -152,8 +152,8 @@ def _calibrate_continuous(value_at, target, v0, v_range, active):
   """Smallest v in v_range with accountant value <= target (``jaxrdp._bracket``).
 
   Args:
-    value_at: v [S] -> (value, order) of the accountant (epsilon, or delta), non-
-      increasing in v.
+    value_at: (v [S], live [S] or None) -> (value, order) of the accountant
+      (epsilon, or delta), non-increasing in v; it may skip work where live is False.
     target, v0, active: cell arrays of shape S.
 
   Returns:
@@ -163,8 +163,8 @@ def _calibrate_continuous(value_at, target, v0, v_range, active):
   bound = target * (1.0 - _SAFETY)
   log_bound = jnp.log(bound)
 
-  def score(v):
-    value, _ = value_at(v)
+  def score(v, live):
+    value, _ = value_at(v, live)
     # log value - log bound is close to linear in log sigma (epsilon ~ sigma^-1 to
     # sigma^-2), which makes the interpolation steps converge fast.
     return value <= bound, jnp.log(value) - log_bound
@@ -173,7 +173,7 @@ def _calibrate_continuous(value_at, target, v0, v_range, active):
   v, infeasible, _ = solve_threshold(score, v0, *v_range, active, _TOL, slope=1.0)
   ok = active & ~infeasible
   v = jnp.where(ok, v, jnp.nan)
-  value, order = value_at(jnp.where(ok, v, v0))
+  value, order = value_at(jnp.where(ok, v, v0), None)
   return v, value, order, ok
 
 
@@ -215,18 +215,19 @@ def _pack(cls, x, value, given, order, feasible, for_delta):
              jnp.where(feasible, order, nan), feasible)
 
 
-def _accountant(q, sigma, steps, given, all_orders, orders_static, for_delta):
+def _accountant(q, sigma, steps, given, all_orders, orders_static, for_delta, live=None):
   """(value, order) exactly as dpsgd_epsilon / dpsgd_delta compute them in a trace.
 
   Epsilon uses the core's order search (exact minimum over the orders, with an
   in-graph exhaustive fallback), which evaluates the SGM kernel at far fewer
-  orders than all of them.
+  orders than all of them. Cells where ``live`` is False skip the search
+  (their values are then sound but not exact, and must not be used).
   """
   if for_delta:
     res = _dpsgd_delta_f64(q, sigma, steps, given, all_orders, orders_static, "improved")
     return res.delta, res.order
   res = _dpsgd_epsilon_f64(q, sigma, steps, given, all_orders, orders_static, "improved",
-                           "search_or_exhaustive")
+                           "search_or_exhaustive", live)
   return res.epsilon, res.order
 
 
@@ -241,8 +242,8 @@ def _noise_impl(target, given, q, steps, all_orders, orders_static, for_delta):
   g_s = jnp.where(active, given, 0.5)
   sigma0 = jnp.clip(q_s * jnp.sqrt(t_s / _guess_rho(target, given, for_delta)), 0.3, 1e5)
 
-  def value_at(v):
-    return _accountant(q_s, jnp.exp(v), t_s, g_s, all_orders, orders_static, for_delta)
+  def value_at(v, live):
+    return _accountant(q_s, jnp.exp(v), t_s, g_s, all_orders, orders_static, for_delta, live)
 
   v, value, order, ok = _calibrate_continuous(
       value_at, jnp.where(active, target, 1.0), jnp.log(sigma0), _LOG_SIGMA_RANGE, active)
@@ -266,8 +267,8 @@ def _rate_impl(target, given, sigma, steps, all_orders, orders_static, for_delta
   g_s = jnp.where(active, given, 0.5)
   q0 = jnp.clip(s_s * jnp.sqrt(_guess_rho(target, given, for_delta) / t_s), 1e-8, 1.0)
 
-  def value_at(v):
-    return _accountant(jnp.exp(-v), s_s, t_s, g_s, all_orders, orders_static, for_delta)
+  def value_at(v, live):
+    return _accountant(jnp.exp(-v), s_s, t_s, g_s, all_orders, orders_static, for_delta, live)
 
   v, value, order, ok = _calibrate_continuous(
       value_at, jnp.where(active, target, 1.0), -jnp.log(q0), _NEG_LOG_Q_RANGE, active)
