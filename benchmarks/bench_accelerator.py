@@ -15,8 +15,9 @@ For each N it runs
 and reports configurations/s, time per (q, sigma, alpha) evaluation
 (= time / (N * 156)), and the achieved fraction of the device's exp throughput.
 
-Work model (stated in the output): dpsgd_epsilon evaluates 16 candidate orders
-per configuration by quadrature, 768 integrand nodes each, with the
+Work model (stated in the output): dpsgd_epsilon's order search evaluates a few
+orders per configuration by quadrature (counted on the grid by the search itself),
+768 integrand nodes each, with the
 transcendental calls per node (exp/expm1/log/log1p, counted in the traced
 integrand; 6 at the time of writing); the 63 integer coarse
 orders (exact series, 64 terms each) are not counted. The exp throughput is

@@ -90,8 +90,8 @@ def check(ours, idx, theirs, allow_above=False):
 
   Returns the largest relative excess of jaxrdp over dp_accounting (<= 1e-10 when
   the check holds). With ``allow_above`` an excess is recorded instead of failing:
-  dpsgd_epsilon's order search evaluates only 16 candidate orders exactly, so on
-  dense grids of fractional orders it may return a valid but larger bound.
+  dpsgd_epsilon returns the exact grid minimum (the search falls back to every
+  order when it cannot certify it), so an excess would be a bug.
   """
   excess = float(np.max(ours[idx] / theirs - 1.0))
   ok = bool(np.all(np.isfinite(ours)) and excess <= 1e-10)

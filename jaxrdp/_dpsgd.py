@@ -113,10 +113,11 @@ def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: Array
 
   When ``orders`` is concrete, orders are not all evaluated: exact log A at a
   coarse set of integer orders bounds every other order by convexity, and only
-  the orders that could still be optimal are evaluated exactly
-  (``jaxrdp._order_search``). If more than 16 orders remain in contention for
-  any cell (never on the standard benchmark grid), the batch is evaluated at
-  every order instead; either way the result is the exact minimum over the grid.
+  the orders that could still be optimal are evaluated exactly, one per round
+  until none is left (``jaxrdp._order_search``; 2.4 per configuration on the
+  standard benchmark grid). If that would take more than 16 per configuration
+  on average, the batch is evaluated at every order instead; either way the
+  result is the exact minimum over the grid.
 
   Examples:
     >>> import jaxrdp
