@@ -24,6 +24,10 @@ Per element:
    rounds to 0 near the root.
 3. Done when the bracket is at most 2 tol wide: b (acceptable) is the answer and
    a (unacceptable) is at most 2 tol below it.
+
+With a good start (for example the answer of a cheaper, conservative proxy of the
+same predicate) and a per-element slope, the first expansion step is a Newton
+step, so that a start already within tol of the threshold costs two evaluations.
 """
 
 from __future__ import annotations
@@ -33,8 +37,8 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-__all__ = ["Bracket", "bracket_init", "bracket_propose", "bracket_update", "bracket_result",
-           "solve_threshold",
+__all__ = ["Bracket", "Threshold", "bracket_init", "bracket_propose", "bracket_update",
+           "bracket_result", "solve_threshold",
            "INIT", "EXPAND", "ITP", "DONE"]
 
 INIT, EXPAND, ITP, DONE = 0, 1, 2, 3
@@ -99,12 +103,14 @@ def bracket_propose(s: Bracket, v_min: float, v_max: float, tol: float) -> jax.A
 
 def bracket_update(s: Bracket, x: jax.Array, okx: jax.Array, fx: jax.Array,
                    v_min: float, v_max: float, tol: float,
-                   slope: float | None = None) -> Bracket:
+                   slope=None, first_min=_MIN_FIRST_STEP, overshoot=1.0,
+                   k1: float = _K1) -> Bracket:
   """Takes the predicate (okx) and proxy (fx) at the proposed points x.
 
-  ``slope``: an estimate of |df/dv|. With it, the first expansion step is the
-  Newton-like distance |f(start)| / slope (between 1e-4 and 0.5) instead of 0.5, so
-  a good start gives a narrow first bracket and fewer ITP iterations.
+  ``slope``: an estimate of |df/dv| (a scalar or one per element). With it, the
+  first expansion step is the Newton-like distance overshoot |f(start)| / slope
+  (between ``first_min`` and 0.5) instead of 0.5, so a good start gives a narrow
+  first bracket and fewer ITP iterations.
   """
   is_init, is_exp, is_itp = s.phase == INIT, s.phase == EXPAND, s.phase == ITP
   up = is_exp & ~s.okb & (s.b < v_max)
@@ -125,7 +131,14 @@ def bracket_update(s: Bracket, x: jax.Array, okx: jax.Array, fx: jax.Array,
   okb2 = jnp.where(up, okx, jnp.where(down, oka, okb))
   step = jnp.where(up | down, 2.0 * s.step, s.step)
   if slope is not None:
-    first = jnp.clip(jnp.abs(fx) / slope, _MIN_FIRST_STEP, _EXPAND_START)
+    # Later expansion steps: a secant step through the last two points (same
+    # overshoot), at most the doubled step.
+    prev_x = jnp.where(up, s.b, s.a)
+    prev_f = jnp.where(up, s.fb, s.fa)
+    secant = jnp.abs(fx - prev_f) / jnp.where(x != prev_x, jnp.abs(x - prev_x), 1.0)
+    newton = jnp.clip(overshoot * jnp.abs(fx) / secant, first_min, step)
+    step = jnp.where((up | down) & jnp.isfinite(newton) & (secant > 0), newton, step)
+    first = jnp.clip(overshoot * jnp.abs(fx) / slope, first_min, _EXPAND_START)
     step = jnp.where(is_init, jnp.where(jnp.isfinite(first), first, _EXPAND_START), step)
   count = s.count + (up | down).astype(jnp.int32)
   # ITP: replace the end on x's side; Illinois rule on the end that stays.
@@ -143,10 +156,11 @@ def bracket_update(s: Bracket, x: jax.Array, okx: jax.Array, fx: jax.Array,
   stuck = (oka2 & (a2 <= v_min)) | (~okb2 & (b2 >= v_max)) | (count >= _MAX_EXPAND)
   start_itp = searching & bracketed
   w0 = jnp.where(start_itp, b2 - a2, 1.0)
-  k1 = jnp.where(start_itp, _K1 / w0, s.k1)
+  k1 = jnp.where(start_itp, k1 / w0, s.k1)
   n_max = jnp.where(start_itp, jnp.ceil(jnp.log2(jnp.maximum(w0 / (2 * tol), 1.0))) + _N0, s.n_max)
   j = jnp.where(start_itp, 0.0, j)
-  converged = is_itp & ((b2 - a2 <= 2 * tol) | (j >= _MAX_ITP))
+  # A bracket that is narrow enough when it first forms needs no ITP step.
+  converged = (is_itp | start_itp) & ((b2 - a2 <= 2 * tol) | (j >= _MAX_ITP))
   phase = jnp.where(is_init, EXPAND, s.phase)
   phase = jnp.where(start_itp, ITP, phase)
   phase = jnp.where(searching & ~bracketed & stuck, DONE, phase)
@@ -165,33 +179,56 @@ def bracket_result(s: Bracket, v_min: float):
   return v, ~s.okb
 
 
+class Threshold(NamedTuple):
+  """Result of :func:`solve_threshold` (arrays of the elements' shape)."""
+
+  v: jax.Array           # smallest acceptable point found (see bracket_result)
+  infeasible: jax.Array  # True where no acceptable point exists (or inactive)
+  a: jax.Array           # the unacceptable end of the final bracket
+  aux: object            # score's aux output at v (a pytree)
+  iterations: jax.Array  # evaluations of score (loop iterations)
+
+
 def solve_threshold(score, v0, v_min: float, v_max: float, active, tol: float,
-                    slope: float | None = None):
+                    slope=None, first_min=_MIN_FIRST_STEP, overshoot=1.0,
+                    k1: float = _K1) -> Threshold:
   """Runs the search for every element to completion in one ``lax.while_loop``.
 
   Args:
-    score: (v, live) -> (ok, f) for an array of points of v0's shape: ok is the
-      predicate (False below the threshold, True above; NaN must give False) and f
-      a proxy for interpolation (> 0 where not ok). ``live`` marks the elements
-      still searching; the others' results are ignored, so score may skip their
-      work. It is traced once.
+    score: (v, live) -> (ok, f, aux) for an array of points of v0's shape: ok is
+      the predicate (False below the threshold, True above; NaN must give False),
+      f a proxy for interpolation (> 0 where not ok), and aux any pytree of arrays
+      of v0's shape that the caller wants back at the answer (so it need not
+      evaluate again there). ``live`` marks the elements still searching; the
+      others' results are ignored, so score may skip their work. It is traced once.
     v0: starting points; v_min, v_max: the search range; active: elements to solve.
     tol: half-width of the final bracket.
-    slope: optional estimate of |df/dv| for the first expansion step.
-
-  Returns:
-    (v, infeasible, iterations); see :func:`bracket_result`.
+    slope, first_min, overshoot: the first expansion step (see
+      :func:`bracket_update`).
+    k1: ITP truncation, as a fraction of the first bracket's width. The paper's
+      0.2 guards regula falsi against stagnation (kinked f); a smooth f near a
+      good start converges in fewer steps with less truncation.
   """
+  aux_shape = jax.eval_shape(score, v0, active)[2]
+  aux0 = jax.tree_util.tree_map(lambda t: jnp.zeros(t.shape, t.dtype), aux_shape)
+  inf = jnp.full(v0.shape, jnp.inf, v0.dtype)
+
   def cond(c):
-    s, it = c
+    s, it, _, _ = c
     return jnp.any(s.phase != DONE) & (it < 1 + _MAX_EXPAND + _MAX_ITP)
 
   def body(c):
-    s, it = c
+    s, it, v_ok, aux = c
+    live = s.phase != DONE
     x = bracket_propose(s, v_min, v_max, tol)
-    okx, fx = score(x, s.phase != DONE)
-    return bracket_update(s, x, okx, fx, v_min, v_max, tol, slope), it + 1
+    okx, fx, aux_x = score(x, live)
+    # Keep aux at the smallest acceptable point, which is where the search ends.
+    better = live & okx & (x < v_ok)
+    v_ok = jnp.where(better, x, v_ok)
+    aux = jax.tree_util.tree_map(lambda new, old: jnp.where(better, new, old), aux_x, aux)
+    s = bracket_update(s, x, okx, fx, v_min, v_max, tol, slope, first_min, overshoot, k1)
+    return s, it + 1, v_ok, aux
 
-  s, it = jax.lax.while_loop(cond, body, (bracket_init(v0, active), 0))
+  s, it, _, aux = jax.lax.while_loop(cond, body, (bracket_init(v0, active), 0, inf, aux0))
   v, infeasible = bracket_result(s, v_min)
-  return v, infeasible | ~active, it
+  return Threshold(v, infeasible | ~active, s.a, aux, it)
