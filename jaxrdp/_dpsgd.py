@@ -132,20 +132,19 @@ def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: Array
   orders = _orders_or_default(orders)
   orders_static = static_or_none(orders)
   traced = any(isinstance(x, jax.core.Tracer) for x in (q, sigma, steps, delta, orders))
+  if orders_static is None or traced:
+    mode = "exhaustive" if orders_static is None else "search_or_exhaustive"
+    return _precision.elementwise_float64(
+        lambda q, sigma, steps, delta, orders: _dpsgd_epsilon_jit(
+            q, sigma, steps, delta, orders, orders_static=orders_static, method=method, mode=mode),
+        (q, sigma, steps, delta), (orders,))
   with _precision.Float64Scope() as scope:
-    if orders_static is None:
-      out = _dpsgd_epsilon_jit(q, sigma, steps, delta, orders, orders_static=None, method=method,
-                               mode="exhaustive")
-    elif traced:
+    # Eager: the exhaustive program is compiled only if it is ever needed.
+    out, certified = _dpsgd_epsilon_jit(q, sigma, steps, delta, orders, orders_static=orders_static,
+                                        method=method, mode="search")
+    if not bool(certified):
       out = _dpsgd_epsilon_jit(q, sigma, steps, delta, orders, orders_static=orders_static,
-                               method=method, mode="search_or_exhaustive")
-    else:
-      # Eager: the exhaustive program is compiled only if it is ever needed.
-      out, certified = _dpsgd_epsilon_jit(q, sigma, steps, delta, orders, orders_static=orders_static,
-                                          method=method, mode="search")
-      if not bool(certified):
-        out = _dpsgd_epsilon_jit(q, sigma, steps, delta, orders, orders_static=orders_static,
-                                 method=method, mode="exhaustive")
+                               method=method, mode="exhaustive")
   return scope.finalize(out)
 
 
@@ -161,7 +160,8 @@ def dpsgd_delta(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, epsilon: Array
   check_range("steps", steps, lower=0.0)
   check_range("epsilon", epsilon, lower=0.0)
   orders = _orders_or_default(orders)
-  with _precision.Float64Scope() as scope:
-    out = _dpsgd_delta_jit(q, sigma, steps, epsilon, orders, orders_static=static_or_none(orders),
-                           method=method)
-  return scope.finalize(out)
+  orders_static = static_or_none(orders)
+  return _precision.elementwise_float64(
+      lambda q, sigma, steps, epsilon, orders: _dpsgd_delta_jit(
+          q, sigma, steps, epsilon, orders, orders_static=orders_static, method=method),
+      (q, sigma, steps, epsilon), (orders,))

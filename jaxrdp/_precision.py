@@ -16,7 +16,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["x64_context", "as_float64", "round_up_to", "Float64Scope"]
+__all__ = ["x64_context", "as_float64", "round_up_to", "Float64Scope", "elementwise_float64"]
 
 
 def x64_context() -> contextlib.AbstractContextManager:
@@ -84,3 +84,74 @@ class Float64Scope:
         return round_up_to(x, jnp.float32)
 
     return jax.tree_util.tree_map(cast, tree)
+
+
+def elementwise_float64(kernel, diff_args, const_args=()):
+  """``kernel(*diff_args, *const_args)`` in float64, finalized as by Float64Scope.
+
+  For kernels whose outputs are elementwise (NumPy-broadcast) functions of
+  ``diff_args``; ``const_args`` are not differentiated (their derivative is
+  taken as zero). Concrete calls, and callers with ``jax_enable_x64`` on, simply
+  run the kernel in a Float64Scope.
+
+  Why the rest: with x64 off, a caller's ``jax.grad`` transposes the derivative
+  *after* this function has returned, outside the float64 scope, where JAX
+  canonicalizes every new float64 array to float32 and the transpose of a
+  float64 gather or scatter fails on the dtype mismatch (forward mode fails the
+  same way on the tangents' dtype). So traced calls with x64 off go through a
+  ``custom_jvp`` whose rule computes, inside the scope, the partial derivative
+  of every output with respect to every diff argument (one ``jax.linearize``,
+  one tangent per argument), and leaves only ``sum_i J_i * t_i`` in the caller's
+  dtype to be transposed. That is exact for elementwise kernels, costs one
+  linearized evaluation per diff argument, and only runs when a derivative is
+  actually taken.
+  """
+  diff_args, const_args = tuple(diff_args), tuple(const_args)
+  n = len(diff_args)
+
+  def run(*args):
+    with Float64Scope() as scope:
+      out = kernel(*args)
+    return scope.finalize(out)
+
+  traced = any(isinstance(x, jax.core.Tracer) for x in diff_args + const_args)
+  if bool(jax.config.jax_enable_x64) or not traced:
+    return run(*diff_args, *const_args)
+
+  def run_float32(*args):
+    # Inside the custom_jvp the primals may be concrete (an eager jax.grad), and
+    # the tangents must match the primal dtype, which cannot be float64 out here.
+    with x64_context():
+      out = kernel(*args)
+      return jax.tree_util.tree_map(
+          lambda x: round_up_to(x, jnp.float32) if jnp.issubdtype(x.dtype, jnp.floating) else x,
+          out)
+
+  @jax.custom_jvp
+  def call(*args):
+    return run_float32(*args)
+
+  @call.defjvp
+  def call_jvp(primals, tangents):
+    out = call(*primals)
+    with x64_context():
+      p64 = [as_float64(p) for p in primals[:n]]
+      consts = primals[n:]
+      _, lin = jax.linearize(lambda *d: kernel(*d, *consts), *p64)
+      jac = [lin(*[jnp.ones_like(p) if j == i else jnp.zeros_like(p) for j, p in enumerate(p64)])
+             for i in range(n)]
+
+    def tangent(leaf, *partials):
+      if not jnp.issubdtype(leaf.dtype, jnp.floating):
+        return jnp.zeros(leaf.shape, jax.dtypes.float0)
+      total = jnp.zeros(leaf.shape, leaf.dtype)
+      for d, t in zip(partials, tangents[:n]):
+        t = jnp.asarray(t)
+        if t.dtype == jax.dtypes.float0:  # integer argument: no tangent
+          continue
+        total = total + d.astype(leaf.dtype) * t.astype(leaf.dtype)
+      return total
+
+    return out, jax.tree_util.tree_map(tangent, out, *jac)
+
+  return call(*diff_args, *const_args)

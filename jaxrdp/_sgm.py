@@ -152,9 +152,10 @@ def sgm_log_a_minus_1(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.A
   (q = 0 or sigma = inf).
   """
   _validate(q, sigma, alpha)
-  with _precision.Float64Scope() as scope:
-    out = _log_a_minus_1_jit(q, sigma, alpha, alpha_static=static_or_none(alpha))
-  return scope.finalize(out)
+  alpha_static = static_or_none(alpha)
+  return _precision.elementwise_float64(
+      lambda q, sigma, alpha: _log_a_minus_1_jit(q, sigma, alpha, alpha_static=alpha_static),
+      (q, sigma, alpha))
 
 
 def _log_a_f64(q, sigma, alpha, alpha_static=None):
@@ -201,9 +202,10 @@ def sgm_log_a(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.Array:
     0.75
   """
   _validate(q, sigma, alpha)
-  with _precision.Float64Scope() as scope:
-    out = _log_a_jit(q, sigma, alpha, alpha_static=static_or_none(alpha))
-  return scope.finalize(out)
+  alpha_static = static_or_none(alpha)
+  return _precision.elementwise_float64(
+      lambda q, sigma, alpha: _log_a_jit(q, sigma, alpha, alpha_static=alpha_static),
+      (q, sigma, alpha))
 
 
 def _rdp_f64(q, sigma, alpha, alpha_static=None):
@@ -230,9 +232,10 @@ def sgm_rdp(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.Array:
     0.375
   """
   _validate(q, sigma, alpha)
-  with _precision.Float64Scope() as scope:
-    out = _rdp_jit(q, sigma, alpha, alpha_static=static_or_none(alpha))
-  return scope.finalize(out)
+  alpha_static = static_or_none(alpha)
+  return _precision.elementwise_float64(
+      lambda q, sigma, alpha: _rdp_jit(q, sigma, alpha, alpha_static=alpha_static),
+      (q, sigma, alpha))
 
 
 # Public entry points run one compiled program per call (op-by-op dispatch of
