@@ -2,6 +2,8 @@
 
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 import jax
@@ -32,3 +34,20 @@ def variants(fn, n_args):
     batched = jax.vmap(fn)(*(np.asarray(a)[None] for a in args[:n_args]), *args[n_args:])
     return jax.tree_util.tree_map(lambda x: x[0], batched)
   return {"plain": fn, "jit": jax.jit(fn), "vmap": vmapped}
+
+
+def run_fresh_python(script, env=None, timeout=600):
+  """Runs ``script`` in a fresh interpreter that imports this checkout; returns stdout.
+
+  The test session enables x64 (conftest), so checks of JAX's default
+  configuration (x64 off) or of XLA flags need their own process. ``env``
+  adds variables; JAX_ENABLE_X64 is removed.
+  """
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  full = dict(os.environ, **(env or {}))
+  full["PYTHONPATH"] = root + os.pathsep + full.get("PYTHONPATH", "")
+  full.pop("JAX_ENABLE_X64", None)
+  proc = subprocess.run([sys.executable, "-c", script], env=full, capture_output=True,
+                        text=True, timeout=timeout)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return proc.stdout

@@ -5,9 +5,6 @@ shape (N cells) and each solver compiles once for it (plus once under jit and
 once under vmap).
 """
 
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,6 +13,7 @@ import jax
 import jax.numpy as jnp
 
 import jaxrdp
+from helpers import run_fresh_python
 from jaxrdp import _calibration
 
 DELTA = 1e-5
@@ -281,13 +279,7 @@ def test_float32_callers_get_safe_rounding():
   # Under a float32 jit (x64 off, as by default) the results are float32, rounded so
   # that the budget still holds: steps and q down, sigma and epsilon up. A fresh
   # interpreter, since the test session runs with x64 on.
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-  env.pop("JAX_ENABLE_X64", None)
-  out = subprocess.run([sys.executable, "-c", _FLOAT32_SCRIPT], env=env, capture_output=True,
-                       text=True, timeout=600)
-  assert out.returncode == 0, out.stderr[-3000:]
-  assert "FLOAT32-OK" in out.stdout
+  assert "FLOAT32-OK" in run_fresh_python(_FLOAT32_SCRIPT)
 
 
 def test_same_shape_does_not_recompile(grid):

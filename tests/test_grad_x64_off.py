@@ -9,11 +9,10 @@ values (the definition of the derivative, computed from function values only).
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
+
+from helpers import run_fresh_python
 
 _SCRIPT = r"""
 import json
@@ -55,13 +54,8 @@ print("RESULT" + json.dumps(out))
 
 @pytest.fixture(scope="module")
 def results():
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
-  env.pop("JAX_ENABLE_X64", None)
-  proc = subprocess.run([sys.executable, "-c", _SCRIPT], env=env, capture_output=True,
-                        text=True, timeout=900)
-  assert proc.returncode == 0, proc.stderr[-3000:]
-  line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")][-1]
+  stdout = run_fresh_python(_SCRIPT, timeout=900)
+  line = [l for l in stdout.splitlines() if l.startswith("RESULT")][-1]
   return json.loads(line[len("RESULT"):])
 
 

@@ -3,8 +3,6 @@
 import csv
 import io
 import json
-import os
-import subprocess
 import sys
 import textwrap
 
@@ -14,6 +12,7 @@ import pytest
 import jax
 
 import jaxrdp
+from helpers import run_fresh_python
 from jaxrdp import _sweep
 
 ORDERS = np.array([1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0, 64.0])
@@ -196,10 +195,5 @@ _SHARD_SCRIPT = textwrap.dedent("""
 
 
 def test_sharded_equals_single_device():
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
-  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
-  out = subprocess.run([sys.executable, "-c", _SHARD_SCRIPT], env=env, capture_output=True,
-                       text=True, timeout=600)
-  assert out.returncode == 0, out.stderr[-3000:]
-  assert "SHARDED-OK" in out.stdout
+  env = dict(XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
+  assert "SHARDED-OK" in run_fresh_python(_SHARD_SCRIPT, env=env)
