@@ -267,28 +267,26 @@ def _emit(cols: dict, args, *, note: str | None = None) -> None:
 # Subcommands.
 
 
-def _cmd_epsilon(args, parser) -> int:
+def _cmd_accountant(args, parser, given: str, value: str) -> int:
+  """One accountant value per grid cell: epsilon at a given delta, or delta at a given epsilon."""
   sampling = _sampling_axes(args, parser)
   duration = _duration_axes(args, parser, sampling)
-  cols = _derived(_grid({**sampling, **duration, "sigma": args.sigma, "delta": args.delta}))
-  from ._dpsgd import dpsgd_epsilon
+  cols = _derived(_grid({**sampling, **duration, "sigma": args.sigma, given: getattr(args, given)}))
+  from ._dpsgd import dpsgd_delta, dpsgd_epsilon
 
-  res = dpsgd_epsilon(cols["q"], cols["sigma"], cols["steps"], cols["delta"])
-  cols["epsilon"], cols["order"] = res.epsilon, res.order
+  accountant = dpsgd_epsilon if value == "epsilon" else dpsgd_delta
+  res = accountant(cols["q"], cols["sigma"], cols["steps"], cols[given])
+  cols[value], cols["order"] = getattr(res, value), res.order
   _emit(cols, args)
   return 0
+
+
+def _cmd_epsilon(args, parser) -> int:
+  return _cmd_accountant(args, parser, given="delta", value="epsilon")
 
 
 def _cmd_delta(args, parser) -> int:
-  sampling = _sampling_axes(args, parser)
-  duration = _duration_axes(args, parser, sampling)
-  cols = _derived(_grid({**sampling, **duration, "sigma": args.sigma, "epsilon": args.epsilon}))
-  from ._dpsgd import dpsgd_delta
-
-  res = dpsgd_delta(cols["q"], cols["sigma"], cols["steps"], cols["epsilon"])
-  cols["delta"], cols["order"] = res.delta, res.order
-  _emit(cols, args)
-  return 0
+  return _cmd_accountant(args, parser, given="epsilon", value="delta")
 
 
 def _cmd_calibrate(args, parser) -> int:
