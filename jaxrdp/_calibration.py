@@ -84,13 +84,11 @@ _SAFETY = 1e-12
 # bisection step per halving on cells whose epsilon is nearly a staircase in sigma
 # (targets close to the floor, where each order switches on abruptly).
 _TOL = 2e-8
-# The exact search starts at the proxy's answer (see _calibrate_continuous),
-# converged to the same tolerance so that a cell whose optimal order is an
-# integer needs only two exact evaluations, and runs its ITP steps with less
-# truncation than the paper's 0.2 (the exact epsilon is smooth near a good start;
-# on the standard 400-cell grid 0.02 takes 5 to 8 evaluations per cell, 0.2 takes
-# 7 to 11). The proxy keeps 0.2: its minimum over integer orders is kinked.
-_PROXY_TOL = _TOL
+# The exact search starts at the proxy's answer (see _calibrate_continuous) and
+# runs its ITP steps with less truncation than the paper's 0.2 (the exact epsilon
+# is smooth near a good start; on the standard 400-cell grid 0.02 takes 5 to 8
+# evaluations per cell, 0.2 takes 7 to 11). The proxy keeps 0.2: its minimum over
+# integer orders is kinked.
 _K1_EXACT = 0.02
 # Search ranges: sigma in [1e-3, 1e6]; q in [1e-10, 1] (v = -log q).
 _LOG_SIGMA_RANGE = (float(np.log(1e-3)), float(np.log(1e6)))
@@ -199,17 +197,21 @@ def _calibrate_continuous(value_at, target, v0, v_range, active, proxy_at=None):
     def proxy_score(v, live):
       del live
       value = proxy_at(v)
-      return value <= bound, jnp.log(value) - log_bound, ()
+      f = jnp.log(value) - log_bound
+      return value <= bound, f, f
 
-    pre = solve_threshold(proxy_score, v0, *v_range, active, _PROXY_TOL, slope=1.0)
+    # The same tolerance as the exact pass, so that a cell whose optimal order
+    # is an integer needs only two exact evaluations; the paper's ITP truncation
+    # (the proxy's minimum over integer orders is kinked).
+    pre = solve_threshold(proxy_score, v0, *v_range, active, _TOL, slope=1.0)
     use = active & ~pre.infeasible & (pre.v > v_range[0])
     # The exact threshold is at or below the proxy's (the exact value is at most
-    # the proxy's): start there, with the proxy's local slope for the Newton step.
-    # A start within tol of the threshold then costs two exact evaluations.
+    # the proxy's): start there, with the proxy's local slope for the Newton step
+    # (f at pre.v is kept by the search). A start within tol of the threshold then
+    # costs two exact evaluations.
     h = 1e-3
-    f_at = lambda v: jnp.log(proxy_at(v)) - log_bound
     v1 = jnp.where(use, pre.v, v0)
-    d = (f_at(v1 - h) - f_at(v1)) / h
+    d = (jnp.log(proxy_at(v1 - h)) - log_bound - pre.aux) / h
     slope = jnp.where(use & jnp.isfinite(d) & (d > 0), d, 1.0)
     first_min = jnp.where(use, jnp.maximum(pre.v - pre.a, 1.99 * _TOL), first_min)
     overshoot = jnp.where(use, 1.1, 1.0)
@@ -282,15 +284,12 @@ def _proxy_orders(all_orders: np.ndarray) -> np.ndarray:
   return np.unique(ints)
 
 
-def _proxy_accountant(q, sigma, steps, given, orders_static, for_delta):
-  """The accountant over the grid's integer orders up to 64 only (None if none).
+def _proxy_accountant(q, sigma, steps, given, sub, for_delta):
+  """The accountant's value over the orders ``sub`` (see _proxy_orders) only.
 
   It is never below the accountant over all orders (a minimum over a subset),
   and costs one shared finite series per configuration, no quadrature.
   """
-  sub = _proxy_orders(orders_static.array)
-  if sub.size == 0:
-    return None
   rdp = _dpsgd_rdp_f64(q, sigma, steps, jnp.asarray(sub), StaticArray(sub))
   return _full_value(rdp, jnp.asarray(sub), given, for_delta)[0]
 
@@ -309,12 +308,14 @@ def _noise_impl(target, given, q, steps, all_orders, orders_static, for_delta):
   def value_at(v, live):
     return _accountant(q_s, jnp.exp(v), t_s, g_s, all_orders, orders_static, for_delta, live)
 
+  sub = _proxy_orders(orders_static.array)
+
   def proxy_at(v):
-    return _proxy_accountant(q_s, jnp.exp(v), t_s, g_s, orders_static, for_delta)
+    return _proxy_accountant(q_s, jnp.exp(v), t_s, g_s, sub, for_delta)
 
   v, value, order, ok = _calibrate_continuous(
       value_at, jnp.where(active, target, 1.0), jnp.log(sigma0), _LOG_SIGMA_RANGE, active,
-      proxy_at if _proxy_orders(orders_static.array).size else None)
+      proxy_at if sub.size else None)
   feasible = ok | (trivial & reachable)
   sigma = jnp.where(trivial, 0.0, jnp.exp(v))
   sigma = jnp.where(feasible, sigma, jnp.nan)
@@ -338,12 +339,14 @@ def _rate_impl(target, given, sigma, steps, all_orders, orders_static, for_delta
   def value_at(v, live):
     return _accountant(jnp.exp(-v), s_s, t_s, g_s, all_orders, orders_static, for_delta, live)
 
+  sub = _proxy_orders(orders_static.array)
+
   def proxy_at(v):
-    return _proxy_accountant(jnp.exp(-v), s_s, t_s, g_s, orders_static, for_delta)
+    return _proxy_accountant(jnp.exp(-v), s_s, t_s, g_s, sub, for_delta)
 
   v, value, order, ok = _calibrate_continuous(
       value_at, jnp.where(active, target, 1.0), -jnp.log(q0), _NEG_LOG_Q_RANGE, active,
-      proxy_at if _proxy_orders(orders_static.array).size else None)
+      proxy_at if sub.size else None)
   feasible = ok | (no_steps & reachable)
   q = jnp.where(no_steps, 1.0, jnp.exp(-v))
   q = jnp.where(feasible, q, jnp.nan)
