@@ -76,14 +76,16 @@ class Float64Scope:
   def finalize(self, tree):
     if self.outer_x64:
       return tree
+    return jax.tree_util.tree_map(
+        lambda x: _float32_up(x) if isinstance(x, jax.core.Tracer) else x, tree)
 
-    def cast(x):
-      if not isinstance(x, jax.core.Tracer) or not jnp.issubdtype(x.dtype, jnp.floating):
-        return x
-      with x64_context():
-        return round_up_to(x, jnp.float32)
 
-    return jax.tree_util.tree_map(cast, tree)
+def _float32_up(x):
+  """A floating leaf as float32 rounded towards +inf (other leaves unchanged)."""
+  if not jnp.issubdtype(x.dtype, jnp.floating):
+    return x
+  with x64_context():
+    return round_up_to(x, jnp.float32)
 
 
 def elementwise_float64(kernel, diff_args, const_args=()):
@@ -118,28 +120,25 @@ def elementwise_float64(kernel, diff_args, const_args=()):
   if bool(jax.config.jax_enable_x64) or not traced:
     return run(*diff_args, *const_args)
 
-  def run_float32(*args):
-    # Inside the custom_jvp the primals may be concrete (an eager jax.grad), and
-    # the tangents must match the primal dtype, which cannot be float64 out here.
-    with x64_context():
-      out = kernel(*args)
-      return jax.tree_util.tree_map(
-          lambda x: round_up_to(x, jnp.float32) if jnp.issubdtype(x.dtype, jnp.floating) else x,
-          out)
-
+  # Inside the custom_jvp the primals may be concrete (an eager jax.grad), and the
+  # tangents must match the primal dtype, which cannot be float64 out here: the
+  # results are always float32 (rounded up), as finalize gives a tracing caller.
   @jax.custom_jvp
   def call(*args):
-    return run_float32(*args)
+    with x64_context():
+      out = kernel(*args)
+    return jax.tree_util.tree_map(_float32_up, out)
 
   @call.defjvp
   def call_jvp(primals, tangents):
-    out = call(*primals)
     with x64_context():
       p64 = [as_float64(p) for p in primals[:n]]
       consts = primals[n:]
-      _, lin = jax.linearize(lambda *d: kernel(*d, *consts), *p64)
+      # linearize evaluates the kernel once: its primal output is the result.
+      out64, lin = jax.linearize(lambda *d: kernel(*d, *consts), *p64)
       jac = [lin(*[jnp.ones_like(p) if j == i else jnp.zeros_like(p) for j, p in enumerate(p64)])
              for i in range(n)]
+    out = jax.tree_util.tree_map(_float32_up, out64)
 
     def tangent(leaf, *partials):
       if not jnp.issubdtype(leaf.dtype, jnp.floating):
