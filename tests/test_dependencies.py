@@ -1,0 +1,51 @@
+"""The README's test command installs everything the suite, examples and notebooks use.
+
+Reads the extras that command names from pyproject.toml, so a dependency added to
+the code but not to the extras (or the other way round) shows up here.
+"""
+
+import importlib.metadata
+import os
+import re
+
+import pytest
+
+tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+README_EXTRAS = ("test", "examples", "notebooks")  # `pip install -e ".[test,examples,notebooks]"`
+
+
+def _pyproject():
+  with open(os.path.join(ROOT, "pyproject.toml"), "rb") as f:
+    return tomllib.load(f)
+
+
+def test_readme_test_command_names_these_extras():
+  with open(os.path.join(ROOT, "README.md")) as f:
+    readme = f.read()
+  assert '.[{}]"'.format(",".join(README_EXTRAS)) in readme
+  with open(os.path.join(ROOT, ".ci", "run")) as f:
+    assert '.[{}]"'.format(",".join(README_EXTRAS)) in f.read()
+
+
+@pytest.mark.parametrize("extra", README_EXTRAS)
+def test_every_requirement_of_the_extra_is_installed(extra):
+  project = _pyproject()["project"]
+  requirements = project["dependencies"] + project["optional-dependencies"][extra]
+  missing = []
+  for req in requirements:
+    name = re.split(r"[<>=!~;\[ ]", req, maxsplit=1)[0]
+    try:
+      importlib.metadata.distribution(name)
+    except importlib.metadata.PackageNotFoundError:
+      missing.append(name)
+  assert not missing, missing
+
+
+def test_xdist_workers_are_configured():
+  # addopts passes -n; without pytest-xdist pytest would refuse to start, so
+  # this is mostly a guard that the option and the extra stay together.
+  addopts = _pyproject()["tool"]["pytest"]["ini_options"]["addopts"]
+  assert "-n" in addopts.split()
+  assert "pytest-xdist" in _pyproject()["project"]["optional-dependencies"]["test"]
