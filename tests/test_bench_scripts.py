@@ -36,3 +36,23 @@ def test_bench_accelerator_tiny(tmp_path):
   f32 = [r for r in report["rows"] if r["dtype"] == "float32"]
   # float32 output: epsilon rounded to float32 from float32-rounded inputs.
   assert all(0 <= r["float32_max_rel_err_vs_float64"] < 1e-5 for r in f32)
+
+
+def test_scaling_chunked_pass_equals_one_call():
+  """scaling.py's chunked timing (grids above --chunk) covers every configuration once.
+
+  25 configurations in chunks of 10 (the last padded): the epsilons must be the
+  ones a single call gives, in order.
+  """
+  import numpy as np
+  import jaxrdp
+  sys.path.insert(0, str(ROOT / "benchmarks"))
+  try:
+    import scaling
+  finally:
+    sys.path.pop(0)
+  q, s = scaling.grid(25)
+  _, seconds, eps = scaling.time_jaxrdp_chunked(q, s, jaxrdp.DP_ACCOUNTING_ORDERS, chunk=10)
+  ref = jaxrdp.dpsgd_epsilon(q, s, scaling.STEPS, scaling.DELTA, orders=jaxrdp.DP_ACCOUNTING_ORDERS).epsilon
+  assert seconds > 0 and eps.shape == (25,)
+  np.testing.assert_allclose(eps, np.asarray(ref), rtol=1e-12)
