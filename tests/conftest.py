@@ -14,8 +14,8 @@ jax.config.update("jax_enable_x64", True)
 # The mpmath oracle lives beside the tests.
 sys.path.insert(0, os.path.dirname(__file__))
 
-# Heaviest files first (single-worker seconds on the 2-core machine, 2026-11-22,
-# mostly XLA compilation). pytest-xdist's --dist loadfile hands whole files to
+# Heaviest files first (by single-worker time, pytest --durations on the 2-core
+# machine, 2026-11-22; mostly XLA compilation). pytest-xdist's --dist loadfile hands whole files to
 # the two workers in collection order, so starting with the long ones keeps one
 # worker from finishing minutes after the other.
 _HEAVY_FIRST = (

@@ -1,7 +1,9 @@
 """The README's test command installs everything the suite, examples and notebooks use.
 
-Reads the extras that command names from pyproject.toml, so a dependency added to
-the code but not to the extras (or the other way round) shows up here.
+Reads the extras that command names from pyproject.toml and checks each requirement
+is installed, so an extra the command stops installing (a renamed extra, a package
+that no longer resolves, README and .ci/run drifting apart) fails here rather than
+as an ImportError deep inside another test.
 """
 
 import importlib.metadata
