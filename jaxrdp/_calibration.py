@@ -454,12 +454,7 @@ def _finalize(out, outer_x64: bool):
     return out
 
   def cast(x, down):
-    if not isinstance(x, jax.core.Tracer) or not jnp.issubdtype(x.dtype, jnp.floating):
-      return x
-    with _precision.x64_context():
-      if down:
-        return -_precision.round_up_to(-x, jnp.float32)
-      return _precision.round_up_to(x, jnp.float32)
+    return _precision._float32_directed(x, down) if isinstance(x, jax.core.Tracer) else x
 
   first_down = isinstance(out, (StepsCalibration, SamplingRateCalibration))
   return type(out)(cast(out[0], first_down), *(cast(x, False) for x in out[1:]))

@@ -77,14 +77,20 @@ class Float64Scope:
     if self.outer_x64:
       return tree
     return jax.tree_util.tree_map(
-        lambda x: _float32_up(x) if isinstance(x, jax.core.Tracer) else x, tree)
+        lambda x: _float32_directed(x) if isinstance(x, jax.core.Tracer) else x, tree)
 
 
-def _float32_up(x):
-  """A floating leaf as float32 rounded towards +inf (other leaves unchanged)."""
+def _float32_directed(x, down: bool = False):
+  """A floating leaf as float32 rounded towards +inf (other leaves unchanged).
+
+  ``down``: towards -inf instead, for quantities whose safe side is smaller
+  (a number of steps or a sampling rate that fits a budget).
+  """
   if not jnp.issubdtype(x.dtype, jnp.floating):
     return x
   with x64_context():
+    if down:
+      return -round_up_to(-x, jnp.float32)
     return round_up_to(x, jnp.float32)
 
 
@@ -127,7 +133,7 @@ def elementwise_float64(kernel, diff_args, const_args=()):
   def call(*args):
     with x64_context():
       out = kernel(*args)
-    return jax.tree_util.tree_map(_float32_up, out)
+    return jax.tree_util.tree_map(_float32_directed, out)
 
   @call.defjvp
   def call_jvp(primals, tangents):
@@ -138,7 +144,7 @@ def elementwise_float64(kernel, diff_args, const_args=()):
       out64, lin = jax.linearize(lambda *d: kernel(*d, *consts), *p64)
       jac = [lin(*[jnp.ones_like(p) if j == i else jnp.zeros_like(p) for j, p in enumerate(p64)])
              for i in range(n)]
-    out = jax.tree_util.tree_map(_float32_up, out64)
+    out = jax.tree_util.tree_map(_float32_directed, out64)
 
     def tangent(leaf, *partials):
       if not jnp.issubdtype(leaf.dtype, jnp.floating):
