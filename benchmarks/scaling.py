@@ -77,7 +77,8 @@ def time_jaxrdp_chunked(q, s, orders, chunk):
 
   The first chunk's call compiles the chunk shape unless an earlier size already
   did (reported apart from first-call latency); the grid is then timed once, end to
-  end, chunk after chunk (the last chunk padded, so no chunk recompiles). One timed pass: at these sizes a pass takes seconds to minutes.
+  end, chunk after chunk (the last chunk padded, so no chunk recompiles). One timed
+  pass: at these sizes a pass takes seconds to minutes.
   """
   import jax
   import jaxrdp
