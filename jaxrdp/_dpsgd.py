@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import jax
 import jax.numpy as jnp
@@ -9,8 +11,9 @@ from jax.typing import ArrayLike
 
 from . import _precision
 from ._conversions import (
-    DeltaResult, EpsilonResult, delta_from_rdp_f64, epsilon_from_rdp_f64, _check_method)
-from ._order_search import min_epsilon_over_orders
+    DeltaResult, EpsilonResult, delta_from_rdp_f64, epsilon_from_rdp_f64, _check_method,
+    _log_delta_per_order)
+from ._order_search import _with_derivative_at_order, min_epsilon_over_orders
 from ._sgm import _rdp_f64, _validate as _validate_sgm
 from ._validation import check_range, static_or_none
 
@@ -66,6 +69,14 @@ def _dpsgd_epsilon_f64(q, sigma, steps, delta, orders, orders_static, method, mo
 
   if mode == "exhaustive":
     return exhaustive()
+  if mode == "search_or_exhaustive":
+    # The value is computed without derivatives and differentiated at the order
+    # it selects (the derivative of a minimum over a finite set is that of its
+    # minimiser, as the search alone already does). Without this, a derivative
+    # program would also carry the derivative of the exhaustive fallback below,
+    # which took 3 to 4 times as long to compile as the value itself.
+    args = (q, sigma, steps, delta)
+    q, sigma, steps, delta = (jax.lax.stop_gradient(x) for x in args)
   # The exact minimum over the grid without evaluating every order
   # (jaxrdp._order_search). Where the search cannot certify that it found the
   # grid minimum (more orders in contention than candidates, e.g. on very dense
@@ -77,12 +88,45 @@ def _dpsgd_epsilon_f64(q, sigma, steps, delta, orders, orders_static, method, mo
   certified = jnp.all(res.exact | jnp.isnan(res.epsilon) | skipped)
   if mode == "search":
     return searched, certified
-  return jax.lax.cond(certified, lambda: searched, exhaustive)
+  out = jax.lax.cond(certified, lambda: searched, exhaustive)
+  eps = _with_derivative_at_order(method, *args, out.order, out.epsilon)
+  # Where epsilon is 0 (no privacy loss, or the conversion clamped at 0) or NaN,
+  # it is locally constant: no derivative.
+  return EpsilonResult(jnp.where(out.epsilon > 0, eps, out.epsilon), out.order)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
+def _delta_with_derivative_at_order(method, q, sigma, steps, epsilon, order, delta):
+  """delta (a minimum over orders), with the derivative of delta at ``order``."""
+  del q, sigma, steps, epsilon, order
+  return delta
+
+
+@_delta_with_derivative_at_order.defjvp
+def _delta_with_derivative_at_order_jvp(method, primals, tangents):
+  q, sigma, steps, epsilon, order, delta = primals
+  dq, dsigma, dsteps, depsilon, _, _ = tangents
+  finite = jnp.isfinite(order) & (delta > 0)  # False for NaN too
+  a = jnp.where(finite, order, 2.0)
+
+  def at_order(q, sigma, steps, epsilon):
+    rdp = jnp.where(steps == 0, 0.0, steps * _rdp_f64(q, sigma, a))
+    log_delta = _log_delta_per_order(rdp[..., None], a[..., None], epsilon, method)[..., 0]
+    return jnp.exp(log_delta)
+
+  _, dd = jax.jvp(at_order, (q, sigma, steps, epsilon), (dq, dsigma, dsteps, depsilon))
+  return delta, jnp.where(finite, dd, 0.0)
 
 
 def _dpsgd_delta_f64(q, sigma, steps, epsilon, orders, orders_static, method):
+  args = jnp.broadcast_arrays(*(_precision.as_float64(x) for x in (q, sigma, steps, epsilon)))
+  # As for epsilon: the value without derivatives, differentiated at the order
+  # it selects, so a derivative program does not differentiate every order.
+  q, sigma, steps, epsilon = (jax.lax.stop_gradient(x) for x in args)
   rdp = _dpsgd_rdp_f64(q, sigma, steps, orders, orders_static)
-  return delta_from_rdp_f64(rdp, orders, _precision.as_float64(epsilon), method)
+  res = delta_from_rdp_f64(rdp, orders, epsilon, method)
+  delta = _delta_with_derivative_at_order(method, *args, res.order, res.delta)
+  return DeltaResult(delta, res.order)
 
 
 _dpsgd_epsilon_jit = jax.jit(_dpsgd_epsilon_f64, static_argnames=("orders_static", "method", "mode"))

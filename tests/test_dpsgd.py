@@ -109,3 +109,39 @@ def test_dense_order_grid_is_still_the_exact_minimum():
   rdp = jaxrdp.sgm_rdp(q[:, None], s[:, None], orders) * 1000
   want = jaxrdp.rdp_to_epsilon(rdp, orders, 1e-5)
   np.testing.assert_allclose(got.epsilon, want.epsilon, rtol=1e-12)
+
+
+def _central_difference(f, x, rel=1e-6):
+  h = rel * x
+  return (f(x + h) - f(x - h)) / (2 * h)
+
+
+def test_derivatives_match_finite_differences():
+  # Oracle: central differences of float64 values (function values only). The
+  # derivative is taken at the selected order (envelope theorem); each case
+  # checks that the selected order does not change within the difference step.
+  point = dict(q=0.01, sigma=1.1, steps=1000.0)
+  names = ("q", "sigma", "steps", "delta")
+
+  def eps_at(**kw):
+    return jaxrdp.dpsgd_epsilon(**{**point, "delta": 1e-5, **kw})
+
+  grads = jax.jit(jax.grad(lambda *a: eps_at(**dict(zip(names, a))).epsilon, argnums=(0, 1, 2, 3)))(
+      0.01, 1.1, 1000.0, 1e-5)
+  for name, g in zip(names, grads):
+    x = {**point, "delta": 1e-5}[name]
+    fd = _central_difference(lambda v: float(eps_at(**{name: v}).epsilon), x)
+    assert float(eps_at(**{name: x * (1 + 1e-6)}).order) == float(eps_at(**{name: x * (1 - 1e-6)}).order)
+    assert abs(float(g) - fd) <= 1e-6 * abs(fd), (name, float(g), fd)
+
+  def delta_at(**kw):
+    return jaxrdp.dpsgd_delta(**{**point, "epsilon": 2.0, **kw})
+
+  names = ("q", "sigma", "steps", "epsilon")
+  grads = jax.jit(jax.grad(lambda *a: delta_at(**dict(zip(names, a))).delta, argnums=(0, 1, 2, 3)))(
+      0.01, 1.1, 1000.0, 2.0)
+  for name, g in zip(names, grads):
+    x = {**point, "epsilon": 2.0}[name]
+    fd = _central_difference(lambda v: float(delta_at(**{name: v}).delta), x)
+    assert float(delta_at(**{name: x * (1 + 1e-6)}).order) == float(delta_at(**{name: x * (1 - 1e-6)}).order)
+    assert abs(float(g) - fd) <= 1e-6 * abs(fd), (name, float(g), fd)
