@@ -191,7 +191,7 @@ class Threshold(NamedTuple):
 
 def solve_threshold(score, v0, v_min: float, v_max: float, active, tol: float,
                     slope=None, first_min=_MIN_FIRST_STEP, overshoot=1.0,
-                    k1: float = _K1) -> Threshold:
+                    k1: float = _K1, aux_like=None) -> Threshold:
   """Runs the search for every element to completion in one ``lax.while_loop``.
 
   Args:
@@ -201,8 +201,8 @@ def solve_threshold(score, v0, v_min: float, v_max: float, active, tol: float,
       of v0's shape that the caller wants back at the answer (so it need not
       evaluate again there). ``live`` marks the elements still searching; the
       others' results are ignored, so score may skip their work. It is traced
-      twice: once by ``jax.eval_shape`` for the shapes of aux (no computation;
-      about 0.5 to 1 s of a 13 s first calibration call, measured), once in the loop.
+      once, in the loop, when ``aux_like`` is given; otherwise a second time
+      first, by ``jax.eval_shape``, for the shapes of aux.
     v0: starting points; v_min, v_max: the search range; active: elements to solve.
     tol: half-width of the final bracket.
     slope, first_min, overshoot: the first expansion step (see
@@ -210,8 +210,11 @@ def solve_threshold(score, v0, v_min: float, v_max: float, active, tol: float,
     k1: ITP truncation, as a fraction of the first bracket's width. The paper's
       0.2 guards regula falsi against stagnation (kinked f); a smooth f near a
       good start converges in fewer steps with less truncation.
+    aux_like: optional pytree of arrays or ``jax.ShapeDtypeStruct`` with the
+      shapes and dtypes of score's aux (tracing a large score twice costs
+      seconds of a first call).
   """
-  aux_shape = jax.eval_shape(score, v0, active)[2]
+  aux_shape = jax.eval_shape(score, v0, active)[2] if aux_like is None else aux_like
   aux0 = jax.tree_util.tree_map(lambda t: jnp.zeros(t.shape, t.dtype), aux_shape)
   inf = jnp.full(v0.shape, jnp.inf, v0.dtype)
 

@@ -184,6 +184,8 @@ def _calibrate_continuous(value_at, target, v0, v_range, active, proxy_at=None):
   """
   bound = target * (1.0 - _SAFETY)
   log_bound = jnp.log(bound)
+  # Every aux below is a float64 array of the cells' shape (value, order; proxy f).
+  cell = jax.ShapeDtypeStruct(jnp.shape(v0), jnp.float64)
 
   def score(v, live):
     value, order = value_at(v, live)
@@ -203,7 +205,7 @@ def _calibrate_continuous(value_at, target, v0, v_range, active, proxy_at=None):
     # The same tolerance as the exact pass, so that a cell whose optimal order
     # is an integer needs only two exact evaluations; the paper's ITP truncation
     # (the proxy's minimum over integer orders is kinked).
-    pre = solve_threshold(proxy_score, v0, *v_range, active, _TOL, slope=1.0)
+    pre = solve_threshold(proxy_score, v0, *v_range, active, _TOL, slope=1.0, aux_like=cell)
     use = active & ~pre.infeasible & (pre.v > v_range[0])
     # The exact threshold is at or below the proxy's (the exact value is at most
     # the proxy's): start there, with the proxy's local slope for the Newton step
@@ -217,7 +219,7 @@ def _calibrate_continuous(value_at, target, v0, v_range, active, proxy_at=None):
     overshoot = jnp.where(use, 1.1, 1.0)
     v0 = v1
   res = solve_threshold(score, v0, *v_range, active, _TOL, slope, first_min, overshoot,
-                        k1=_K1_EXACT)
+                        k1=_K1_EXACT, aux_like=(cell, cell))
   ok = active & ~res.infeasible
   v = jnp.where(ok, res.v, jnp.nan)
   value, order = res.aux
