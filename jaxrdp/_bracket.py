@@ -187,8 +187,6 @@ class Threshold(NamedTuple):
   a: jax.Array           # the unacceptable end of the final bracket
   aux: object            # score's aux output at v (a pytree)
   iterations: jax.Array  # evaluations of score (loop iterations)
-  aux_a: object          # score's aux at the largest unacceptable point evaluated:
-                         # at a wherever a bracket formed (zeros where none was evaluated)
 
 
 def solve_threshold(score, v0, v_min: float, v_max: float, active, tol: float,
@@ -221,27 +219,21 @@ def solve_threshold(score, v0, v_min: float, v_max: float, active, tol: float,
   inf = jnp.full(v0.shape, jnp.inf, v0.dtype)
 
   def cond(c):
-    s, it = c[:2]
+    s, it, _, _ = c
     return jnp.any(s.phase != DONE) & (it < 1 + _MAX_EXPAND + _MAX_ITP)
 
-  def keep(mask, new, old):
-    return jax.tree_util.tree_map(lambda n, o: jnp.where(mask, n, o), new, old)
-
   def body(c):
-    s, it, v_ok, aux, v_bad, aux_bad = c
+    s, it, v_ok, aux = c
     live = s.phase != DONE
     x = bracket_propose(s, v_min, v_max, tol)
     okx, fx, aux_x = score(x, live)
-    # Keep aux at the smallest acceptable point, which is where the search ends,
-    # and at the largest unacceptable one (the other end of the final bracket).
+    # Keep aux at the smallest acceptable point, which is where the search ends.
     better = live & okx & (x < v_ok)
-    worse = live & ~okx & (x > v_bad)
-    v_ok, aux = jnp.where(better, x, v_ok), keep(better, aux_x, aux)
-    v_bad, aux_bad = jnp.where(worse, x, v_bad), keep(worse, aux_x, aux_bad)
+    v_ok = jnp.where(better, x, v_ok)
+    aux = jax.tree_util.tree_map(lambda new, old: jnp.where(better, new, old), aux_x, aux)
     s = bracket_update(s, x, okx, fx, v_min, v_max, tol, slope, first_min, overshoot, k1)
-    return s, it + 1, v_ok, aux, v_bad, aux_bad
+    return s, it + 1, v_ok, aux
 
-  s, it, _, aux, _, aux_bad = jax.lax.while_loop(
-      cond, body, (bracket_init(v0, active), 0, inf, aux0, -inf, aux0))
+  s, it, _, aux = jax.lax.while_loop(cond, body, (bracket_init(v0, active), 0, inf, aux0))
   v, infeasible = bracket_result(s, v_min)
-  return Threshold(v, infeasible | ~active, s.a, aux, it, aux_bad)
+  return Threshold(v, infeasible | ~active, s.a, aux, it)

@@ -66,7 +66,6 @@ from jax.typing import ArrayLike
 from . import _precision
 from ._conversions import delta_from_rdp_f64, epsilon_from_rdp_f64
 from ._dpsgd import _dpsgd_delta_f64, _dpsgd_epsilon_f64, _dpsgd_rdp_f64, _orders_or_default
-from ._order_search import min_epsilon_over_orders
 from ._bracket import solve_threshold
 from ._sgm import _rdp_f64
 from ._validation import StaticArray, check_range
@@ -171,10 +170,8 @@ def _calibrate_continuous(value_at, target, v0, v_range, active, proxy_at=None):
   """Smallest v in v_range with accountant value <= target (``jaxrdp._bracket``).
 
   Args:
-    value_at: (v [S], live [S] or None) -> (value, order, inexact) of the
-      accountant (epsilon, or delta), non-increasing in v; it may skip work where
-      live is False. inexact marks values that are only upper bounds (an order
-      search that ran out of rounds; see _accountant).
+    value_at: (v [S], live [S] or None) -> (value, order) of the accountant
+      (epsilon, or delta), non-increasing in v; it may skip work where live is False.
     target, v0, active: cell arrays of shape S.
     proxy_at: optional v -> value of a cheap accountant that is never below
       value_at's (a minimum over a subset of the orders). Its threshold, found
@@ -182,22 +179,19 @@ def _calibrate_continuous(value_at, target, v0, v_range, active, proxy_at=None):
       so the exact search starts there with a Newton-sized first step.
 
   Returns:
-    (v, value, order, ok, certified): v is NaN where infeasible; value and order
-    describe the guarantee at v. certified (a scalar) is False if a value that
-    decides the answer (at either end of a final bracket) was inexact: the caller
-    must then solve again with an exact accountant.
+    (v, value, order, ok): v is NaN where infeasible; value and order describe the
+    guarantee at v.
   """
   bound = target * (1.0 - _SAFETY)
   log_bound = jnp.log(bound)
-  # Every aux below has the cells' shape (value, order, inexact; proxy f).
+  # Every aux below is a float64 array of the cells' shape (value, order; proxy f).
   cell = jax.ShapeDtypeStruct(jnp.shape(v0), jnp.float64)
-  flag = jax.ShapeDtypeStruct(jnp.shape(v0), jnp.bool_)
 
   def score(v, live):
-    value, order, inexact = value_at(v, live)
+    value, order = value_at(v, live)
     # log value - log bound is close to linear in log sigma (epsilon ~ sigma^-1 to
     # sigma^-2), which makes the interpolation steps converge fast.
-    return value <= bound, jnp.log(value) - log_bound, (value, order, inexact)
+    return value <= bound, jnp.log(value) - log_bound, (value, order)
 
   # epsilon falls like sigma^-1 to sigma^-2 (and rises like q to q^2): |slope| ~ 1.
   slope, first_min, overshoot = 1.0, 1e-4, 1.0
@@ -225,16 +219,11 @@ def _calibrate_continuous(value_at, target, v0, v_range, active, proxy_at=None):
     overshoot = jnp.where(use, 1.1, 1.0)
     v0 = v1
   res = solve_threshold(score, v0, *v_range, active, _TOL, slope, first_min, overshoot,
-                        k1=_K1_EXACT, aux_like=(cell, cell, flag))
+                        k1=_K1_EXACT, aux_like=(cell, cell))
   ok = active & ~res.infeasible
   v = jnp.where(ok, res.v, jnp.nan)
-  value, order, inexact = res.aux
-  # The answer's value is reported, and the value above the budget at the other
-  # end (the largest failing point: where infeasible, the top of the range)
-  # proves that nothing smaller meets the budget. (Cells whose aux was never set
-  # hold False there.)
-  certified = ~jnp.any(active & (inexact | res.aux_a[2]))
-  return v, value, order, ok, certified
+  value, order = res.aux
+  return v, value, order, ok
 
 
 # --------------------------------------------------------------------------------------
@@ -275,29 +264,20 @@ def _pack(cls, x, value, given, order, feasible, for_delta):
              jnp.where(feasible, order, nan), feasible)
 
 
-def _accountant(q, sigma, steps, given, all_orders, orders_static, for_delta, live, fallback):
-  """(value, order, inexact) as dpsgd_epsilon / dpsgd_delta compute them.
+def _accountant(q, sigma, steps, given, all_orders, orders_static, for_delta, live=None):
+  """(value, order) exactly as dpsgd_epsilon / dpsgd_delta compute them in a trace.
 
-  Epsilon uses the core's order search, which evaluates the SGM kernel at far
-  fewer orders than all of them. With ``fallback``, as a traced dpsgd_epsilon
-  does: an in-graph exhaustive evaluation wherever the search runs out of rounds,
-  so every value is exact. Without it, such values are the minimum over the
-  orders evaluated (sound upper bounds) and ``inexact`` marks them; this program
-  compiles in about half the time (no second copy of the kernels), and eager
-  callers only need the fallback program if a value was inexact (see _call).
-  Cells where ``live`` is False skip the search (their values are then sound but
-  not exact, and must not be used). Delta evaluates every order: always exact.
+  Epsilon uses the core's order search (exact minimum over the orders, with an
+  in-graph exhaustive fallback), which evaluates the SGM kernel at far fewer
+  orders than all of them. Cells where ``live`` is False skip the search
+  (their values are then sound but not exact, and must not be used).
   """
   if for_delta:
     res = _dpsgd_delta_f64(q, sigma, steps, given, all_orders, orders_static, "improved")
-    return res.delta, res.order, jnp.zeros(res.delta.shape, bool)
-  if fallback:
-    res = _dpsgd_epsilon_f64(q, sigma, steps, given, all_orders, orders_static, "improved",
-                             "search_or_exhaustive", live)
-    return res.epsilon, res.order, jnp.zeros(res.epsilon.shape, bool)
-  q, sigma, steps, given = jnp.broadcast_arrays(q, sigma, steps, given)
-  res = min_epsilon_over_orders(q, sigma, steps, given, orders_static.array, "improved", live)
-  return res.epsilon, res.order, ~res.exact & ~jnp.isnan(res.epsilon)
+    return res.delta, res.order
+  res = _dpsgd_epsilon_f64(q, sigma, steps, given, all_orders, orders_static, "improved",
+                           "search_or_exhaustive", live)
+  return res.epsilon, res.order
 
 
 def _proxy_orders(all_orders: np.ndarray) -> np.ndarray:
@@ -316,7 +296,7 @@ def _proxy_accountant(q, sigma, steps, given, sub, for_delta):
   return _full_value(rdp, jnp.asarray(sub), given, for_delta)[0]
 
 
-def _noise_impl(target, given, q, steps, all_orders, orders_static, for_delta, fallback):
+def _noise_impl(target, given, q, steps, all_orders, orders_static, for_delta):
   valid = _valid_budget(target, given, for_delta) & (q >= 0) & (q <= 1) & (steps >= 0)
   floor, floor_order = _floor_value(given, all_orders, for_delta)
   reachable = floor <= target * (1.0 - _SAFETY)
@@ -328,15 +308,14 @@ def _noise_impl(target, given, q, steps, all_orders, orders_static, for_delta, f
   sigma0 = jnp.clip(q_s * jnp.sqrt(t_s / _guess_rho(target, given, for_delta)), 0.3, 1e5)
 
   def value_at(v, live):
-    return _accountant(q_s, jnp.exp(v), t_s, g_s, all_orders, orders_static, for_delta, live,
-                       fallback)
+    return _accountant(q_s, jnp.exp(v), t_s, g_s, all_orders, orders_static, for_delta, live)
 
   sub = _proxy_orders(orders_static.array)
 
   def proxy_at(v):
     return _proxy_accountant(q_s, jnp.exp(v), t_s, g_s, sub, for_delta)
 
-  v, value, order, ok, certified = _calibrate_continuous(
+  v, value, order, ok = _calibrate_continuous(
       value_at, jnp.where(active, target, 1.0), jnp.log(sigma0), _LOG_SIGMA_RANGE, active,
       proxy_at if sub.size else None)
   feasible = ok | (trivial & reachable)
@@ -344,10 +323,10 @@ def _noise_impl(target, given, q, steps, all_orders, orders_static, for_delta, f
   sigma = jnp.where(feasible, sigma, jnp.nan)
   value = jnp.where(trivial, floor, value)
   order = jnp.where(trivial, floor_order, order)
-  return _pack(NoiseCalibration, sigma, value, given, order, feasible, for_delta), certified
+  return _pack(NoiseCalibration, sigma, value, given, order, feasible, for_delta)
 
 
-def _rate_impl(target, given, sigma, steps, all_orders, orders_static, for_delta, fallback):
+def _rate_impl(target, given, sigma, steps, all_orders, orders_static, for_delta):
   valid = _valid_budget(target, given, for_delta) & (sigma >= 0) & (steps >= 0)
   floor, floor_order = _floor_value(given, all_orders, for_delta)
   reachable = floor <= target * (1.0 - _SAFETY)
@@ -360,15 +339,14 @@ def _rate_impl(target, given, sigma, steps, all_orders, orders_static, for_delta
   q0 = jnp.clip(s_s * jnp.sqrt(_guess_rho(target, given, for_delta) / t_s), 1e-8, 1.0)
 
   def value_at(v, live):
-    return _accountant(jnp.exp(-v), s_s, t_s, g_s, all_orders, orders_static, for_delta, live,
-                       fallback)
+    return _accountant(jnp.exp(-v), s_s, t_s, g_s, all_orders, orders_static, for_delta, live)
 
   sub = _proxy_orders(orders_static.array)
 
   def proxy_at(v):
     return _proxy_accountant(jnp.exp(-v), s_s, t_s, g_s, sub, for_delta)
 
-  v, value, order, ok, certified = _calibrate_continuous(
+  v, value, order, ok = _calibrate_continuous(
       value_at, jnp.where(active, target, 1.0), -jnp.log(q0), _NEG_LOG_Q_RANGE, active,
       proxy_at if sub.size else None)
   feasible = ok | (no_steps & reachable)
@@ -376,7 +354,7 @@ def _rate_impl(target, given, sigma, steps, all_orders, orders_static, for_delta
   q = jnp.where(feasible, q, jnp.nan)
   value = jnp.where(no_steps, floor, value)
   order = jnp.where(no_steps, floor_order, order)
-  return _pack(SamplingRateCalibration, q, value, given, order, feasible, for_delta), certified
+  return _pack(SamplingRateCalibration, q, value, given, order, feasible, for_delta)
 
 
 def _steps_impl(target, given, q, sigma, all_orders, orders_static, for_delta):
@@ -436,8 +414,8 @@ def _steps_impl(target, given, q, sigma, all_orders, orders_static, for_delta):
   return _pack(StepsCalibration, steps, value, given, order, feasible, for_delta)
 
 
-_noise_jit = jax.jit(_noise_impl, static_argnames=("orders_static", "for_delta", "fallback"))
-_rate_jit = jax.jit(_rate_impl, static_argnames=("orders_static", "for_delta", "fallback"))
+_noise_jit = jax.jit(_noise_impl, static_argnames=("orders_static", "for_delta"))
+_rate_jit = jax.jit(_rate_impl, static_argnames=("orders_static", "for_delta"))
 _steps_jit = jax.jit(_steps_impl, static_argnames=("orders_static", "for_delta"))
 
 
@@ -484,28 +462,15 @@ def _finalize(out, outer_x64: bool):
   return type(out)(cast(out[0], first_down), *(cast(x, False) for x in out[1:]))
 
 
-def _call(jitted, target, given, a, b, orders, for_delta, searched=True):
-  """Runs a calibration core. ``searched``: the core uses the order search and
-  takes a static ``fallback`` (see _accountant) and returns (result, certified)."""
+def _call(jitted, target, given, a, b, orders, for_delta):
   all_orders = orders_array(orders)
   outer_x64 = bool(jax.config.jax_enable_x64)
-  traced = any(isinstance(x, jax.core.Tracer) for x in (target, given, a, b))
   with _precision.x64_context():
     args = [_precision.as_float64(x) for x in (target, given, a, b)]
     shape = jnp.broadcast_shapes(*(x.shape for x in args))
     args = [jnp.broadcast_to(x, shape) for x in args]
-    run = lambda **kw: jitted(*args, jnp.asarray(all_orders),
-                              orders_static=StaticArray(all_orders), for_delta=for_delta, **kw)
-    if not searched:
-      out = run()
-    elif traced:
-      out, _ = run(fallback=True)  # exact in-graph: the caller's trace cannot branch
-    else:
-      # The program without the exhaustive fallback, and the one with it only
-      # if that program could not certify its answer (rare: dense order grids).
-      out, certified = run(fallback=False)
-      if not bool(certified):
-        out, _ = run(fallback=True)
+    out = jitted(*args, jnp.asarray(all_orders), orders_static=StaticArray(all_orders),
+                 for_delta=for_delta)
   return _finalize(out, outer_x64)
 
 
@@ -520,7 +485,7 @@ def _steps(target, given, q, sigma, orders, for_delta):
   _check_budget(target, given, for_delta)
   check_range("q", q, lower=0.0, upper=1.0)
   check_range("sigma", sigma, lower=0.0, allow_inf=True)
-  return _call(_steps_jit, target, given, q, sigma, orders, for_delta, searched=False)
+  return _call(_steps_jit, target, given, q, sigma, orders, for_delta)
 
 
 def _rate(target, given, sigma, steps, orders, for_delta):

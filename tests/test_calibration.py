@@ -311,30 +311,3 @@ def test_invalid_sigma_raises():
     jaxrdp.calibrate_steps(1.0, 1e-5, 0.1, -1.0)
   with pytest.raises(ValueError, match="target_delta"):
     jaxrdp.calibrate_sampling_rate_for_delta(1.5, 1.0, 1.0, 10)
-
-
-def test_uncertified_search_falls_back_to_the_exact_program(monkeypatch):
-  # Eager calls run the program without the in-graph exhaustive fallback and
-  # rerun with it only if a deciding value was inexact. With no search rounds at
-  # all, every value with a fractional optimum is inexact, so the rerun must
-  # happen and give the exact answer: the budget met, tight to 1e-6, and the
-  # reported epsilon equal to dpsgd_epsilon's (which falls back the same way).
-  from jaxrdp import _order_search
-  monkeypatch.setattr(_order_search, "_MAX_EVALS_PER_CONFIGURATION", 0)
-  q, eps, steps, delta = np.array([0.01]), np.array([2.0]), np.array([1000.0]), np.array([1e-5])
-  with jax.enable_x64(True):
-    args = [jnp.asarray(x) for x in (eps, delta, q, steps)]
-    orders = jaxrdp.DEFAULT_ORDERS
-    _, certified = _calibration._noise_jit(
-        *args, jnp.asarray(orders), orders_static=_calibration.StaticArray(orders),
-        for_delta=False, fallback=False)
-  assert not bool(certified)
-  before = _calibration._noise_jit._cache_size()
-  res = jaxrdp.calibrate_noise(eps, delta, q, steps)
-  assert _calibration._noise_jit._cache_size() == before + 1  # the fallback program
-  sigma = np.asarray(res.sigma)
-  got = jaxrdp.dpsgd_epsilon(q, sigma, steps, delta)
-  assert float(res.order[0]) != round(float(res.order[0]))  # the search's case, not the series'
-  assert np.all(np.asarray(got.epsilon) <= eps)
-  assert np.all(eps_of(q, sigma * (1 - 1e-6), steps, delta) > eps)
-  np.testing.assert_allclose(np.asarray(res.epsilon), np.asarray(got.epsilon), rtol=1e-12)
