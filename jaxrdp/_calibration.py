@@ -267,16 +267,15 @@ def _pack(cls, x, value, given, order, feasible, for_delta):
 def _accountant(q, sigma, steps, given, all_orders, orders_static, for_delta, live=None):
   """(value, order) exactly as dpsgd_epsilon / dpsgd_delta compute them in a trace.
 
-  Epsilon uses the core's order search (exact minimum over the orders, with an
-  in-graph exhaustive fallback), which evaluates the SGM kernel at far fewer
-  orders than all of them. Cells where ``live`` is False skip the search
+  Epsilon uses the core's order search (the exact minimum over the orders),
+  which evaluates the SGM kernel at far fewer orders than all of them. Cells where ``live`` is False skip the search
   (their values are then sound but not exact, and must not be used).
   """
   if for_delta:
     res = _dpsgd_delta_f64(q, sigma, steps, given, all_orders, orders_static, "improved")
     return res.delta, res.order
   res = _dpsgd_epsilon_f64(q, sigma, steps, given, all_orders, orders_static, "improved",
-                           "search_or_exhaustive", live)
+                           "search", live)
   return res.epsilon, res.order
 
 

@@ -13,7 +13,7 @@ from . import _precision
 from ._conversions import (
     DeltaResult, EpsilonResult, delta_from_rdp_f64, epsilon_from_rdp_f64, _check_method,
     _log_delta_per_order)
-from ._order_search import _with_derivative_at_order, min_epsilon_over_orders
+from ._order_search import min_epsilon_over_orders
 from ._sgm import _rdp_f64, _validate as _validate_sgm
 from ._validation import check_range, static_or_none
 
@@ -54,45 +54,21 @@ def _dpsgd_rdp_f64(q, sigma, steps, orders, orders_static=None):
 
 
 def _dpsgd_epsilon_f64(q, sigma, steps, delta, orders, orders_static, method, mode, live=None):
-  """mode: "exhaustive" (every order), "search" (returns the exactness flags
-  too), or "search_or_exhaustive" (an in-graph fallback, for traced inputs).
+  """mode: "exhaustive" (every order; for traced orders) or "search".
 
+  The search (jaxrdp._order_search) finds the exact minimum over the grid
+  without evaluating every order, and always runs to the end, so it needs no
+  exhaustive fallback; it differentiates epsilon at the order it selects.
   live: optional mask (broadcastable); where False, the search skips the cell
   and its result is a sound bound but not the exact minimum (callers ignore it).
   """
   q, sigma, steps, delta = jnp.broadcast_arrays(
       *(_precision.as_float64(x) for x in (q, sigma, steps, delta)))
-
-  def exhaustive():
+  if mode == "exhaustive":
     rdp = _dpsgd_rdp_f64(q, sigma, steps, orders, orders_static)
     return epsilon_from_rdp_f64(rdp, orders, delta, method)
-
-  if mode == "exhaustive":
-    return exhaustive()
-  if mode == "search_or_exhaustive":
-    # The value is computed without derivatives and differentiated at the order
-    # it selects (the derivative of a minimum over a finite set is that of its
-    # minimiser, as the search alone already does). Without this, a derivative
-    # program would also carry the derivative of the exhaustive fallback below,
-    # which took 3 to 4 times as long to compile as the value itself.
-    args = (q, sigma, steps, delta)
-    q, sigma, steps, delta = (jax.lax.stop_gradient(x) for x in args)
-  # The exact minimum over the grid without evaluating every order
-  # (jaxrdp._order_search). Where the search cannot certify that it found the
-  # grid minimum (more orders in contention than candidates, e.g. on very dense
-  # grids), the exhaustive evaluation is used instead, so the result is always
-  # the exact minimum over ``orders``.
   res = min_epsilon_over_orders(q, sigma, steps, delta, orders_static.array, method, live)
-  searched = EpsilonResult(res.epsilon, res.order)
-  skipped = False if live is None else ~jnp.broadcast_to(live, res.exact.shape)
-  certified = jnp.all(res.exact | jnp.isnan(res.epsilon) | skipped)
-  if mode == "search":
-    return searched, certified
-  out = jax.lax.cond(certified, lambda: searched, exhaustive)
-  eps = _with_derivative_at_order(method, *args, out.order, out.epsilon)
-  # Where epsilon is 0 (no privacy loss, or the conversion clamped at 0) or NaN,
-  # it is locally constant: no derivative.
-  return EpsilonResult(jnp.where(out.epsilon > 0, eps, out.epsilon), out.order)
+  return EpsilonResult(res.epsilon, res.order)
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
@@ -159,9 +135,8 @@ def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: Array
   coarse set of integer orders bounds every other order by convexity, and only
   the orders that could still be optimal are evaluated exactly, one per round
   until none is left (``jaxrdp._order_search``; 2.4 per configuration on the
-  standard benchmark grid). If that would take more than 16 per configuration
-  on average, the batch is evaluated at every order instead; either way the
-  result is the exact minimum over the grid.
+  standard benchmark grid, more on very dense order grids). The result is the
+  exact minimum over the grid. Traced orders evaluate every order.
 
   Examples:
     >>> import jaxrdp
@@ -175,21 +150,11 @@ def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: Array
   check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
   orders = _orders_or_default(orders)
   orders_static = static_or_none(orders)
-  traced = any(isinstance(x, jax.core.Tracer) for x in (q, sigma, steps, delta, orders))
-  if orders_static is None or traced:
-    mode = "exhaustive" if orders_static is None else "search_or_exhaustive"
-    return _precision.elementwise_float64(
-        lambda q, sigma, steps, delta, orders: _dpsgd_epsilon_jit(
-            q, sigma, steps, delta, orders, orders_static=orders_static, method=method, mode=mode),
-        (q, sigma, steps, delta), (orders,))
-  with _precision.Float64Scope() as scope:
-    # Eager: the exhaustive program is compiled only if it is ever needed.
-    out, certified = _dpsgd_epsilon_jit(q, sigma, steps, delta, orders, orders_static=orders_static,
-                                        method=method, mode="search")
-    if not bool(certified):
-      out = _dpsgd_epsilon_jit(q, sigma, steps, delta, orders, orders_static=orders_static,
-                               method=method, mode="exhaustive")
-  return scope.finalize(out)
+  mode = "exhaustive" if orders_static is None else "search"
+  return _precision.elementwise_float64(
+      lambda q, sigma, steps, delta, orders: _dpsgd_epsilon_jit(
+          q, sigma, steps, delta, orders, orders_static=orders_static, method=method, mode=mode),
+      (q, sigma, steps, delta), (orders,))
 
 
 def dpsgd_delta(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, epsilon: ArrayLike,

@@ -22,11 +22,17 @@ instead of one per order.
 
 Each round evaluates at most ``_rows_per_round`` configurations that are still
 in contention (gathered with a fixed-size ``nonzero``), so finished
-configurations cost nothing and shapes stay static. The result is the minimum
+configurations cost nothing and shapes stay static. The search always runs to
+the end: every round gives each selected configuration an order it has not
+evaluated, so the loop bound below (enough rounds to evaluate every order of
+every configuration) is never what stops it. Even on grids where many orders
+stay in contention it costs less than evaluating every order of the whole
+batch (4000 orders in [1.5, 20] for 400 configurations: 21 quadratures each
+on average, at most 694, 6.3 s against 32 s; measured 2026-11-22 on the 2-core
+CPU), which is why there is no exhaustive fallback. The result is the minimum
 over the orders evaluated exactly, so it is always a sound epsilon (every one
-of them is a valid bound); it is the exact grid minimum wherever the search
-finished, which ``exact`` reports (the caller then falls back to evaluating
-every order).
+of them is a valid bound), and the exact grid minimum where ``exact`` is True:
+everywhere but the configurations ``live`` excludes.
 
 Derivatives: the minimum over a finite set is differentiated at its minimiser
 (the selected order), so the search itself runs without gradients and the
@@ -52,9 +58,6 @@ from ._validation import StaticArray
 __all__ = ["SearchResult", "min_epsilon_over_orders"]
 
 _COARSE = np.array([2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 16, 24, 32, 48, 64], dtype=np.float64)
-# A configuration that would need more exact evaluations than this (on average
-# over the batch) is reported as not certified.
-_MAX_EVALS_PER_CONFIGURATION = 16
 # Configurations evaluated per round: the whole batch when it is small, else a
 # quarter of it (at least _MIN_ROWS), so that the work tracks the number of
 # configurations still in contention.
@@ -187,7 +190,10 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None):
 
   if others.size and rows:
     batch = _rows_per_round(rows)
-    max_rounds = _MAX_EVALS_PER_CONFIGURATION * -(-rows // batch)
+    # Enough rounds to finish: while at least `batch` rows are in contention a
+    # round makes `batch` of the at most rows * others.size evaluations; after
+    # that every row left is in each round, and needs at most others.size more.
+    max_rounds = others.size * (-(-rows // batch) + 1)
     x = jnp.asarray(xs)
 
     def cond(state):

@@ -100,15 +100,22 @@ def test_no_recompilation_for_same_shapes():
   assert f._cache_size() == 1
 
 
-def test_dense_order_grid_is_still_the_exact_minimum():
-  # 256 closely spaced orders leave more orders in contention than the search
-  # evaluates; the batch must then fall back to every order (never looser).
-  orders = np.linspace(1.05, 40, 256)
+@pytest.mark.parametrize("orders", [np.linspace(1.05, 40, 256), np.linspace(1.5, 20, 4000)])
+def test_dense_order_grid_is_still_the_exact_minimum(orders):
+  # Closely spaced orders leave many in contention: the search runs until none
+  # is left (147 quadratures for q = 0.01, sigma = 1.5 on the 4000-order grid),
+  # never stopping early with a looser value.
   q, s = np.array([0.05, 0.01]), np.array([0.8, 1.5])
   got = jaxrdp.dpsgd_epsilon(q, s, 1000, 1e-5, orders=orders)
   rdp = jaxrdp.sgm_rdp(q[:, None], s[:, None], orders) * 1000
   want = jaxrdp.rdp_to_epsilon(rdp, orders, 1e-5)
   np.testing.assert_allclose(got.epsilon, want.epsilon, rtol=1e-12)
+  np.testing.assert_array_equal(got.order, want.order)
+  if orders.size == 4000:
+    with jax.enable_x64(True):
+      res = jaxrdp._order_search.min_epsilon_over_orders(
+          jnp.asarray(q), jnp.asarray(s), jnp.full(2, 1000.0), jnp.full(2, 1e-5), orders, "improved")
+    assert bool(jnp.all(res.exact)) and int(jnp.max(res.evaluations)) > 16
 
 
 def _central_difference(f, x, rel=1e-6):
