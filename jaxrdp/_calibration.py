@@ -268,8 +268,9 @@ def _accountant(q, sigma, steps, given, all_orders, orders_static, for_delta, li
   """(value, order) exactly as dpsgd_epsilon / dpsgd_delta compute them in a trace.
 
   Epsilon uses the core's order search (the exact minimum over the orders),
-  which evaluates the SGM kernel at far fewer orders than all of them. Cells where ``live`` is False skip the search
-  (their values are then sound but not exact, and must not be used).
+  which evaluates the SGM kernel at far fewer orders than all of them. Cells
+  where ``live`` is False skip the search (their values are then sound but not
+  exact, and must not be used).
   """
   if for_delta:
     res = _dpsgd_delta_f64(q, sigma, steps, given, all_orders, orders_static, "improved")
