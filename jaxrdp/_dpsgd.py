@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import jax
 import jax.numpy as jnp
@@ -13,7 +11,7 @@ from . import _precision
 from ._conversions import (
     DeltaResult, EpsilonResult, delta_from_rdp_f64, epsilon_from_rdp_f64, _check_method,
     _log_delta_per_order)
-from ._order_search import min_epsilon_over_orders
+from ._order_search import min_epsilon_over_orders, with_derivative_at_order
 from ._sgm import _rdp_f64, _validate as _validate_sgm
 from ._validation import check_range, static_or_none
 
@@ -71,27 +69,10 @@ def _dpsgd_epsilon_f64(q, sigma, steps, delta, orders, orders_static, method, mo
   return EpsilonResult(res.epsilon, res.order)
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
-def _delta_with_derivative_at_order(method, q, sigma, steps, epsilon, order, delta):
-  """delta (a minimum over orders), with the derivative of delta at ``order``."""
-  del q, sigma, steps, epsilon, order
-  return delta
-
-
-@_delta_with_derivative_at_order.defjvp
-def _delta_with_derivative_at_order_jvp(method, primals, tangents):
-  q, sigma, steps, epsilon, order, delta = primals
-  dq, dsigma, dsteps, depsilon, _, _ = tangents
-  finite = jnp.isfinite(order) & (delta > 0)  # False for NaN too
-  a = jnp.where(finite, order, 2.0)
-
-  def at_order(q, sigma, steps, epsilon):
-    rdp = jnp.where(steps == 0, 0.0, steps * _rdp_f64(q, sigma, a))
-    log_delta = _log_delta_per_order(rdp[..., None], a[..., None], epsilon, method)[..., 0]
-    return jnp.exp(log_delta)
-
-  _, dd = jax.jvp(at_order, (q, sigma, steps, epsilon), (dq, dsigma, dsteps, depsilon))
-  return delta, jnp.where(finite, dd, 0.0)
+def _delta_at_order(method, a, q, sigma, steps, epsilon):
+  """delta of the conversion at the single order a (elementwise)."""
+  rdp = jnp.where(steps == 0, 0.0, steps * _rdp_f64(q, sigma, a))
+  return jnp.exp(_log_delta_per_order(rdp[..., None], a[..., None], epsilon, method)[..., 0])
 
 
 def _dpsgd_delta_f64(q, sigma, steps, epsilon, orders, orders_static, method):
@@ -101,7 +82,7 @@ def _dpsgd_delta_f64(q, sigma, steps, epsilon, orders, orders_static, method):
   q, sigma, steps, epsilon = (jax.lax.stop_gradient(x) for x in args)
   rdp = _dpsgd_rdp_f64(q, sigma, steps, orders, orders_static)
   res = delta_from_rdp_f64(rdp, orders, epsilon, method)
-  delta = _delta_with_derivative_at_order(method, *args, res.order, res.delta)
+  delta = with_derivative_at_order(_delta_at_order, method, *args, res.order, res.delta)
   return DeltaResult(delta, res.order)
 
 

@@ -55,7 +55,7 @@ from ._numerics import argmin_last
 from ._sgm import _log_a_f64
 from ._validation import StaticArray
 
-__all__ = ["SearchResult", "min_epsilon_over_orders"]
+__all__ = ["SearchResult", "min_epsilon_over_orders", "with_derivative_at_order"]
 
 _COARSE = np.array([2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 16, 24, 32, 48, 64], dtype=np.float64)
 # Configurations evaluated per round: the whole batch when it is small, else a
@@ -118,26 +118,30 @@ def _bounds(xs, fv, known, sigma):
   return jnp.minimum(lower, upper), upper  # the min guards rounding where the bounds meet
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
-def _with_derivative_at_order(method, q, sigma, steps, delta, order, eps):
-  """eps (computed by the search), with the derivative of epsilon at ``order``."""
-  del q, sigma, steps, delta, order
-  return eps
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
+def with_derivative_at_order(value_at_order, method, q, sigma, steps, x, order, value):
+  """``value``, a minimum over orders computed without derivatives, differentiated
+  as ``value_at_order(method, a, q, sigma, steps, x)`` at its minimiser a = ``order``
+  (envelope theorem). The derivative is 0 where ``order`` is not finite or
+  ``value`` is not positive and finite (a constant there: 0, 1 for delta, NaN)."""
+  del value_at_order, method, q, sigma, steps, x, order
+  return value
 
 
-@_with_derivative_at_order.defjvp
-def _with_derivative_at_order_jvp(method, primals, tangents):
-  q, sigma, steps, delta, order, eps = primals
-  dq, dsigma, dsteps, ddelta, _, _ = tangents
-  finite = jnp.isfinite(order) & jnp.isfinite(eps)
-  a = jnp.where(finite, order, 2.0)
+@with_derivative_at_order.defjvp
+def _with_derivative_at_order_jvp(value_at_order, method, primals, tangents):
+  q, sigma, steps, x, order, value = primals
+  dq, dsigma, dsteps, dx, _, _ = tangents
+  regular = jnp.isfinite(order) & jnp.isfinite(value) & (value > 0)
+  a = jnp.where(regular, order, 2.0)
+  _, dv = jax.jvp(lambda *args: value_at_order(method, a, *args),
+                  (q, sigma, steps, x), (dq, dsigma, dsteps, dx))
+  return value, jnp.where(regular, dv, 0.0)
 
-  def at_order(q, sigma, steps, delta):
-    f = _log_a_f64(q, sigma, a)
-    return _eps_of(f[..., None], a[..., None], steps, delta, method)[..., 0]
 
-  _, de = jax.jvp(at_order, (q, sigma, steps, delta), (dq, dsigma, dsteps, ddelta))
-  return eps, jnp.where(finite, de, 0.0)
+def _epsilon_at_order(method, a, q, sigma, steps, delta):
+  f = _log_a_f64(q, sigma, a)
+  return _eps_of(f[..., None], a[..., None], steps, delta, method)[..., 0]
 
 
 def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None):
@@ -244,7 +248,7 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None):
   order = jnp.take_along_axis(cand_alpha, j[:, None], axis=-1)[:, 0]
   eps = jnp.where(jnp.any(jnp.isnan(f_coarse), axis=-1), jnp.nan, eps)  # invalid traced input
   eps, order, exact, evaluations = (jnp.reshape(v, shape) for v in (eps, order, exact, evaluations))
-  eps = _with_derivative_at_order(method, q, sigma, steps, delta, order, eps)
+  eps = with_derivative_at_order(_epsilon_at_order, method, q, sigma, steps, delta, order, eps)
   eps = jnp.maximum(eps, 0.0)
   # No privacy loss at all (q = 0, no steps, or infinite noise): (0, 0)-DP.
   eps = jnp.where((q == 0) | (steps == 0) | jnp.isinf(sigma), 0.0, eps)
