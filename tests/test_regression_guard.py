@@ -136,6 +136,28 @@ def test_dpsgd_epsilon_work_per_round(monkeypatch):
   assert windowed == []
 
 
+def test_traced_dpsgd_epsilon_and_its_derivative_evaluate_no_order_grid(monkeypatch):
+  """A traced call (user jit or grad) holds the search only: no second, exhaustive
+  evaluation of every order (it doubled compile times until 2026-11-22)."""
+  quad, grid_series, full, windowed = [], [], [], []
+  _spy(monkeypatch, _sgm, "log_a_minus_1_quadrature", quad)
+  _spy(monkeypatch, _sgm, "log_a_minus_1_integer_grid", grid_series)
+  _spy(monkeypatch, _sgm, "log_a_minus_1_integer_full", full)
+  _spy(monkeypatch, _sgm, "log_a_minus_1_integer_windowed", windowed)
+  orders = _dpsgd.DP_ACCOUNTING_ORDERS
+  eps = lambda q, s: jnp.sum(jaxrdp.dpsgd_epsilon(q, s, 2e4, 2e-5, orders=orders).epsilon)
+  # Shapes no other call traces, so nothing comes from a cache.
+  x, y = jnp.full((13,), 0.5), jnp.full((17,), 0.5)
+  with _precision.x64_context():
+    jax.eval_shape(eps, x * 0.02, x * 2.0)
+    assert len(quad) == 1 and len(grid_series) == 1  # the loop body; the coarse integers
+    quad.clear(), grid_series.clear()
+    jax.eval_shape(jax.grad(eps, argnums=(0, 1)), y * 0.02, y * 2.0)
+  # The value, plus one quadrature at the selected order for the derivative.
+  assert len(quad) == 2 and len(grid_series) == 1
+  assert full == [] and windowed == []
+
+
 def test_dpsgd_epsilon_search_evaluations_on_the_standard_grid():
   """Orders evaluated by quadrature per configuration: a count, not a timing."""
   q, s = np.meshgrid(np.geomspace(1e-3, 1e-1, 20), np.linspace(0.6, 3.0, 20), indexing="ij")
