@@ -71,8 +71,9 @@ def _dpsgd_epsilon_f64(q, sigma, steps, delta, orders, orders_static, method, mo
 
 def _delta_at_order(method, a, q, sigma, steps, epsilon):
   """delta of the conversion at the single order a (elementwise)."""
-  rdp = jnp.where(steps == 0, 0.0, steps * _rdp_f64(q, sigma, a))
-  return jnp.exp(_log_delta_per_order(rdp[..., None], a[..., None], epsilon, method)[..., 0])
+  a = a[..., None]  # one order per element, on the orders axis
+  rdp = _dpsgd_rdp_f64(q, sigma, steps, a)
+  return jnp.exp(_log_delta_per_order(rdp, a, epsilon, method)[..., 0])
 
 
 def _dpsgd_delta_f64(q, sigma, steps, epsilon, orders, orders_static, method):
