@@ -65,3 +65,35 @@ def test_live_oracle_spot_checks(q, sigma, alpha):
   ref = float(oracle.log_a_quad(q, sigma, alpha, dps=40))
   got = float(jaxrdp.sgm_log_a(q, sigma, alpha))
   assert abs(got - ref) <= TOL * abs(ref)
+
+
+@pytest.mark.parametrize("name", FILES)
+def test_both_quadrature_layouts_match_reference(name):
+  """Each node layout of the quadrature (jaxrdp._sgm_quadrature) on its own.
+
+  A whole reference table is one mixed batch and takes the full layout, so the
+  light one is checked here element by element: within TOL of the reference
+  wherever its conditions hold, and the conditions are not vacuous (outside
+  them the light layout misses by far more).
+  """
+  from jaxrdp import _precision, _sgm_quadrature as m
+  q, s, a, _, lam1, tags = load_reference(name)
+  keep = (q > 0) & (q < 1) & np.isfinite(lam1)  # q = 1 is answered in closed form
+  q, s, a, lam1 = q[keep], s[keep], a[keep], lam1[keep]
+  tags = [t for t, k in zip(tags, keep) if k]
+  with _precision.x64_context():
+    q, s, a = (jnp.asarray(v, jnp.float64) for v in (q, s, a))
+    g = jax.vmap(m._geometry)(q, s, a)
+    eligible = np.asarray(jax.vmap(m._light_enough)(s, g))
+    light = np.asarray(jax.jit(jax.vmap(m._log_a_minus_1_light))(q, s, a, g))
+    full = np.asarray(jax.jit(jax.vmap(m._log_a_minus_1_full))(q, s, a, g))
+    # An all-eligible batch takes the light layout (test_regression_guard checks the choice).
+    chosen = np.asarray(jax.jit(m.log_a_minus_1_quadrature)(q[eligible], s[eligible], a[eligible]))
+  err = lambda got: np.abs(got - lam1) / np.maximum(1.0, np.abs(lam1))
+  assert eligible.sum() >= 100 and (~eligible).sum() >= 50
+  assert err(full).max() <= TOL
+  worst = int(np.argmax(np.where(eligible, err(light), 0.0)))
+  assert err(light)[eligible].max() <= TOL, (tags[worst], q[worst], s[worst], a[worst])
+  rel = np.abs(chosen - lam1[eligible]) / np.maximum(1.0, np.abs(lam1[eligible]))
+  assert rel.max() <= TOL
+  assert np.nanmax(np.where(eligible, 0.0, err(light))) > 1e-9

@@ -24,6 +24,7 @@ from jaxrdp import _precision, _validation
 
 # Expected counts (see the module docstrings of the kernels).
 QUAD_EVALS_PER_ORDER = 768  # 2 windows x (16 + 1) panels x 16 nodes + 2 x 7 kink panels x 16 nodes
+QUAD_EVALS_LIGHT = 272  # the light layout: 1 window x (12 + 1) panels x 16 + 2 x 2 kink panels x 16
 FULL_SERIES_TERMS = 64  # integer orders n <= 65: k = 2..65
 WINDOWED_SERIES_TERMS = 2 * 64  # integer orders n > 65: two windows of 64 terms
 # dpsgd_epsilon's order search on the standard benchmark grid (20 x 20, T = 1e4,
@@ -51,21 +52,26 @@ def test_quadrature_node_count_from_constants():
   windows = 2 * (m._PANELS + 1) * m._NODES  # each window: _PANELS panels, one split at the gap
   kink = 2 * m._KINK * m._NODES
   assert windows + kink == QUAD_EVALS_PER_ORDER
+  assert (m._LIGHT_PANELS + 1) * m._NODES + 2 * m._LIGHT_KINK * m._NODES == QUAD_EVALS_LIGHT
   assert m._GL_X.size == m._NODES
+
+
+def _integrand_sizes(calls):
+  # z is the first argument; q, sigma, alpha are scalars inside the vmapped kernel.
+  return sorted(int(np.prod(shape[0])) for shape in calls)
 
 
 @pytest.mark.parametrize("alpha", [1.5, 7.3, 250.5])
 def test_quadrature_node_count_traced(monkeypatch, alpha):
-  """Sum of the sizes of the z arrays the integrand is actually traced with."""
+  """The sizes of the z arrays the integrand is actually traced with: one call
+  per layout (both branches of the run-time choice are traced)."""
   calls = []
   _spy(monkeypatch, _sgm_quadrature, "_log_integrand", calls)
   with _precision.x64_context():
     args = [jnp.float64(v) for v in (0.01, 1.1, alpha)]
     # A fresh lambda: eval_shape caches traces per function and shapes.
     jax.eval_shape(lambda *a: _sgm_quadrature.log_a_minus_1_quadrature(*a), *args)
-  # z is the first argument; q, sigma, alpha are scalars inside the vmapped kernel.
-  assert sum(int(np.prod(shape[0])) for shape in calls) == QUAD_EVALS_PER_ORDER
-  assert len(calls) == 3  # kink window + two main windows
+  assert _integrand_sizes(calls) == [QUAD_EVALS_LIGHT, QUAD_EVALS_PER_ORDER]
 
 
 def test_quadrature_node_count_under_vmap(monkeypatch):
@@ -75,7 +81,22 @@ def test_quadrature_node_count_under_vmap(monkeypatch):
   with _precision.x64_context():
     q = jnp.full((5, 3), 0.01)
     jax.eval_shape(lambda *a: _sgm_quadrature.log_a_minus_1_quadrature(*a), q, q + 1.0, q + 3.0)
-  assert sum(int(np.prod(shape[0])) for shape in calls) == QUAD_EVALS_PER_ORDER
+  assert _integrand_sizes(calls) == [QUAD_EVALS_LIGHT, QUAD_EVALS_PER_ORDER]
+
+
+def test_quadrature_layout_choice():
+  """The light layout runs exactly where its conditions hold for the whole batch."""
+  m = _sgm_quadrature
+  with _precision.x64_context():
+    def light(q, s, a):
+      q, s, a = (jnp.asarray(v, jnp.float64) for v in (q, s, a))
+      return bool(jnp.all(m._elementwise(m._light_enough, s, m._elementwise(m._geometry, q, s, a))))
+    # The standard benchmark domain: q in [1e-3, 0.1], sigma in [0.6, 3], orders to 11.
+    q, s, a = np.meshgrid(np.geomspace(1e-3, 0.1, 5), np.linspace(0.6, 3.0, 5), [1.1, 5.5, 11.0])
+    assert light(q, s, a)
+    assert not light(0.01, 0.2, 5.5)  # sigma below _LIGHT_SIGMA
+    assert not light(0.01, 0.6, 3000.5)  # a window too long for 12 panels of 5 sigma
+    assert not light([0.01, 0.01], [1.0, 0.2], [5.5, 5.5])  # one element decides for the batch
 
 
 def test_series_term_counts_from_constants():
