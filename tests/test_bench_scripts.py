@@ -33,6 +33,15 @@ def test_bench_accelerator_tiny(tmp_path):
     assert r["ok"] and r["configurations_per_s"] > 0 and r["fraction_of_exp_throughput"] > 0
     # ns per (q, sigma, alpha) evaluation is time / (N * 156).
     assert abs(r["ns_per_evaluation"] - 1e9 * r["median_s"] / (r["configurations"] * 156)) < 1e-6 * r["ns_per_evaluation"]
+  # Work model: nodes per quadrature bounded by the layouts the search's rounds took.
+  model = report["work_model"]
+  assert set(model["nodes_per_quadrature"]) == {"10", "100"}
+  for n, (lo, hi) in model["nodes_per_quadrature"].items():
+    assert lo in (272, 768) and hi in (272, 768) and lo <= hi
+    light, rounds = (int(w) for w in model["layout"][n].split()[3:6:2])  # "light layout in L of R rounds"
+    assert (lo == 272) == (light > 0) and (hi == 768) == (light < rounds)
+  for r in report["rows"]:
+    assert r["fraction_of_exp_throughput"] <= r["fraction_of_exp_throughput_upper"]
   f32 = [r for r in report["rows"] if r["dtype"] == "float32"]
   # float32 output: epsilon rounded to float32 from float32-rounded inputs.
   assert all(0 <= r["float32_max_rel_err_vs_float64"] < 1e-5 for r in f32)
