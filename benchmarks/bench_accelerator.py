@@ -214,8 +214,11 @@ def main(argv=None):
   quadratures = {n: c[0] for n, c in counted.items()}
   light_nodes, full_nodes = layout_nodes()
   # Nodes per quadrature: bounded by the layouts the rounds took (see quadrature_count).
-  nodes = {n: (light_nodes if c[1] else full_nodes, full_nodes if c[1] < c[2] else light_nodes)
-           for n, c in counted.items()}
+  def node_bounds(light_rounds, all_rounds):
+    low = full_nodes if all_rounds and not light_rounds else light_nodes
+    return low, (full_nodes if light_rounds < all_rounds else low)
+
+  nodes = {n: node_bounds(*c[1:]) for n, c in counted.items()}
   layouts = {n: f"light layout in {c[1]} of {c[2]} rounds" for n, c in counted.items()}
   tpn = transcendentals_per_node()
   rows, ok = [], True
