@@ -27,6 +27,9 @@ QUAD_EVALS_PER_ORDER = 768  # 2 windows x (16 + 1) panels x 16 nodes + 2 x 7 kin
 QUAD_EVALS_LIGHT = 272  # the light layout: 1 window x (12 + 1) panels x 16 + 2 x 2 kink panels x 16
 FULL_SERIES_TERMS = 64  # integer orders n <= 65: k = 2..65
 WINDOWED_SERIES_TERMS = 2 * 64  # integer orders n > 65: two windows of 64 terms
+# The shared-work grid form for orders 2..64 (one configuration against 63 orders):
+# blocks of orders, each summing its own k = 2..(largest order) terms.
+GRID_SERIES_TERMS_2_TO_64 = 2361
 # dpsgd_epsilon's order search on the standard benchmark grid (20 x 20, T = 1e4,
 # delta = 1e-5, dp_accounting's orders): quadratures per configuration.
 SEARCH_EVALS_MAX = 6
@@ -123,6 +126,18 @@ def test_series_term_counts_traced(monkeypatch):
   assert shape == (3, FULL_SERIES_TERMS)
   # Windowed: traced per element (vmap), two windows.
   assert sum(int(np.prod(np.broadcast_shapes(*c))) for c in windowed) == WINDOWED_SERIES_TERMS
+
+
+def test_grid_series_term_count(monkeypatch):
+  """Terms summed per configuration by log_a_minus_1_integer_grid for orders 2..64."""
+  calls = []
+  _spy(monkeypatch, _sgm_series, "logsumexp", calls)
+  with _precision.x64_context():
+    q = jnp.full((3,), 0.01)
+    jax.eval_shape(lambda q, s: _sgm_series.log_a_minus_1_integer_grid(q, s, np.arange(2, 65)), q, q * 100)
+  # Each block's terms array is [configurations, orders in the block, terms].
+  assert all(shape[0][0] == 3 for shape in calls)
+  assert sum(int(np.prod(shape[0][1:])) for shape in calls) == GRID_SERIES_TERMS_2_TO_64
 
 
 def test_dpsgd_epsilon_work_per_round(monkeypatch):
