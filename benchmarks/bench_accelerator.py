@@ -65,9 +65,7 @@ def quadrature_count(q, s, orders):
   quadrature = _sgm.log_a_minus_1_quadrature
 
   def spy(qq, ss, aa):
-    g = m._elementwise(m._geometry, qq, ss, aa)
-    jax.debug.callback(lambda light: rounds.append(bool(light)),
-                       jnp.all(m._elementwise(m._light_enough, ss, g)))
+    jax.debug.callback(lambda light: rounds.append(bool(light)), m._choose_layout(qq, ss, aa)[1])
     return quadrature(qq, ss, aa)
 
   _sgm.log_a_minus_1_quadrature = spy
@@ -81,13 +79,6 @@ def quadrature_count(q, s, orders):
   finally:
     _sgm.log_a_minus_1_quadrature = quadrature
   return count, sum(rounds), len(rounds)
-
-
-def layout_nodes():
-  """Integrand nodes per quadrature: (light layout, full layout)."""
-  from jaxrdp import _sgm_quadrature as m
-  return ((m._LIGHT_PANELS + 1) * m._NODES + 2 * m._LIGHT_KINK * m._NODES,
-          2 * (m._PANELS + 1) * m._NODES + 2 * m._KINK * m._NODES)
 
 
 def transcendentals_per_node():
@@ -212,7 +203,7 @@ def main(argv=None):
   rates = {dt: exp_throughput(dt) for dt in ("float64", "float32")}
   counted = {n: quadrature_count(*grid(n), orders) for n in sizes}
   quadratures = {n: c[0] for n, c in counted.items()}
-  light_nodes, full_nodes = layout_nodes()
+  from jaxrdp._sgm_quadrature import FULL_NODES as full_nodes, LIGHT_NODES as light_nodes
   # Nodes per quadrature: bounded by the layouts the rounds took (see quadrature_count).
   def node_bounds(light_rounds, all_rounds):
     low = full_nodes if all_rounds and not light_rounds else light_nodes

@@ -59,7 +59,7 @@ from jax.scipy.special import logsumexp
 
 from ._numerics import expm1_minus_x, log_gaussian_pdf
 
-__all__ = ["log_a_minus_1_quadrature"]
+__all__ = ["log_a_minus_1_quadrature", "FULL_NODES", "LIGHT_NODES"]
 
 # Window geometry. A Gaussian bump decays by e^{-R^2/2} = e^{-50} at R = 10.
 _R = 10.0
@@ -85,6 +85,11 @@ _LIGHT_PANELS = 12
 _LIGHT_KINK = 2
 _LIGHT_SIGMA = 0.3
 _LIGHT_WIDTH = 5.0
+
+# Integrand evaluations per quadrature in each layout (each window has one panel
+# more than its uniform ones: the one split at the kink window).
+FULL_NODES = 2 * (_PANELS + 1) * _NODES + 2 * _KINK * _NODES
+LIGHT_NODES = (_LIGHT_PANELS + 1) * _NODES + 2 * _LIGHT_KINK * _NODES
 
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(_NODES)
 
@@ -216,6 +221,12 @@ def _windows(q, sigma, alpha):
   return a1, b1m, a2, b2, overlap
 
 
+def _gap_inside(a, b, gap_lo, gap_hi):
+  """The part [lo, hi] of the gap (gap_lo, gap_hi) inside [a, b] (lo = hi if none)."""
+  lo = jnp.clip(gap_lo, a, b)
+  return lo, jnp.clip(gap_hi, lo, b)
+
+
 def _window_nodes(a, b, gap_lo, gap_hi, panels=_PANELS):
   """Nodes and log-weights for the integral over [a, b] minus (gap_lo, gap_hi).
 
@@ -224,8 +235,7 @@ def _window_nodes(a, b, gap_lo, gap_hi, panels=_PANELS):
   split at it, so every window has (panels + 1) * _NODES nodes whatever the
   geometry. An empty window (or panel) gets weight 0 (log-weight -inf).
   """
-  lo = jnp.clip(gap_lo, a, b)  # the part of the gap inside [a, b]
-  hi = jnp.clip(gap_hi, lo, b)
+  lo, hi = _gap_inside(a, b, gap_lo, gap_hi)
   first = lo - a
   length = first + (b - hi)
   empty = length <= 0
@@ -281,7 +291,7 @@ class _Geometry(NamedTuple):
   a1: jax.Array  # lower window [a1, b1]
   b1: jax.Array
   a2: jax.Array  # upper window [a2, b2], empty (a2 = b2 = b1) when merged with the lower
-  b2: jax.Array
+  b2: jax.Array  # so a1 <= b1 <= a2 <= b2, and [a1, b2] covers both windows
   z0: jax.Array  # centre of the kink of (1 - q + q e^w)^alpha: (1 - q) mu0 = q mu1
   c: jax.Array  # half-width of the kink window
 
@@ -303,24 +313,19 @@ def _log_a_minus_1_full(q, sigma, alpha, g):
   ], q, sigma, alpha)
 
 
-def _union(g):
-  """The window over both of g's windows (the upper one may start below a1)."""
-  return jnp.minimum(g.a1, g.a2), jnp.maximum(g.b1, g.b2)
-
-
 def _log_a_minus_1_light(q, sigma, alpha, g):
-  a, b = _union(g)
   return _log_integral([
       _kink_nodes(g.z0, g.c, _LIGHT_KINK),
-      _window_nodes(a, b, g.z0 - g.c, g.z0 + g.c, _LIGHT_PANELS),
+      _window_nodes(g.a1, g.b2, g.z0 - g.c, g.z0 + g.c, _LIGHT_PANELS),
   ], q, sigma, alpha)
 
 
 def _light_enough(sigma, g):
   """Whether the light layout's conditions (module docstring) hold for one element."""
-  a, b = _union(g)
-  gap = jnp.maximum(jnp.minimum(b, g.z0 + g.c) - jnp.maximum(a, g.z0 - g.c), 0.0)
-  return (sigma >= _LIGHT_SIGMA) & (b - a - gap <= _LIGHT_PANELS * _LIGHT_WIDTH * sigma)
+  # The length its window panels share: [a1, b2] less the kink window, as _window_nodes splits it.
+  lo, hi = _gap_inside(g.a1, g.b2, g.z0 - g.c, g.z0 + g.c)
+  length = (lo - g.a1) + (g.b2 - hi)
+  return (sigma >= _LIGHT_SIGMA) & (length <= _LIGHT_PANELS * _LIGHT_WIDTH * sigma)
 
 
 def _elementwise(f, *args):
@@ -329,14 +334,19 @@ def _elementwise(f, *args):
   return f(*args)
 
 
+def _choose_layout(q, sigma, alpha):
+  """(geometry, light) for a batch: the light layout only if every element allows it."""
+  g = _elementwise(_geometry, q, sigma, alpha)
+  return g, jnp.all(_elementwise(_light_enough, sigma, g))
+
+
 def log_a_minus_1_quadrature(q, sigma, alpha):
   """Elementwise log(A_alpha - 1) for 0 < q < 1, sigma > 0, alpha > 1.
 
   Inputs must already be broadcast to a common shape and be float64. The batch
   takes the light layout where every element allows it, else the full one.
   """
-  g = _elementwise(_geometry, q, sigma, alpha)
-  light = jnp.all(_elementwise(_light_enough, sigma, g))
+  g, light = _choose_layout(q, sigma, alpha)
   return jax.lax.cond(
       light,
       lambda *args: _elementwise(_log_a_minus_1_light, *args),

@@ -54,8 +54,8 @@ def test_quadrature_node_count_from_constants():
   m = _sgm_quadrature
   windows = 2 * (m._PANELS + 1) * m._NODES  # each window: _PANELS panels, one split at the gap
   kink = 2 * m._KINK * m._NODES
-  assert windows + kink == QUAD_EVALS_PER_ORDER
-  assert (m._LIGHT_PANELS + 1) * m._NODES + 2 * m._LIGHT_KINK * m._NODES == QUAD_EVALS_LIGHT
+  assert windows + kink == QUAD_EVALS_PER_ORDER == m.FULL_NODES
+  assert (m._LIGHT_PANELS + 1) * m._NODES + 2 * m._LIGHT_KINK * m._NODES == QUAD_EVALS_LIGHT == m.LIGHT_NODES
   assert m._GL_X.size == m._NODES
 
 
@@ -92,8 +92,7 @@ def test_quadrature_layout_choice():
   m = _sgm_quadrature
   with _precision.x64_context():
     def light(q, s, a):
-      q, s, a = (jnp.asarray(v, jnp.float64) for v in (q, s, a))
-      return bool(jnp.all(m._elementwise(m._light_enough, s, m._elementwise(m._geometry, q, s, a))))
+      return bool(m._choose_layout(*(jnp.asarray(v, jnp.float64) for v in (q, s, a)))[1])
     # The standard benchmark domain: q in [1e-3, 0.1], sigma in [0.6, 3], orders to 11.
     q, s, a = np.meshgrid(np.geomspace(1e-3, 0.1, 5), np.linspace(0.6, 3.0, 5), [1.1, 5.5, 11.0])
     assert light(q, s, a)
