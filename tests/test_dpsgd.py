@@ -123,32 +123,25 @@ def _central_difference(f, x, rel=1e-6):
   return (f(x + h) - f(x - h)) / (2 * h)
 
 
-def test_derivatives_match_finite_differences():
+@pytest.mark.parametrize("kind", ["epsilon", "delta"])
+def test_derivatives_match_finite_differences(kind):
   # Oracle: central differences of float64 values (function values only). The
   # derivative is taken at the selected order (envelope theorem); each case
   # checks that the selected order does not change within the difference step.
-  point = dict(q=0.01, sigma=1.1, steps=1000.0)
-  names = ("q", "sigma", "steps", "delta")
+  if kind == "epsilon":
+    fn, last, field = jaxrdp.dpsgd_epsilon, ("delta", 1e-5), "epsilon"
+  else:
+    fn, last, field = jaxrdp.dpsgd_delta, ("epsilon", 2.0), "delta"
+  point = dict(q=0.01, sigma=1.1, steps=1000.0, **dict([last]))
+  names = tuple(point)
 
-  def eps_at(**kw):
-    return jaxrdp.dpsgd_epsilon(**{**point, "delta": 1e-5, **kw})
+  def at(**kw):
+    return fn(**{**point, **kw})
 
-  grads = jax.jit(jax.grad(lambda *a: eps_at(**dict(zip(names, a))).epsilon, argnums=(0, 1, 2, 3)))(
-      0.01, 1.1, 1000.0, 1e-5)
+  grads = jax.jit(jax.grad(lambda *a: getattr(at(**dict(zip(names, a))), field), argnums=(0, 1, 2, 3)))(
+      *point.values())
   for name, g in zip(names, grads):
-    x = {**point, "delta": 1e-5}[name]
-    fd = _central_difference(lambda v: float(eps_at(**{name: v}).epsilon), x)
-    assert float(eps_at(**{name: x * (1 + 1e-6)}).order) == float(eps_at(**{name: x * (1 - 1e-6)}).order)
-    assert abs(float(g) - fd) <= 1e-6 * abs(fd), (name, float(g), fd)
-
-  def delta_at(**kw):
-    return jaxrdp.dpsgd_delta(**{**point, "epsilon": 2.0, **kw})
-
-  names = ("q", "sigma", "steps", "epsilon")
-  grads = jax.jit(jax.grad(lambda *a: delta_at(**dict(zip(names, a))).delta, argnums=(0, 1, 2, 3)))(
-      0.01, 1.1, 1000.0, 2.0)
-  for name, g in zip(names, grads):
-    x = {**point, "epsilon": 2.0}[name]
-    fd = _central_difference(lambda v: float(delta_at(**{name: v}).delta), x)
-    assert float(delta_at(**{name: x * (1 + 1e-6)}).order) == float(delta_at(**{name: x * (1 - 1e-6)}).order)
+    x = point[name]
+    fd = _central_difference(lambda v: float(getattr(at(**{name: v}), field)), x)
+    assert float(at(**{name: x * (1 + 1e-6)}).order) == float(at(**{name: x * (1 - 1e-6)}).order)
     assert abs(float(g) - fd) <= 1e-6 * abs(fd), (name, float(g), fd)
