@@ -191,14 +191,15 @@ class Threshold(NamedTuple):
 
 def solve_threshold(score, v0, v_min: float, v_max: float, active, tol: float,
                     slope=None, first_min=_MIN_FIRST_STEP, overshoot=1.0,
-                    k1: float = _K1, aux_like=None) -> Threshold:
+                    k1: float = _K1, aux_like=None, score_sees_best: bool = False
+                    ) -> Threshold:
   """Runs the search for every element to completion in one ``lax.while_loop``.
 
   Args:
     score: (v, live) -> (ok, f, aux) for an array of points of v0's shape: ok is
       the predicate (False below the threshold, True above; NaN must give False),
       f a proxy for interpolation (> 0 where not ok), and aux any pytree of arrays
-      of v0's shape that the caller wants back at the answer (so it need not
+      whose shapes start with v0's that the caller wants back at the answer (so it need not
       evaluate again there). ``live`` marks the elements still searching; the
       others' results are ignored, so score may skip their work. It is traced
       once, in the loop, when ``aux_like`` is given; otherwise a second time
@@ -213,8 +214,16 @@ def solve_threshold(score, v0, v_min: float, v_max: float, active, tol: float,
     aux_like: optional pytree of arrays or ``jax.ShapeDtypeStruct`` with the
       shapes and dtypes of score's aux (tracing a large score twice costs
       seconds of a first call).
+    score_sees_best: if True, score is called as score(v, live, v_ok, aux_ok),
+      with the smallest acceptable point evaluated so far per element (inf before
+      there is one) and the aux it returned there (zeros before), so that it can
+      reuse what it learnt there.
   """
-  aux_shape = jax.eval_shape(score, v0, active)[2] if aux_like is None else aux_like
+  if aux_like is None:
+    if score_sees_best:
+      raise ValueError("score_sees_best needs aux_like")
+    aux_like = jax.eval_shape(score, v0, active)[2]
+  aux_shape = aux_like
   aux0 = jax.tree_util.tree_map(lambda t: jnp.zeros(t.shape, t.dtype), aux_shape)
   inf = jnp.full(v0.shape, jnp.inf, v0.dtype)
 
@@ -226,11 +235,13 @@ def solve_threshold(score, v0, v_min: float, v_max: float, active, tol: float,
     s, it, v_ok, aux = c
     live = s.phase != DONE
     x = bracket_propose(s, v_min, v_max, tol)
-    okx, fx, aux_x = score(x, live)
+    okx, fx, aux_x = score(x, live, v_ok, aux) if score_sees_best else score(x, live)
     # Keep aux at the smallest acceptable point, which is where the search ends.
     better = live & okx & (x < v_ok)
     v_ok = jnp.where(better, x, v_ok)
-    aux = jax.tree_util.tree_map(lambda new, old: jnp.where(better, new, old), aux_x, aux)
+    aux = jax.tree_util.tree_map(
+        lambda new, old: jnp.where(better.reshape(better.shape + (1,) * (new.ndim - better.ndim)),
+                                   new, old), aux_x, aux)
     s = bracket_update(s, x, okx, fx, v_min, v_max, tol, slope, first_min, overshoot, k1)
     return s, it + 1, v_ok, aux
 

@@ -27,6 +27,16 @@ minimum step):
    cell whose optimum is an integer order finishes in two exact evaluations;
    the others take 5 to 8 on the standard grid.
 
+Each exact evaluation is an order search (``jaxrdp._order_search``), and every
+point the exact pass tries below its smallest acceptable point v_ok so far has less
+noise (or a larger q) than v_ok, so log A at each order is at least what the search
+at v_ok found: its exact values, and its convexity bounds elsewhere. The search takes
+them as floors, which prune the orders that cannot be optimal before any are
+evaluated. Near the answer the floors are nearly exact and a search evaluates about
+one order per cell instead of three (400 cells at sigma 1e-4 below a known point:
+433 quadratures instead of 1,306); on the standard grid the calibration takes 64
+search rounds instead of 103. The floors change no result, only the work.
+
 The exact pass alone decides: it stops when its bracket is 4e-8 wide and answers
 with the end that meets the budget, so the result is conservative by construction
 and sigma (1 - 1e-6) violates the budget whatever the proxy did. All cells advance
@@ -65,7 +75,8 @@ from jax.typing import ArrayLike
 
 from . import _precision
 from ._conversions import delta_from_rdp_f64, epsilon_from_rdp_f64
-from ._dpsgd import _dpsgd_delta_f64, _dpsgd_epsilon_f64, _dpsgd_rdp_f64, _orders_or_default
+from ._dpsgd import _dpsgd_delta_f64, _dpsgd_rdp_f64, _orders_or_default
+from ._order_search import min_epsilon_over_orders, table_size as search_table_size
 from ._bracket import solve_threshold
 from ._sgm import _rdp_f64
 from ._validation import StaticArray, check_range
@@ -166,12 +177,16 @@ def _full_value(rdp_total, orders, given, for_delta):
   return res.epsilon, res.order
 
 
-def _calibrate_continuous(value_at, target, v0, v_range, active, proxy_at=None):
+def _calibrate_continuous(value_at, target, v0, v_range, active, proxy_at=None,
+                          table_size=None):
   """Smallest v in v_range with accountant value <= target (``jaxrdp._bracket``).
 
   Args:
-    value_at: (v [S], live [S] or None) -> (value, order) of the accountant
-      (epsilon, or delta), non-increasing in v; it may skip work where live is False.
+    value_at: (v [S], live [S] or None, f_floor) -> (value, order, table) of the
+      accountant (epsilon, or delta), non-increasing in v; it may skip work where
+      live is False. With ``table_size`` it is the order search: f_floor is None or
+      lower bounds on log A at its points ([S, table_size], ``SearchResult.table``
+      layout) and it returns its table; without, it ignores f_floor and table is None.
     target, v0, active: cell arrays of shape S.
     proxy_at: optional v -> value of a cheap accountant that is never below
       value_at's (a minimum over a subset of the orders). Its threshold, found
@@ -187,11 +202,19 @@ def _calibrate_continuous(value_at, target, v0, v_range, active, proxy_at=None):
   # Every aux below is a float64 array of the cells' shape (value, order; proxy f).
   cell = jax.ShapeDtypeStruct(jnp.shape(v0), jnp.float64)
 
-  def score(v, live):
-    value, order = value_at(v, live)
+  def score(v, live, v_ok=None, aux_ok=None):
+    floor = None
+    if table_size is not None:
+      # Every point the search tries below its smallest acceptable point so far has
+      # less noise (or a larger q) there, so log A at every order is at least what
+      # that point's search computed (module docstring): the exact values found
+      # there bound this search's orders from below, tightly for nearby points.
+      floor = jnp.where((v <= v_ok)[..., None], aux_ok[2], 0.0)
+    value, order, table = value_at(v, live, floor)
     # log value - log bound is close to linear in log sigma (epsilon ~ sigma^-1 to
     # sigma^-2), which makes the interpolation steps converge fast.
-    return value <= bound, jnp.log(value) - log_bound, (value, order)
+    aux = (value, order) if table is None else (value, order, table)
+    return value <= bound, jnp.log(value) - log_bound, aux
 
   # epsilon falls like sigma^-1 to sigma^-2 (and rises like q to q^2): |slope| ~ 1.
   slope, first_min, overshoot = 1.0, 1e-4, 1.0
@@ -218,11 +241,15 @@ def _calibrate_continuous(value_at, target, v0, v_range, active, proxy_at=None):
     first_min = jnp.where(use, jnp.maximum(pre.v - pre.a, 1.99 * _TOL), first_min)
     overshoot = jnp.where(use, 1.1, 1.0)
     v0 = v1
+  aux_like = (cell, cell)
+  if table_size is not None:
+    aux_like += (jax.ShapeDtypeStruct(jnp.shape(v0) + (table_size,), jnp.float64),)
   res = solve_threshold(score, v0, *v_range, active, _TOL, slope, first_min, overshoot,
-                        k1=_K1_EXACT, aux_like=(cell, cell))
+                        k1=_K1_EXACT, aux_like=aux_like,
+                        score_sees_best=table_size is not None)
   ok = active & ~res.infeasible
   v = jnp.where(ok, res.v, jnp.nan)
-  value, order = res.aux
+  value, order = res.aux[:2]
   return v, value, order, ok
 
 
@@ -264,20 +291,25 @@ def _pack(cls, x, value, given, order, feasible, for_delta):
              jnp.where(feasible, order, nan), feasible)
 
 
-def _accountant(q, sigma, steps, given, all_orders, orders_static, for_delta, live=None):
-  """(value, order) exactly as dpsgd_epsilon / dpsgd_delta compute them in a trace.
+def _accountant(q, sigma, steps, given, all_orders, orders_static, for_delta, live=None,
+                f_floor=None):
+  """(value, order, table) exactly as dpsgd_epsilon / dpsgd_delta compute them in a trace.
 
   Epsilon uses the core's order search (the exact minimum over the orders),
   which evaluates the SGM kernel at far fewer orders than all of them. Cells
   where ``live`` is False skip the search (their values are then sound but not
-  exact, and must not be used).
+  exact, and must not be used). ``f_floor`` and ``table``: the search's lower
+  bounds and its exact values (``min_epsilon_over_orders``); delta evaluates
+  every order, takes no floor and returns no table (None).
   """
   if for_delta:
     res = _dpsgd_delta_f64(q, sigma, steps, given, all_orders, orders_static, "improved")
-    return res.delta, res.order
-  res = _dpsgd_epsilon_f64(q, sigma, steps, given, all_orders, orders_static, "improved",
-                           "search", live)
-  return res.epsilon, res.order
+    return res.delta, res.order, None
+  q, sigma, steps, given = jnp.broadcast_arrays(
+      *(_precision.as_float64(x) for x in (q, sigma, steps, given)))
+  res = min_epsilon_over_orders(q, sigma, steps, given, orders_static.array, "improved", live,
+                                f_floor)
+  return res.epsilon, res.order, res.table
 
 
 def _proxy_orders(all_orders: np.ndarray) -> np.ndarray:
@@ -307,8 +339,8 @@ def _noise_impl(target, given, q, steps, all_orders, orders_static, for_delta):
   g_s = jnp.where(active, given, 0.5)
   sigma0 = jnp.clip(q_s * jnp.sqrt(t_s / _guess_rho(target, given, for_delta)), 0.3, 1e5)
 
-  def value_at(v, live):
-    return _accountant(q_s, jnp.exp(v), t_s, g_s, all_orders, orders_static, for_delta, live)
+  def value_at(v, live, f_floor=None):
+    return _accountant(q_s, jnp.exp(v), t_s, g_s, all_orders, orders_static, for_delta, live, f_floor)
 
   sub = _proxy_orders(orders_static.array)
 
@@ -317,7 +349,8 @@ def _noise_impl(target, given, q, steps, all_orders, orders_static, for_delta):
 
   v, value, order, ok = _calibrate_continuous(
       value_at, jnp.where(active, target, 1.0), jnp.log(sigma0), _LOG_SIGMA_RANGE, active,
-      proxy_at if sub.size else None)
+      proxy_at if sub.size else None,
+      None if for_delta else search_table_size(orders_static.array))
   feasible = ok | (trivial & reachable)
   sigma = jnp.where(trivial, 0.0, jnp.exp(v))
   sigma = jnp.where(feasible, sigma, jnp.nan)
@@ -338,8 +371,8 @@ def _rate_impl(target, given, sigma, steps, all_orders, orders_static, for_delta
   g_s = jnp.where(active, given, 0.5)
   q0 = jnp.clip(s_s * jnp.sqrt(_guess_rho(target, given, for_delta) / t_s), 1e-8, 1.0)
 
-  def value_at(v, live):
-    return _accountant(jnp.exp(-v), s_s, t_s, g_s, all_orders, orders_static, for_delta, live)
+  def value_at(v, live, f_floor=None):
+    return _accountant(jnp.exp(-v), s_s, t_s, g_s, all_orders, orders_static, for_delta, live, f_floor)
 
   sub = _proxy_orders(orders_static.array)
 
@@ -348,7 +381,8 @@ def _rate_impl(target, given, sigma, steps, all_orders, orders_static, for_delta
 
   v, value, order, ok = _calibrate_continuous(
       value_at, jnp.where(active, target, 1.0), -jnp.log(q0), _NEG_LOG_Q_RANGE, active,
-      proxy_at if sub.size else None)
+      proxy_at if sub.size else None,
+      None if for_delta else search_table_size(orders_static.array))
   feasible = ok | (no_steps & reachable)
   q = jnp.where(no_steps, 1.0, jnp.exp(-v))
   q = jnp.where(feasible, q, jnp.nan)

@@ -20,6 +20,14 @@ order is left in contention. On realistic grids that takes 0 to 6 exact
 evaluations per configuration (2.4 on average on the standard benchmark grid),
 instead of one per order.
 
+A caller that searched the same configuration before at more noise (or a smaller
+q) can pass what that search learnt as floors (``f_floor``, from
+``SearchResult.table``): log A_alpha is non-increasing in sigma and non-decreasing
+in q at every order, so those bounds hold here too, and from a nearby sigma they
+are nearly exact. They raise the lower bounds, and the order picked next is then
+the one with the smallest lower bound, which is nearly always the optimum: about
+one evaluation per configuration. The calibrations use this.
+
 Each round evaluates at most ``_rows_per_round`` configurations that are still
 in contention (gathered with a fixed-size ``nonzero``), so finished
 configurations cost nothing and shapes stay static. The search always runs to
@@ -55,7 +63,7 @@ from ._numerics import argmin_last
 from ._sgm import _log_a_f64
 from ._validation import StaticArray
 
-__all__ = ["SearchResult", "min_epsilon_over_orders", "with_derivative_at_order"]
+__all__ = ["SearchResult", "min_epsilon_over_orders", "table_size", "with_derivative_at_order"]
 
 _COARSE = np.array([2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 16, 24, 32, 48, 64], dtype=np.float64)
 # Configurations evaluated per round: the whole batch when it is small, else a
@@ -69,6 +77,11 @@ class SearchResult(NamedTuple):
   order: jax.Array
   exact: jax.Array  # True where the result equals the exact grid minimum
   evaluations: jax.Array  # orders evaluated by quadrature, per configuration (int32)
+  # Lower bounds on log A_alpha at the search's points (its own sorted layout: batch
+  # shape + (P,)): exact where evaluated, the convexity bound elsewhere.
+  # ``f_floor`` of a later search of the same configuration at more noise or a
+  # smaller sampling rate takes it (see min_epsilon_over_orders).
+  table: jax.Array
 
 
 def _rows_per_round(n: int) -> int:
@@ -139,24 +152,45 @@ def _with_derivative_at_order_jvp(value_at_order, method, primals, tangents):
   return value, jnp.where(regular, dv, 0.0)
 
 
+def _point_sets(orders):
+  """(coarse, others): the integer orders evaluated first by the series, and the
+  finite orders left to the search (orders: concrete numpy float64)."""
+  finite = orders[np.isfinite(orders)]
+  is_int = finite == np.round(finite)
+  coarse = np.unique(np.concatenate([_COARSE, finite[is_int & (finite <= 65)]]))
+  return coarse, np.setdiff1d(finite, coarse)
+
+
+def table_size(orders) -> int:
+  """Length of the last axis of ``SearchResult.table`` for these (concrete) orders."""
+  coarse, others = _point_sets(np.asarray(orders, dtype=np.float64))
+  return 2 + coarse.size + others.size
+
+
 def _epsilon_at_order(method, a, q, sigma, steps, delta):
   f = _log_a_f64(q, sigma, a)
   return _eps_of(f[..., None], a[..., None], steps, delta, method)[..., 0]
 
 
-def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None):
+def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f_floor=None):
   """epsilon = min over ``orders`` (concrete 1-D) of the DP-SGD bound.
 
   q, sigma, steps, delta: float64 arrays broadcast to one batch shape.
   live: optional boolean mask of that shape; where False, no order is
   evaluated by quadrature (the result is the minimum over the coarse orders:
   sound, not exact, and ``exact`` says so).
+  f_floor: optional lower bounds on log A at the search's points, in the layout
+  of ``SearchResult.table`` (0 where nothing is known). The caller must
+  guarantee them: the ``table`` of a search of the same (q, steps, delta) at a
+  sigma at least this one's, or of the same (sigma, steps, delta) at a q at most
+  this one's, is one, because log A_alpha is non-increasing in sigma and
+  non-decreasing in q at every order (see jaxrdp._calibration). They only prune
+  orders, so the result stays the exact minimum over the orders; tight floors
+  (from a nearby sigma) leave fewer orders in contention.
   """
   orders = np.asarray(orders, dtype=np.float64)
   finite = orders[np.isfinite(orders)]
-  is_int = finite == np.round(finite)
-  coarse = np.unique(np.concatenate([_COARSE, finite[is_int & (finite <= 65)]]))
-  others = np.setdiff1d(finite, coarse)
+  coarse, others = _point_sets(orders)
   has_inf = bool(np.isinf(orders).any())
   # All points, sorted: 0 and 1 (f = 0), the coarse set, the other orders.
   xs = np.concatenate([[0.0, 1.0], coarse, others])
@@ -183,13 +217,29 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None):
     skipped = searching & ~jnp.reshape(jnp.broadcast_to(live, shape), (rows,))
     searching = searching & ~skipped
 
-  def analyse(fv, known, best, s, t, d, live):
+  if f_floor is None:
+    floor = jnp.zeros(fv.shape)
+  else:
+    # 1e-12 below the caller's values: they were computed at another sigma (or q),
+    # with their own rounding.
+    floor = jnp.reshape(jax.lax.stop_gradient(f_floor), fv.shape) * (1.0 - 1e-12)
+
+  def analyse(fv, known, best, s, t, d, live, floor):
     """Which rows still have orders in contention, and each row's next order."""
     lower, upper = _bounds(xs, fv, known, s)
+    if f_floor is not None:
+      lower = jnp.minimum(jnp.maximum(lower, floor), upper)
     eps_lo = _eps_of(lower, alpha, t, d, method)
     eps_hi = _eps_of(upper, alpha, t, d, method)
     contending = (~known) & eligible & (eps_lo < best[:, None]) & live[:, None]
-    pick = argmin_last(jnp.where(contending, 0.5 * (eps_lo + eps_hi), jnp.inf))
+    # The next order: the one whose bounds say it is the smallest. A floor from a
+    # nearby configuration is nearly the exact value, so where there is one its
+    # lower bound says best; the midpoint otherwise (the chord is as far above
+    # as the secants are below).
+    key = 0.5 * (eps_lo + eps_hi)
+    if f_floor is not None:
+      key = jnp.where(floor > 0, eps_lo, key)
+    pick = argmin_last(jnp.where(contending, key, jnp.inf))
     return jnp.any(contending, axis=-1), pick
 
   if others.size and rows:
@@ -217,12 +267,13 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None):
       known = known.at[sel, j].set(True, mode="drop")
       best = best.at[sel].min(e_new, mode="drop")
       # Only the rows just updated can change state.
-      active_r, pick_r = analyse(fv[r], known[r], best[r], sf[r], tf[r], df[r], searching[r])
+      active_r, pick_r = analyse(
+          fv[r], known[r], best[r], sf[r], tf[r], df[r], searching[r], floor[r])
       active = active.at[sel].set(active_r, mode="drop")
       pick = pick.at[sel].set(pick_r, mode="drop")
       return fv, known, best, active, pick, it + 1
 
-    active, pick = analyse(fv, known, best, sf, tf, df, searching)
+    active, pick = analyse(fv, known, best, sf, tf, df, searching, floor)
     fv, known, best, active, _, _ = jax.lax.while_loop(
         cond, body, (fv, known, best, active, pick, jnp.int32(0)))
     # A finished row's minimum is over its exact values: every order never
@@ -235,6 +286,11 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None):
     eps_all = eps_known
     exact = jnp.ones((rows,), dtype=bool)
     evaluations = jnp.zeros((rows,), dtype=jnp.int32)
+  # The table: exact values where known, else the best lower bound there is (the
+  # convexity bound, or the caller's floor); NaN (invalid input) gives 0.
+  lower_final = jnp.maximum(_bounds(xs, fv, known, sf)[0], floor)
+  table = jnp.where(known, fv, jnp.where(jnp.isnan(lower_final), 0.0, lower_final))
+  table = jnp.reshape(table, shape + (xs.size,))
   cand_alpha = jnp.broadcast_to(jnp.asarray(xs), eps_all.shape)
 
   if has_inf:
@@ -253,4 +309,4 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None):
   # No privacy loss at all (q = 0, no steps, or infinite noise): (0, 0)-DP.
   eps = jnp.where((q == 0) | (steps == 0) | jnp.isinf(sigma), 0.0, eps)
   eps = jnp.where(~((delta > 0) & (delta < 1)), jnp.nan, eps)
-  return SearchResult(eps, order, exact, evaluations)
+  return SearchResult(eps, order, exact, evaluations, table)

@@ -101,3 +101,42 @@ def test_infeasible_and_inactive_elements():
   active = jnp.asarray([True, True, False, False])
   res = jax.jit(lambda v0: solve_threshold(score, v0, *V_RANGE, active, TOL))(v0)
   assert np.all(np.asarray(res.infeasible))
+
+
+def test_score_sees_the_smallest_acceptable_point_and_its_aux():
+  # The calibration reuses what it learnt at the smallest acceptable point so far.
+  # Record every call and check, independently, that (v_ok, aux_ok) is that point
+  # and the aux returned there, for aux arrays with trailing axes too.
+  t = jnp.asarray(np.linspace(0.1, 5.0, 20))
+  f, root = _smooth(t)
+  calls = []
+
+  def record(v, ok, v_ok, aux_ok):
+    calls.append(tuple(np.asarray(x) for x in (v, ok, v_ok, aux_ok)))
+
+  def score(v, live, v_ok, aux_ok):
+    fv = f(v)
+    jax.debug.callback(record, v, fv <= 0, v_ok, aux_ok[1], ordered=True)
+    return fv <= 0, fv, (fv, jnp.stack([v, 2.0 * v], axis=-1))
+
+  active = jnp.ones(t.shape, bool)
+  aux_like = (jax.ShapeDtypeStruct(t.shape, t.dtype), jax.ShapeDtypeStruct(t.shape + (2,), t.dtype))
+  res = jax.jit(lambda v0: solve_threshold(score, v0, *V_RANGE, active, TOL, slope=1.5,
+                                           aux_like=aux_like, score_sees_best=True))(
+      jnp.asarray(root + 0.3))
+  assert len(calls) == int(res.iterations) >= 3
+  smallest = np.full(t.shape, np.inf)
+  for v, ok, v_ok, aux_ok in calls:
+    np.testing.assert_array_equal(v_ok, smallest)
+    seen = np.isfinite(smallest)
+    np.testing.assert_array_equal(aux_ok[seen], np.stack([smallest, 2 * smallest], -1)[seen])
+    assert np.all(aux_ok[~seen] == 0.0)
+    smallest = np.where(ok, np.minimum(smallest, v), smallest)
+  np.testing.assert_array_equal(np.asarray(res.v), smallest)
+  np.testing.assert_array_equal(np.asarray(res.aux[1]), np.stack([smallest, 2 * smallest], -1))
+
+
+def test_score_sees_best_needs_aux_like():
+  with pytest.raises(ValueError, match="aux_like"):
+    solve_threshold(lambda v, live, v_ok, aux: (v > 0, -v, ()), jnp.zeros(2), *V_RANGE,
+                    jnp.ones(2, bool), TOL, score_sees_best=True)
