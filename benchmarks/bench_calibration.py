@@ -116,7 +116,7 @@ def main() -> None:
         f"{n_orders} orders)")
   print(f"dp_accounting.calibrate_dp_mechanism, 1 cell (q = {mid_q}, eps = {mid_t})")
   print(f"  median of {args.repeats} runs:         {dpa_median:8.2f} s   {['%.2f' % t for t in dpa_times]}")
-  print(f"ratio (jaxrdp {sigma.size} cells / dp_accounting 1 cell): {jax_median / dpa_median:.1f}")
+  print(f"ratio (jaxrdp {sigma.size} cells / dp_accounting 1 cell): {jax_median / dpa_median:.2f}")
   print(f"per cell: jaxrdp {jax_median / sigma.size * 1e3:.1f} ms, dp_accounting "
         f"{dpa_median * 1e3:.1f} ms")
 
