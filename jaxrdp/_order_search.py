@@ -161,6 +161,17 @@ def _point_sets(orders):
   return coarse, np.setdiff1d(finite, coarse)
 
 
+def _loop_points(fixed):
+  """Sorted indices of the points not known from the start (``fixed`` False) and of
+  the two nearest known points on each side of each."""
+  known_idx = np.flatnonzero(fixed)
+  keep = ~fixed
+  for i in np.flatnonzero(~fixed):
+    k = np.searchsorted(known_idx, i)
+    keep[known_idx[max(k - 2, 0):k + 2]] = True
+  return np.flatnonzero(keep)
+
+
 def table_size(orders) -> int:
   """Length of the last axis of ``SearchResult.table`` for these (concrete) orders."""
   coarse, others = _point_sets(np.asarray(orders, dtype=np.float64))
@@ -224,14 +235,22 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
     # with their own rounding.
     floor = jnp.reshape(jax.lax.stop_gradient(f_floor), fv.shape) * (1.0 - 1e-12)
 
+  # The loop works on the points it may evaluate and the two nearest points known
+  # from the start on each side of each: the bounds of a point use no others, so
+  # the points further away (most integers up to 64) would add work, not
+  # information. Their values count in ``best`` from the start and in the result.
+  loop = _loop_points(fixed)
+  xs_l, eligible_l, alpha_l = xs[loop], eligible[loop], alpha[loop]
+
   def analyse(fv, known, best, s, t, d, live, floor):
-    """Which rows still have orders in contention, and each row's next order."""
-    lower, upper = _bounds(xs, fv, known, s)
+    """Which rows still have orders in contention, and each row's next order
+    (fv, known, floor: the loop's points)."""
+    lower, upper = _bounds(xs_l, fv, known, s)
     if f_floor is not None:
       lower = jnp.minimum(jnp.maximum(lower, floor), upper)
-    eps_lo = _eps_of(lower, alpha, t, d, method)
-    eps_hi = _eps_of(upper, alpha, t, d, method)
-    contending = (~known) & eligible & (eps_lo < best[:, None]) & live[:, None]
+    eps_lo = _eps_of(lower, alpha_l, t, d, method)
+    eps_hi = _eps_of(upper, alpha_l, t, d, method)
+    contending = (~known) & eligible_l & (eps_lo < best[:, None]) & live[:, None]
     # The next order: the one whose bounds say it is the smallest. A floor from a
     # nearby configuration is nearly the exact value, so where there is one its
     # lower bound says best; the midpoint otherwise (the chord is as far above
@@ -248,7 +267,12 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
     # round makes `batch` of the at most rows * others.size evaluations; after
     # that every row left is in each round, and needs at most others.size more.
     max_rounds = others.size * (-(-rows // batch) + 1)
-    x = jnp.asarray(xs)
+    x = jnp.asarray(xs_l)
+    # (known and the default floor are broadcast constants: built as such rather
+    # than gathered, so that XLA does not fold a [rows, points] constant.)
+    fv_l = fv[:, loop]
+    known_l = jnp.broadcast_to(jnp.asarray(fixed[loop]), fv_l.shape)
+    floor_l = jnp.zeros(fv_l.shape) if f_floor is None else floor[:, loop]
 
     def cond(state):
       _, _, _, active, _, it = state
@@ -268,14 +292,15 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
       best = best.at[sel].min(e_new, mode="drop")
       # Only the rows just updated can change state.
       active_r, pick_r = analyse(
-          fv[r], known[r], best[r], sf[r], tf[r], df[r], searching[r], floor[r])
+          fv[r], known[r], best[r], sf[r], tf[r], df[r], searching[r], floor_l[r])
       active = active.at[sel].set(active_r, mode="drop")
       pick = pick.at[sel].set(pick_r, mode="drop")
       return fv, known, best, active, pick, it + 1
 
-    active, pick = analyse(fv, known, best, sf, tf, df, searching, floor)
-    fv, known, best, active, _, _ = jax.lax.while_loop(
-        cond, body, (fv, known, best, active, pick, jnp.int32(0)))
+    active, pick = analyse(fv_l, known_l, best, sf, tf, df, searching, floor_l)
+    fv_l, known_l, best, active, _, _ = jax.lax.while_loop(
+        cond, body, (fv_l, known_l, best, active, pick, jnp.int32(0)))
+    fv, known = fv.at[:, loop].set(fv_l), known.at[:, loop].set(known_l)
     # A finished row's minimum is over its exact values: every order never
     # evaluated has a lower bound at or above it. An unfinished row (exact =
     # False) reports the best exact value it found, a valid (sound) epsilon.
