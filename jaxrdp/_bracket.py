@@ -199,8 +199,8 @@ def solve_threshold(score, v0, v_min: float, v_max: float, active, tol: float,
     score: (v, live) -> (ok, f, aux) for an array of points of v0's shape: ok is
       the predicate (False below the threshold, True above; NaN must give False),
       f a proxy for interpolation (> 0 where not ok), and aux any pytree of arrays
-      whose shapes start with v0's that the caller wants back at the answer (so it need not
-      evaluate again there). ``live`` marks the elements still searching; the
+      whose shapes start with v0's that the caller wants back at the answer (so it
+      need not evaluate again there). ``live`` marks the elements still searching; the
       others' results are ignored, so score may skip their work. It is traced
       once, in the loop, when ``aux_like`` is given; otherwise a second time
       first, by ``jax.eval_shape``, for the shapes of aux.

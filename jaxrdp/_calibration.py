@@ -340,7 +340,8 @@ def _noise_impl(target, given, q, steps, all_orders, orders_static, for_delta):
   sigma0 = jnp.clip(q_s * jnp.sqrt(t_s / _guess_rho(target, given, for_delta)), 0.3, 1e5)
 
   def value_at(v, live, f_floor=None):
-    return _accountant(q_s, jnp.exp(v), t_s, g_s, all_orders, orders_static, for_delta, live, f_floor)
+    return _accountant(q_s, jnp.exp(v), t_s, g_s, all_orders, orders_static, for_delta, live,
+                       f_floor)
 
   sub = _proxy_orders(orders_static.array)
 
@@ -372,7 +373,8 @@ def _rate_impl(target, given, sigma, steps, all_orders, orders_static, for_delta
   q0 = jnp.clip(s_s * jnp.sqrt(_guess_rho(target, given, for_delta) / t_s), 1e-8, 1.0)
 
   def value_at(v, live, f_floor=None):
-    return _accountant(jnp.exp(-v), s_s, t_s, g_s, all_orders, orders_static, for_delta, live, f_floor)
+    return _accountant(jnp.exp(-v), s_s, t_s, g_s, all_orders, orders_static, for_delta, live,
+                       f_floor)
 
   sub = _proxy_orders(orders_static.array)
 
