@@ -23,8 +23,9 @@ instead of one per order.
 A caller that searched the same configuration before at more noise (or a smaller
 q) can pass what that search learnt as floors (``f_floor``, from
 ``SearchResult.table``): log A_alpha is non-increasing in sigma and non-decreasing
-in q at every order, so those bounds hold here too, and from a nearby sigma they
-are nearly exact. They raise the lower bounds, and the order picked next is then
+in q at every order (more noise is post-processing; a smaller q mixes the output
+with the no-data distribution, and A_alpha is convex in its first argument), so
+those bounds hold here too, and from a nearby sigma they are nearly exact. They raise the lower bounds, and the order picked next is then
 the one with the smallest lower bound, which is nearly always the optimum: about
 one evaluation per configuration. The calibrations use this.
 

@@ -34,6 +34,11 @@ GRID_SERIES_TERMS_2_TO_64 = 2361
 # delta = 1e-5, dp_accounting's orders): quadratures per configuration.
 SEARCH_EVALS_MAX = 6
 SEARCH_EVALS_TOTAL = 977  # 2.44 per configuration on average
+# Points of dp_accounting's orders the search loop re-bounds every round: its 90
+# fractional orders and the 4 above 64, plus the two nearest integers known from
+# the start on each side of each (0..12, 63 and 64); all 159 points otherwise.
+SEARCH_LOOP_POINTS = 90 + 4 + 15
+SEARCH_ALL_POINTS = 2 + 63 + 94
 
 
 def _spy(monkeypatch, module, name, record):
@@ -149,6 +154,8 @@ def test_dpsgd_epsilon_work_per_round(monkeypatch):
   _spy(monkeypatch, _sgm, "log_a_minus_1_integer_full", full)
   windowed = []
   _spy(monkeypatch, _sgm, "log_a_minus_1_integer_windowed", windowed)
+  bounds = []
+  _spy(monkeypatch, _order_search, "_bounds", bounds)
   orders = _dpsgd.DP_ACCOUNTING_ORDERS
   batch = 7
   with _precision.x64_context():
@@ -169,6 +176,10 @@ def test_dpsgd_epsilon_work_per_round(monkeypatch):
   assert full == []
   # Orders beyond 65 are bounded by convexity, never summed in this path.
   assert windowed == []
+  # Bounds: before the loop and in its body on the loop's points; once on all
+  # points for the table (which dpsgd_epsilon does not use).
+  points = [shapes[1] for shapes in bounds]  # _bounds(xs, fv, known, sigma): fv's shape
+  assert points == [(batch, SEARCH_LOOP_POINTS)] * 2 + [(batch, SEARCH_ALL_POINTS)]
 
 
 def test_traced_dpsgd_epsilon_and_its_derivative_evaluate_no_order_grid(monkeypatch):
