@@ -34,7 +34,7 @@ at v_ok found: its exact values, and its convexity bounds elsewhere. The search 
 them as floors, which prune the orders that cannot be optimal before any are
 evaluated. Near the answer the floors are nearly exact and a search evaluates about
 one order per cell instead of three (400 cells at sigma 1e-4 below a known point:
-433 quadratures instead of 1,306); on the standard grid the calibration takes 64
+433 quadratures instead of 1,306); on the standard grid the calibration takes 62
 search rounds instead of 103. The floors change no result, only the work.
 
 The exact pass alone decides: it stops when its bracket is 4e-8 wide and answers
