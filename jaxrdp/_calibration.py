@@ -35,7 +35,10 @@ them as floors, which prune the orders that cannot be optimal before any are
 evaluated. Near the answer the floors are nearly exact and a search evaluates about
 one order per cell instead of three (400 cells at sigma 1e-4 below a known point:
 433 quadratures instead of 1,306); on the standard grid the calibration takes 62
-search rounds instead of 103. The floors change no result, only the work.
+search rounds instead of 103. The floors change no result, only the work. Each cell
+keeps its table (one float64 per search point, 176 with the default orders, 1.4 KB); the
+peak memory of a 20,000-cell calibration was 1.52 GB against 1.51 GB without the floors
+(2026-11-22, maximum resident set size of the process).
 
 The exact pass alone decides: it stops when its bracket is 4e-8 wide and answers
 with the end that meets the budget, so the result is conservative by construction
