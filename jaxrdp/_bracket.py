@@ -223,8 +223,7 @@ def solve_threshold(score, v0, v_min: float, v_max: float, active, tol: float,
     if score_sees_best:
       raise ValueError("score_sees_best needs aux_like")
     aux_like = jax.eval_shape(score, v0, active)[2]
-  aux_shape = aux_like
-  aux0 = jax.tree_util.tree_map(lambda t: jnp.zeros(t.shape, t.dtype), aux_shape)
+  aux0 = jax.tree_util.tree_map(lambda t: jnp.zeros(t.shape, t.dtype), aux_like)
   inf = jnp.full(v0.shape, jnp.inf, v0.dtype)
 
   def cond(c):

@@ -78,8 +78,8 @@ from jax.typing import ArrayLike
 
 from . import _precision
 from ._conversions import delta_from_rdp_f64, epsilon_from_rdp_f64
-from ._dpsgd import _dpsgd_delta_f64, _dpsgd_rdp_f64, _orders_or_default
-from ._order_search import min_epsilon_over_orders, table_size as search_table_size
+from ._dpsgd import _dpsgd_delta_f64, _dpsgd_rdp_f64, _orders_or_default, _search_f64
+from ._order_search import table_size as search_table_size
 from ._bracket import solve_threshold
 from ._sgm import _rdp_f64
 from ._validation import StaticArray, check_range
@@ -308,10 +308,7 @@ def _accountant(q, sigma, steps, given, all_orders, orders_static, for_delta, li
   if for_delta:
     res = _dpsgd_delta_f64(q, sigma, steps, given, all_orders, orders_static, "improved")
     return res.delta, res.order, None
-  q, sigma, steps, given = jnp.broadcast_arrays(
-      *(_precision.as_float64(x) for x in (q, sigma, steps, given)))
-  res = min_epsilon_over_orders(q, sigma, steps, given, orders_static.array, "improved", live,
-                                f_floor)
+  res = _search_f64(q, sigma, steps, given, orders_static, "improved", live, f_floor)
   return res.epsilon, res.order, res.table
 
 

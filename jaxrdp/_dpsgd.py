@@ -51,21 +51,33 @@ def _dpsgd_rdp_f64(q, sigma, steps, orders, orders_static=None):
   return jnp.where(steps[..., None] == 0, 0.0, steps[..., None] * rdp)
 
 
-def _dpsgd_epsilon_f64(q, sigma, steps, delta, orders, orders_static, method, mode, live=None):
+def _search_f64(q, sigma, steps, delta, orders_static, method, live=None, f_floor=None):
+  """The order search (jaxrdp._order_search) on broadcast float64 arguments.
+
+  live: optional mask (broadcastable); where False, the search skips the cell
+  and its result is a sound bound but not the exact minimum (callers ignore it).
+  f_floor: lower bounds on log A from an earlier search (see
+  ``min_epsilon_over_orders``). Returns the whole ``SearchResult``.
+  """
+  q, sigma, steps, delta = jnp.broadcast_arrays(
+      *(_precision.as_float64(x) for x in (q, sigma, steps, delta)))
+  return min_epsilon_over_orders(q, sigma, steps, delta, orders_static.array, method, live,
+                                 f_floor)
+
+
+def _dpsgd_epsilon_f64(q, sigma, steps, delta, orders, orders_static, method, mode):
   """mode: "exhaustive" (every order; for traced orders) or "search".
 
   The search (jaxrdp._order_search) finds the exact minimum over the grid
   without evaluating every order, and always runs to the end, so it needs no
   exhaustive fallback; it differentiates epsilon at the order it selects.
-  live: optional mask (broadcastable); where False, the search skips the cell
-  and its result is a sound bound but not the exact minimum (callers ignore it).
   """
-  q, sigma, steps, delta = jnp.broadcast_arrays(
-      *(_precision.as_float64(x) for x in (q, sigma, steps, delta)))
   if mode == "exhaustive":
+    q, sigma, steps, delta = jnp.broadcast_arrays(
+        *(_precision.as_float64(x) for x in (q, sigma, steps, delta)))
     rdp = _dpsgd_rdp_f64(q, sigma, steps, orders, orders_static)
     return epsilon_from_rdp_f64(rdp, orders, delta, method)
-  res = min_epsilon_over_orders(q, sigma, steps, delta, orders_static.array, method, live)
+  res = _search_f64(q, sigma, steps, delta, orders_static, method)
   return EpsilonResult(res.epsilon, res.order)
 
 
