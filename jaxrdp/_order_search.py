@@ -30,8 +30,13 @@ the one with the smallest lower bound, which is nearly always the optimum: about
 one evaluation per configuration. The calibrations use this.
 
 Each round evaluates at most ``_rows_per_round`` configurations that are still
-in contention (gathered with a fixed-size ``nonzero``), so finished
-configurations cost nothing and shapes stay static. The search always runs to
+in contention, so finished configurations cost nothing and shapes stay static.
+They are taken by priority (``lax.top_k``): most orders in contention first, so
+that the configurations needing many rounds start early and the last rounds are
+not left nearly empty; and last, together, those whose next order is above 65,
+which usually needs the full quadrature layout (a round takes it for all its
+configurations when one needs it). A configuration's own sequence of orders does
+not depend on when it is evaluated. The search always runs to
 the end: every round gives each selected configuration an order it has not
 evaluated, so the loop bound below (enough rounds to evaluate every order of
 every configuration) is never what stops it. Even on grids where many orders
@@ -249,8 +254,8 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
   xs_l, eligible_l, alpha_l = xs[loop], eligible[loop], alpha[loop]
 
   def analyse(fv, known, best, s, t, d, live, floor):
-    """Which rows still have orders in contention, and each row's next order
-    (fv, known, floor: the loop's points)."""
+    """How many orders each row still has in contention (0: finished), and each
+    row's next order (fv, known, floor: the loop's points)."""
     lower, upper = _bounds(xs_l, fv, known, s)
     if f_floor is not None:
       lower = jnp.minimum(jnp.maximum(lower, floor), upper)
@@ -265,7 +270,7 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
     if f_floor is not None:
       key = jnp.where(floor > 0, eps_lo, key)
     pick = argmin_last(jnp.where(contending, key, jnp.inf))
-    return jnp.any(contending, axis=-1), pick
+    return jnp.sum(contending, axis=-1, dtype=jnp.int32), pick
 
   if others.size and rows:
     batch = _rows_per_round(rows)
@@ -281,12 +286,20 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
     floor_l = jnp.zeros(fv_l.shape) if f_floor is None else floor[:, loop]
 
     def cond(state):
-      _, _, _, active, _, it = state
-      return jnp.any(active) & (it < max_rounds)
+      _, _, _, left, _, it = state
+      return jnp.any(left > 0) & (it < max_rounds)
 
     def body(state):
-      fv, known, best, active, pick, it = state
-      sel = jnp.nonzero(active, size=batch, fill_value=rows)[0].astype(jnp.int32)
+      fv, known, best, left, pick, it = state
+      # The rows with the most orders left in contention go first: they tend to need
+      # the most rounds, so starting them early keeps the last rounds from running
+      # nearly empty (standard grid: 10 rounds instead of 12, same evaluations).
+      # Rows whose next order is above 65 go last, together: such an order usually
+      # needs the full quadrature layout, which a round then takes for all its rows.
+      # Rows with none left are padding (index rows), dropped by the scatters.
+      priority = jnp.where(left > 0, jnp.where(x[pick] > 65.0, 1, left + 1), 0)
+      top, sel = jax.lax.top_k(priority, batch)
+      sel = jnp.where(top > 0, sel, rows).astype(jnp.int32)
       r = jnp.minimum(sel, rows - 1)
       j = pick[r]
       a = x[j]
@@ -297,21 +310,21 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
       known = known.at[sel, j].set(True, mode="drop")
       best = best.at[sel].min(e_new, mode="drop")
       # Only the rows just updated can change state.
-      active_r, pick_r = analyse(
+      left_r, pick_r = analyse(
           fv[r], known[r], best[r], sf[r], tf[r], df[r], searching[r], floor_l[r])
-      active = active.at[sel].set(active_r, mode="drop")
+      left = left.at[sel].set(left_r, mode="drop")
       pick = pick.at[sel].set(pick_r, mode="drop")
-      return fv, known, best, active, pick, it + 1
+      return fv, known, best, left, pick, it + 1
 
-    active, pick = analyse(fv_l, known_l, best, sf, tf, df, searching, floor_l)
-    fv_l, known_l, best, active, _, _ = jax.lax.while_loop(
-        cond, body, (fv_l, known_l, best, active, pick, jnp.int32(0)))
+    left, pick = analyse(fv_l, known_l, best, sf, tf, df, searching, floor_l)
+    fv_l, known_l, best, left, _, _ = jax.lax.while_loop(
+        cond, body, (fv_l, known_l, best, left, pick, jnp.int32(0)))
     fv, known = fv.at[:, loop].set(fv_l), known.at[:, loop].set(known_l)
     # A finished row's minimum is over its exact values: every order never
     # evaluated has a lower bound at or above it. An unfinished row (exact =
     # False) reports the best exact value it found, a valid (sound) epsilon.
     eps_all = jnp.where(eligible & known, _eps_of(fv, alpha, tf, df, method), jnp.inf)
-    exact = ~active & ~skipped
+    exact = (left == 0) & ~skipped
     evaluations = jnp.sum(known & ~fixed, axis=-1, dtype=jnp.int32)
   else:
     eps_all = eps_known
