@@ -59,8 +59,7 @@ def _search_f64(q, sigma, steps, delta, orders_static, method, live=None, f_floo
   f_floor: lower bounds on log A from an earlier search (see
   ``min_epsilon_over_orders``). Returns the whole ``SearchResult``.
   """
-  q, sigma, steps, delta = jnp.broadcast_arrays(
-      *(_precision.as_float64(x) for x in (q, sigma, steps, delta)))
+  q, sigma, steps, delta = _precision.broadcast_float64(q, sigma, steps, delta)
   return min_epsilon_over_orders(q, sigma, steps, delta, orders_static.array, method, live,
                                  f_floor)
 
@@ -73,8 +72,7 @@ def _dpsgd_epsilon_f64(q, sigma, steps, delta, orders, orders_static, method, mo
   exhaustive fallback; it differentiates epsilon at the order it selects.
   """
   if mode == "exhaustive":
-    q, sigma, steps, delta = jnp.broadcast_arrays(
-        *(_precision.as_float64(x) for x in (q, sigma, steps, delta)))
+    q, sigma, steps, delta = _precision.broadcast_float64(q, sigma, steps, delta)
     rdp = _dpsgd_rdp_f64(q, sigma, steps, orders, orders_static)
     return epsilon_from_rdp_f64(rdp, orders, delta, method)
   res = _search_f64(q, sigma, steps, delta, orders_static, method)
@@ -89,7 +87,7 @@ def _delta_at_order(method, a, q, sigma, steps, epsilon):
 
 
 def _dpsgd_delta_f64(q, sigma, steps, epsilon, orders, orders_static, method):
-  args = jnp.broadcast_arrays(*(_precision.as_float64(x) for x in (q, sigma, steps, epsilon)))
+  args = _precision.broadcast_float64(q, sigma, steps, epsilon)
   # As for epsilon: the value without derivatives, differentiated at the order
   # it selects, so a derivative program does not differentiate every order.
   q, sigma, steps, epsilon = (jax.lax.stop_gradient(x) for x in args)

@@ -25,9 +25,10 @@ q) can pass what that search learnt as floors (``f_floor``, from
 ``SearchResult.table``): log A_alpha is non-increasing in sigma and non-decreasing
 in q at every order (more noise is post-processing; a smaller q mixes the output
 with the no-data distribution, and A_alpha is convex in its first argument), so
-those bounds hold here too, and from a nearby sigma they are nearly exact. They raise the lower bounds, and the order picked next is then
-the one with the smallest lower bound, which is nearly always the optimum: about
-one evaluation per configuration. The calibrations use this.
+those bounds hold here too, and from a nearby sigma they are nearly exact. They
+raise the lower bounds, and the order picked next is then the one with the
+smallest lower bound, which is nearly always the optimum: about one evaluation
+per configuration. The calibrations use this.
 
 Each round evaluates at most ``_rows_per_round`` configurations that are still
 in contention, so finished configurations cost nothing and shapes stay static.
@@ -36,8 +37,8 @@ that the configurations needing many rounds start early and the last rounds are
 not left nearly empty; and last, together, those whose next order is above 65,
 which usually needs the full quadrature layout (a round takes it for all its
 configurations when one needs it). A configuration's own sequence of orders does
-not depend on when it is evaluated. The search always runs to
-the end: every round gives each selected configuration an order it has not
+not depend on when it is evaluated. The search always runs to the end: every
+round gives each selected configuration an order it has not
 evaluated, so the loop bound below (enough rounds to evaluate every order of
 every configuration) is never what stops it. Even on grids where many orders
 stay in contention it costs less than evaluating every order of the whole

@@ -16,7 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["x64_context", "as_float64", "round_up_to", "Float64Scope", "elementwise_float64"]
+__all__ = ["x64_context", "as_float64", "broadcast_float64", "round_up_to", "Float64Scope",
+           "elementwise_float64"]
 
 
 def x64_context() -> contextlib.AbstractContextManager:
@@ -27,6 +28,11 @@ def x64_context() -> contextlib.AbstractContextManager:
 def as_float64(x) -> jax.Array:
   """Converts ``x`` to a float64 array (call inside :func:`x64_context`)."""
   return jnp.asarray(x, dtype=jnp.float64)
+
+
+def broadcast_float64(*xs) -> list[jax.Array]:
+  """The arguments as float64 arrays broadcast to one shape (NumPy rules)."""
+  return jnp.broadcast_arrays(*(as_float64(x) for x in xs))
 
 
 def round_up_to(x: jax.Array, dtype) -> jax.Array:

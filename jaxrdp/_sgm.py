@@ -118,8 +118,7 @@ def _log_a_minus_1_f64(q, sigma, alpha, alpha_static=None):
   # A batch of configurations against a 1-D grid of orders on the last axis.
   rows_constant = (alpha_np is not None and alpha_np.ndim == 1 and np.ndim(alpha) == 1
                    and all(np.ndim(x) == 0 or np.shape(x)[-1] == 1 for x in (q, sigma)))
-  q, sigma, alpha = jnp.broadcast_arrays(
-      _precision.as_float64(q), _precision.as_float64(sigma), _precision.as_float64(alpha))
+  q, sigma, alpha = _precision.broadcast_float64(q, sigma, alpha)
   invalid = ~((q >= 0) & (q <= 1) & (sigma >= 0) & (alpha > 1))  # also catches NaN
   zero = q == 0  # the mechanism never looks at the data: A = 1
   exact_gauss = q == 1  # A = exp(alpha (alpha - 1) / (2 sigma^2))
