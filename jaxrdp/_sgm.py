@@ -132,12 +132,14 @@ def _log_a_minus_1_f64(q, sigma, alpha, alpha_static=None):
   if alpha_np is not None:
     alpha_np = np.where(np.isfinite(alpha_np) & (alpha_np > 1), alpha_np, 2.0)
   general = _log_a_minus_1_regular(qs, ss, as_, alpha_np, rows_constant)
-  # q = 1: log(A - 1) = log(expm1(alpha (alpha - 1) / (2 sigma^2))).
+  # q = 1: log(A - 1) = log(expm1(x)) = x + log(-expm1(-x)), x = alpha (alpha - 1) / (2 sigma^2)
+  # (one form for every x > 0: it cannot overflow, and -expm1(-x) keeps full
+  # relative accuracy for small x). It is evaluated for every element, so it is
+  # kept to two transcendental calls.
   ss_g = jnp.where(exact_gauss & ~infinite & ~huge_sigma, sigma, 1.0)
   ag = jnp.where(exact_gauss & ~infinite, alpha, 2.0)
   x = ag * (ag - 1.0) / (2.0 * ss_g * ss_g)
-  gauss = jnp.where(x > 30.0, x + jnp.log1p(-jnp.exp(-jnp.minimum(x, 1e300))),
-                    jnp.log(jnp.expm1(jnp.minimum(x, 30.0))))
+  gauss = x + jnp.log(-jnp.expm1(-x))
   out = jnp.where(exact_gauss, gauss, general)
   out = jnp.where(zero | huge_sigma, -jnp.inf, out)
   out = jnp.where(infinite, jnp.inf, out)
