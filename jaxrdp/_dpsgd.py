@@ -126,7 +126,7 @@ def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: Array
   When ``orders`` is concrete, orders are not all evaluated: exact log A at a
   coarse set of integer orders bounds every other order by convexity, and only
   the orders that could still be optimal are evaluated exactly, one per round
-  until none is left (``jaxrdp._order_search``; 2.4 per configuration on the
+  until none is left (``jaxrdp._order_search``; 1.9 per configuration on the
   standard benchmark grid, more on very dense order grids). The result is the
   exact minimum over the grid. Traced orders evaluate every order.
 

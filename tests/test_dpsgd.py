@@ -103,10 +103,11 @@ def test_no_recompilation_for_same_shapes():
 
 @pytest.mark.parametrize("orders", [np.linspace(1.05, 40, 256), np.linspace(1.5, 20, 4000)])
 def test_dense_order_grid_is_still_the_exact_minimum(orders):
-  # Closely spaced orders leave many in contention: the search runs until none
-  # is left (147 quadratures for q = 0.01, sigma = 1.5 on the 4000-order grid),
-  # never stopping early with a looser value.
-  q, s = np.array([0.05, 0.01]), np.array([0.8, 1.5])
+  # Closely spaced orders can leave many in contention: the search runs until none
+  # is left (203 quadratures for q = 0.001, sigma = 0.98 on the 4000-order grid,
+  # where the epsilon curve is flat around its minimum), never stopping early with
+  # a looser value.
+  q, s = np.array([0.05, 0.001]), np.array([0.8, 0.98])
   got = jaxrdp.dpsgd_epsilon(q, s, 1000, 1e-5, orders=orders)
   rdp = jaxrdp.sgm_rdp(q[:, None], s[:, None], orders) * 1000
   want = jaxrdp.rdp_to_epsilon(rdp, orders, 1e-5)
@@ -117,6 +118,25 @@ def test_dense_order_grid_is_still_the_exact_minimum(orders):
       res = jaxrdp._order_search.min_epsilon_over_orders(
           jnp.asarray(q), jnp.asarray(s), jnp.full(2, 1000.0), jnp.full(2, 1e-5), orders, "improved")
     assert bool(jnp.all(res.exact)) and int(jnp.max(res.evaluations)) > 16
+
+
+def test_search_estimate_is_the_cubic_through_the_nearest_known_points():
+  # The search evaluates first the order whose estimate is smallest: the cubic
+  # through the two nearest known points on each side, kept within the convexity
+  # bounds. For a convex cubic f it must be f itself; with fewer than two known
+  # points on the right, the midpoint of the bounds.
+  xs = np.array([0.0, 1.0, 1.5, 2.0, 2.5, 3.0, 4.0, 5.0, 5.5])
+  known = np.array([1, 1, 0, 1, 0, 1, 1, 1, 0], dtype=bool)
+  f = 0.1 * xs**3 + 0.5 * xs**2 - 0.6 * xs  # convex for x >= 0, f(0) = f(1) = 0
+  with jax.enable_x64(True):
+    fv = jnp.asarray(np.where(known, f, 0.0))[None]
+    lower, upper, est = (np.asarray(v)[0] for v in _order_search._bounds(
+        xs, fv, jnp.asarray(known)[None], jnp.asarray([0.01]), estimate=True))
+  inner = np.array([2, 4])
+  np.testing.assert_allclose(est[inner], f[inner], rtol=1e-13)
+  assert np.all(lower[~known] <= f[~known]) and np.all(f[~known] <= upper[~known])
+  assert np.all(lower[inner] < est[inner]) and np.all(est[inner] < upper[inner])  # not clipped
+  assert est[8] == 0.5 * (lower[8] + upper[8])
 
 
 def test_floors_from_more_noise_prune_without_changing_the_minimum():
