@@ -71,6 +71,7 @@ import jax.numpy as jnp
 from ._conversions import _epsilon_per_order
 from ._numerics import argmin_last
 from ._sgm import _log_a_f64
+from ._static_index import put_last, take_last
 from ._validation import StaticArray
 
 __all__ = ["SearchResult", "min_epsilon_over_orders", "table_size", "with_derivative_at_order"]
@@ -251,8 +252,8 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
   rows = math.prod(shape)
   qf, sf, tf, df = (jnp.reshape(jax.lax.stop_gradient(x), (rows,)) for x in (q, sigma, steps, delta))
   f_coarse = _log_a_f64(qf[:, None], sf[:, None], coarse, StaticArray(coarse))  # [rows, C] (series)
-  fv = jnp.concatenate(
-      [jnp.zeros((rows, 2)), f_coarse, jnp.zeros((rows, others.size))], axis=-1)[:, perm]
+  fv = take_last(jnp.concatenate(
+      [jnp.zeros((rows, 2)), f_coarse, jnp.zeros((rows, others.size))], axis=-1), perm)
   known = jnp.broadcast_to(jnp.asarray(fixed), fv.shape)
   eps_known = jnp.where(eligible & known, _eps_of(fv, alpha, tf, df, method), jnp.inf)
   best = jnp.min(eps_known, axis=-1)
@@ -311,9 +312,9 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
     x = jnp.asarray(xs_l)
     # (known and the default floor are broadcast constants: built as such rather
     # than gathered, so that XLA does not fold a [rows, points] constant.)
-    fv_l = fv[:, loop]
+    fv_l = take_last(fv, loop)
     known_l = jnp.broadcast_to(jnp.asarray(fixed[loop]), fv_l.shape)
-    floor_l = jnp.zeros(fv_l.shape) if f_floor is None else floor[:, loop]
+    floor_l = jnp.zeros(fv_l.shape) if f_floor is None else take_last(floor, loop)
 
     def cond(state):
       _, _, _, left, _, it = state
@@ -349,7 +350,7 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
     left, pick = analyse(fv_l, known_l, best, sf, tf, df, searching, floor_l)
     fv_l, known_l, best, left, _, _ = jax.lax.while_loop(
         cond, body, (fv_l, known_l, best, left, pick, jnp.int32(0)))
-    fv, known = fv.at[:, loop].set(fv_l), known.at[:, loop].set(known_l)
+    fv, known = put_last(fv, loop, fv_l), put_last(known, loop, known_l)
     # A finished row's minimum is over its exact values: every order never
     # evaluated has a lower bound at or above it. An unfinished row (exact =
     # False) reports the best exact value it found, a valid (sound) epsilon.
