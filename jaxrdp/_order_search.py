@@ -324,7 +324,8 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
       fv, known, best, left, pick, it = state
       # The rows with the most orders left in contention go first: they tend to need
       # the most rounds, so starting them early keeps the last rounds from running
-      # nearly empty (standard grid: 10 rounds instead of 12, same evaluations).
+      # nearly empty (standard grid, when the bounds' midpoint picked the order: 10
+      # rounds instead of 12, same evaluations).
       # Rows whose next order is above 65 go last, together: such an order usually
       # needs the full quadrature layout, which a round then takes for all its rows.
       # Rows with none left are padding (index rows), dropped by the scatters.
