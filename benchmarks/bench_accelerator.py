@@ -53,11 +53,9 @@ def quadrature_count(q, s, orders):
   and (rounds that took the light layout, all rounds).
 
   The quadrature picks its node layout per call (one call per search round): the
-  light one when the whole round qualifies, else the full one (in a large round
-  with only a few elements that need it: the light one for all and the full one
-  for those few). A callback records whether each round qualified as a whole.
-  Which evaluations fell in which round is not recorded, so a mix of layouts
-  bounds the work per evaluation between the two node counts.
+  light one when the whole round qualifies, else the full one. A callback records
+  each round's choice. Which evaluations fell in which round is not recorded, so
+  a mix of layouts bounds the work per evaluation between the two node counts.
   """
   import jax
   import jax.numpy as jnp

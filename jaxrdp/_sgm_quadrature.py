@@ -43,11 +43,8 @@ points over the whole domain and 200,000 with sigma in [0.2, 0.7]): within
 2e-14 relative wherever the conditions hold. Beyond the width bound the error
 grows fast (4e-13 at 5.5 to 6 sigma, 8e-11 at 6 to 7), so the bound has a
 margin but not a large one. One layout runs per batch, chosen at run time
-(``lax.cond``); in a large 1-D batch (a round of the order search) where only a
-few elements need the full layout, the others keep the light one and only those
-few are evaluated in the full layout (``lax.switch``). Every element still gets
-the value of a layout whose conditions it meets. Under a caller's ``jax.vmap``
-the choice is per element and XLA evaluates every branch.
+(``lax.cond``); under a caller's ``jax.vmap`` the choice is per element and XLA
+evaluates both layouts.
 """
 
 from __future__ import annotations
@@ -88,11 +85,6 @@ _LIGHT_PANELS = 12
 _LIGHT_KINK = 2
 _LIGHT_SIGMA = 0.3
 _LIGHT_WIDTH = 5.0
-# A large batch with at most this many elements that need the full layout takes the
-# light layout for the others (log_a_minus_1_quadrature). On the standard benchmark
-# grid the search's last round has ~15 such elements (its configurations whose next
-# order is 128) among its 100.
-_FEW_FULL = 16
 
 # Integrand evaluations per quadrature in each layout (each window has one panel
 # more than its uniform ones: the one split at the kink window).
@@ -348,32 +340,15 @@ def _choose_layout(q, sigma, alpha):
   return g, jnp.all(_elementwise(_light_enough, sigma, g))
 
 
-def _light_with_few_full(q, sigma, alpha, g):
-  """A 1-D batch in the light layout except for the at most _FEW_FULL elements that
-  need the full one: those are evaluated again in the full layout and replace their
-  light values (the light layout's result is not used where it does not qualify).
-  The spare full-layout slots take qualifying elements, whose full-layout value is
-  as valid as their light one."""
-  needs_full = ~_elementwise(_light_enough, sigma, g)
-  _, idx = jax.lax.top_k(needs_full.astype(jnp.int32), _FEW_FULL)
-  light = _elementwise(_log_a_minus_1_light, q, sigma, alpha, g)
-  few = jax.tree.map(lambda v: v[idx], (q, sigma, alpha, g))
-  return light.at[idx].set(_elementwise(_log_a_minus_1_full, *few))
-
-
 def log_a_minus_1_quadrature(q, sigma, alpha):
   """Elementwise log(A_alpha - 1) for 0 < q < 1, sigma > 0, alpha > 1.
 
   Inputs must already be broadcast to a common shape and be float64. The batch
-  takes the light layout where every element allows it, else the full one; a
-  1-D batch of at least 4 _FEW_FULL elements of which at most _FEW_FULL need the
-  full layout takes it for those only.
+  takes the light layout where every element allows it, else the full one.
   """
   g, light = _choose_layout(q, sigma, alpha)
-  light_all = lambda *args: _elementwise(_log_a_minus_1_light, *args)
-  full_all = lambda *args: _elementwise(_log_a_minus_1_full, *args)
-  if jnp.ndim(q) == 1 and q.shape[0] >= 4 * _FEW_FULL:
-    few = jnp.sum(~_elementwise(_light_enough, sigma, g)) <= _FEW_FULL
-    branch = jnp.where(light, 0, jnp.where(few, 1, 2))
-    return jax.lax.switch(branch, [light_all, _light_with_few_full, full_all], q, sigma, alpha, g)
-  return jax.lax.cond(light, light_all, full_all, q, sigma, alpha, g)
+  return jax.lax.cond(
+      light,
+      lambda *args: _elementwise(_log_a_minus_1_light, *args),
+      lambda *args: _elementwise(_log_a_minus_1_full, *args),
+      q, sigma, alpha, g)

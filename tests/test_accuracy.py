@@ -97,35 +97,3 @@ def test_both_quadrature_layouts_match_reference(name):
   rel = np.abs(chosen - lam1[eligible]) / np.maximum(1.0, np.abs(lam1[eligible]))
   assert rel.max() <= TOL
   assert np.nanmax(np.where(eligible, 0.0, err(light))) > 1e-9
-
-
-@pytest.mark.parametrize("n_full", [5, 17])
-def test_large_batch_with_few_full_elements(n_full):
-  """A large 1-D batch (a search round) where at most _FEW_FULL elements need the
-  full layout gives those the full layout and the others the light one; with more,
-  every element takes the full layout. Either way each element's value is one of a
-  layout whose conditions it meets, within TOL of the reference."""
-  from jaxrdp import _precision, _sgm_quadrature as m
-  assert m._FEW_FULL == 16
-  q, s, a, _, lam1, _ = load_reference(FILES[0])
-  keep = (q > 0) & (q < 1) & np.isfinite(lam1)
-  q, s, a, lam1 = q[keep], s[keep], a[keep], lam1[keep]
-  with _precision.x64_context():
-    g = jax.vmap(m._geometry)(*(jnp.asarray(v, jnp.float64) for v in (q, s, a)))
-    eligible = np.asarray(jax.vmap(m._light_enough)(jnp.asarray(s), g))
-    pick = np.concatenate([np.flatnonzero(eligible)[:100 - n_full], np.flatnonzero(~eligible)[:n_full]])
-    pick = np.random.default_rng(n_full).permutation(pick)
-    qb, sb, ab = (jnp.asarray(v[pick], jnp.float64) for v in (q, s, a))
-    gb = jax.tree.map(lambda v: v[pick], g)
-    got = np.asarray(jax.jit(m.log_a_minus_1_quadrature)(qb, sb, ab))
-    light = np.asarray(jax.jit(jax.vmap(m._log_a_minus_1_light))(qb, sb, ab, gb))
-    full = np.asarray(jax.jit(jax.vmap(m._log_a_minus_1_full))(qb, sb, ab, gb))
-  assert pick.size == 100
-  want = np.where(eligible[pick], light, full) if n_full <= m._FEW_FULL else full
-  # The same computation as the layout's own call, element by element: equal to the
-  # last bit nearly everywhere (the two layouts differ by up to ~2e-14, so this tells
-  # them apart; batching can move a few results by an ulp or two).
-  np.testing.assert_allclose(got, want, rtol=1e-15, atol=0)
-  assert np.mean(got == want) > 0.9
-  ref = lam1[pick]
-  assert np.max(np.abs(got - ref) / np.maximum(1.0, np.abs(ref))) <= TOL

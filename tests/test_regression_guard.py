@@ -92,19 +92,6 @@ def test_quadrature_node_count_under_vmap(monkeypatch):
   assert _integrand_sizes(calls) == [QUAD_EVALS_LIGHT, QUAD_EVALS_PER_ORDER]
 
 
-def test_quadrature_node_count_large_batch(monkeypatch):
-  """A large 1-D batch (a search round) also traces the mixed branch: the light layout
-  for all elements and the full one for at most _FEW_FULL of them."""
-  calls = []
-  _spy(monkeypatch, _sgm_quadrature, "_log_integrand", calls)
-  n = 4 * _sgm_quadrature._FEW_FULL
-  with _precision.x64_context():
-    q = jnp.full((n,), 0.01)
-    jax.eval_shape(lambda *a: _sgm_quadrature.log_a_minus_1_quadrature(*a), q, q + 1.0, q + 3.0)
-  # One element per call (vmapped): light (all), light + full (mixed), full (all).
-  assert _integrand_sizes(calls) == [QUAD_EVALS_LIGHT] * 2 + [QUAD_EVALS_PER_ORDER] * 2
-
-
 def test_quadrature_layout_choice():
   """The light layout runs exactly where its conditions hold for the whole batch."""
   m = _sgm_quadrature
