@@ -13,7 +13,7 @@ from ._sgm_quadrature import log_a_minus_1_quadrature
 from ._sgm_series import (
     FULL_MAX_ORDER, log_a_minus_1_integer_full, log_a_minus_1_integer_grid,
     log_a_minus_1_integer_windowed)
-from ._static_index import take_last
+from ._static_index import concatenate_to
 from ._validation import check_range, concrete_or_none, static_or_none
 
 __all__ = ["sgm_log_a", "sgm_rdp", "sgm_log_a_minus_1"]
@@ -63,10 +63,7 @@ def _log_a_minus_1_regular(q, sigma, alpha, alpha_np, rows_constant=False):
   if groups[2].size:
     i = groups[2]
     parts.append(log_a_minus_1_quadrature(qf[i], sf[i], af[i]))
-  order = np.concatenate(groups)
-  inverse = np.empty_like(order)
-  inverse[order] = np.arange(order.size)
-  return take_last(jnp.concatenate(parts), inverse).reshape(shape)
+  return concatenate_to(parts, [g for g in groups if g.size]).reshape(shape)
 
 
 def _regular_along_last_axis(q, sigma, alpha, orders, rows_constant):
@@ -102,10 +99,7 @@ def _regular_along_last_axis(q, sigma, alpha, orders, rows_constant):
   if groups[2].size:
     i = groups[2]
     parts.append(log_a_minus_1_quadrature(q[..., i], sigma[..., i], alpha[..., i]))
-  order = np.concatenate(groups)
-  inverse = np.empty_like(order)
-  inverse[order] = np.arange(order.size)
-  return take_last(jnp.concatenate(parts, axis=-1), inverse)
+  return concatenate_to(parts, [g for g in groups if g.size])
 
 
 def _log_a_minus_1_f64(q, sigma, alpha, alpha_static=None):

@@ -26,7 +26,7 @@ import numpy as np
 from jax.scipy.special import logsumexp
 
 from ._numerics import log_binomial
-from ._static_index import take_last
+from ._static_index import concatenate_to
 from ._sgm_quadrature import _bump_logweight_derivs, _refine_max, _spread, _argmax, _GRID
 
 __all__ = ["log_a_minus_1_integer_full", "log_a_minus_1_integer_grid",
@@ -112,10 +112,7 @@ def log_a_minus_1_integer_grid(q, sigma, n):
          + excess[..., None, :terms])
     parts.append(logsumexp(jnp.where(np.isfinite(log_binom), t, -jnp.inf), axis=-1))
     positions.append(i)
-  order = np.concatenate(positions)
-  inverse = np.empty_like(order)
-  inverse[order] = np.arange(order.size)
-  return take_last(jnp.concatenate(parts, axis=-1), inverse)
+  return concatenate_to(parts, positions)
 
 
 def _window_terms(start, q, sigma, n):

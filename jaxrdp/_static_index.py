@@ -15,7 +15,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["take_last", "put_last"]
+__all__ = ["take_last", "put_last", "concatenate_to"]
 
 # Beyond this many runs the general gather is used (a concatenation of very many
 # slices compiles slowly).
@@ -47,6 +47,17 @@ def take_last(x, idx):
   if idx.size == 0 or len(runs) > _MAX_RUNS:
     return x[..., idx]
   return _concatenate([x], runs)
+
+
+def concatenate_to(parts, positions):
+  """The ``parts`` concatenated on the last axis, each column put back where it belongs:
+  ``parts[i]`` holds the columns at the concrete positions ``positions[i]``, which
+  together are a permutation of 0..n-1 (kernels that evaluate groups of orders
+  separately reassemble them with this)."""
+  order = np.concatenate(positions)
+  inverse = np.empty_like(order)
+  inverse[order] = np.arange(order.size)
+  return take_last(jnp.concatenate(parts, axis=-1), inverse)
 
 
 def put_last(x, idx, values):

@@ -53,3 +53,13 @@ def test_take_and_put_are_differentiable():
   np.testing.assert_array_equal(np.asarray(grad), [0, 2, 0, 6, 8, 10, 0, 0])
   grad = jax.grad(lambda v: jnp.sum(_static_index.put_last(x, idx, v) * jnp.arange(8.0)))(jnp.ones(5))
   np.testing.assert_array_equal(np.asarray(grad), idx.astype(float))
+
+
+def test_concatenate_to_puts_every_column_back():
+  rng = np.random.default_rng(2)
+  x = rng.normal(size=(3, 20))
+  positions = [np.array([4, 0, 7]), np.arange(8, 20), np.array([1, 2, 3, 5, 6])]
+  parts = [jnp.asarray(x[:, p]) for p in positions]
+  np.testing.assert_array_equal(np.asarray(_static_index.concatenate_to(parts, positions)), x)
+  flat = [jnp.asarray(x[0, p]) for p in positions]
+  np.testing.assert_array_equal(np.asarray(_static_index.concatenate_to(flat, positions)), x[0])
