@@ -115,8 +115,10 @@ def test_dense_order_grid_is_still_the_exact_minimum(orders):
   np.testing.assert_array_equal(got.order, want.order)
   if orders.size == 4000:
     with jax.enable_x64(True):
-      res = jaxrdp._order_search.min_epsilon_over_orders(
-          jnp.asarray(q), jnp.asarray(s), jnp.full(2, 1000.0), jnp.full(2, 1e-5), orders, "improved")
+      # Jitted: op by op, the search dispatches hundreds of small programs (~20 s).
+      search = jax.jit(lambda q, s: jaxrdp._order_search.min_epsilon_over_orders(
+          q, s, jnp.full(2, 1000.0), jnp.full(2, 1e-5), orders, "improved"))
+      res = search(jnp.asarray(q), jnp.asarray(s))
     assert bool(jnp.all(res.exact)) and int(jnp.max(res.evaluations)) > 16
 
 
