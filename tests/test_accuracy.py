@@ -83,8 +83,8 @@ def test_both_quadrature_layouts_match_reference(name):
   tags = [t for t, k in zip(tags, keep) if k]
   with _precision.x64_context():
     q, s, a = (jnp.asarray(v, jnp.float64) for v in (q, s, a))
-    g = jax.vmap(m._geometry)(q, s, a)
-    eligible = np.asarray(jax.vmap(m._light_enough)(s, g))
+    g = jax.jit(jax.vmap(m._geometry))(q, s, a)
+    eligible = np.asarray(jax.jit(jax.vmap(m._light_enough))(s, g))
     light = np.asarray(jax.jit(jax.vmap(m._log_a_minus_1_light))(q, s, a, g))
     full = np.asarray(jax.jit(jax.vmap(m._log_a_minus_1_full))(q, s, a, g))
     # An all-eligible batch takes the light layout (test_regression_guard checks the choice).
