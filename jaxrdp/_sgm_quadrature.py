@@ -150,21 +150,19 @@ def _trigamma1p_fast(x):
 
 
 def _bump_logweight_derivs(x, q, sigma, alpha):
-  """t(x), t'(x), t''(x) for the bump log-weights of the module docstring (x in [0, alpha])."""
+  """t'(x), t''(x) for the bump log-weights t of the module docstring (x in [0, alpha])."""
   lq, l1q = jnp.log(q), jnp.log1p(-q)
   s2 = sigma * sigma
   xa = alpha - x
-  t = (_lgamma1p_fast(alpha) - _lgamma1p_fast(x) - _lgamma1p_fast(xa)
-       + x * lq + xa * l1q + (x * x - x) / (2.0 * s2))
   d1 = -_digamma1p_fast(x) + _digamma1p_fast(xa) + lq - l1q + (2.0 * x - 1.0) / (2.0 * s2)
   d2 = -_trigamma1p_fast(x) - _trigamma1p_fast(xa) + 1.0 / s2
-  return t, d1, d2
+  return d1, d2
 
 
 def _refine_max(x0, lo, hi, q, sigma, alpha):
   """Safeguarded Newton steps towards a local maximum of t inside [lo, hi]."""
   def body(_, x):
-    _, d1, d2 = _bump_logweight_derivs(x, q, sigma, alpha)
+    d1, d2 = _bump_logweight_derivs(x, q, sigma, alpha)
     # Newton where t is concave; otherwise a bounded step uphill.
     step = jnp.where(d2 < 0, -d1 / jnp.where(d2 < 0, d2, -1.0), jnp.sign(d1))
     step = jnp.clip(step, -0.25 * (hi - lo) - 1.0, 0.25 * (hi - lo) + 1.0)
@@ -174,7 +172,7 @@ def _refine_max(x0, lo, hi, q, sigma, alpha):
 
 def _spread(x, q, sigma, alpha):
   """Half-width in x beyond which the bump weights fall below max - _T."""
-  _, d1, d2 = _bump_logweight_derivs(x, q, sigma, alpha)
+  d1, d2 = _bump_logweight_derivs(x, q, sigma, alpha)
   by_slope = _T / jnp.maximum(jnp.abs(d1), 1e-300)
   by_curv = jnp.sqrt(2.0 * _T / jnp.maximum(-d2, 1e-300))
   # In a concave region both bounds hold; in a convex one only the slope bound.
@@ -193,21 +191,33 @@ def _argmax(v):
   return jnp.min(jnp.where(v == jnp.max(v), idx, jnp.int32(v.shape[0])))
 
 
-def _windows(q, sigma, alpha):
-  """Two integration windows [a, b] in z (possibly merged into one)."""
-  k = np.arange(_GRID)
-  cheb = 0.5 * (1.0 - np.cos(np.pi * k / (_GRID - 1)))
-  xs = alpha * cheb
-  t, _, _ = _bump_logweight_derivs(xs, q, sigma, alpha)
-  # Best grid point in the lower and the upper half of [0, alpha]: the two
-  # concave regions of t lie at its two ends.
+# The Chebyshev grid on [0, 1]. It is symmetric (_CHEB[::-1] = 1 - _CHEB), so
+# that lgamma(alpha - x + 1) on the grid is lgamma(x + 1) read backwards.
+_CHEB = 0.5 * (1.0 - np.cos(np.pi * np.arange(_GRID) / (_GRID - 1)))
+
+
+def _bump_maxima(q, sigma, alpha):
+  """The (at most two) local maxima of t on [0, alpha]: the best point of a
+  Chebyshev grid in each half (the two concave regions of t lie at its two ends),
+  refined by _refine_max."""
+  xs = alpha * _CHEB
+  # t on the grid up to terms constant in x (only its argmax is used):
+  # t(x) = const - lgamma(x + 1) - lgamma(alpha - x + 1) + x log(q / (1 - q)) + (x^2 - x) / (2 sigma^2).
+  g = _lgamma1p_fast(xs)
+  t = -(g + g[::-1]) + xs * (jnp.log(q) - jnp.log1p(-q)) + (xs * xs - xs) / (2.0 * sigma * sigma)
   half = _GRID // 2
   i_lo = _argmax(t[:half])
   i_hi = half + _argmax(t[half:])
-  step = alpha / (_GRID - 1) * np.pi  # >= local grid spacing
+  step = alpha / (_GRID - 1) * np.pi  # >= twice the largest grid spacing
   # Both maxima are refined together: one loop compiles much faster than two.
   x0 = jnp.stack([xs[i_lo], xs[i_hi]])
   x_lo, x_hi = _refine_max(x0, jnp.maximum(x0 - step, 0.0), jnp.minimum(x0 + step, alpha), q, sigma, alpha)
+  return x_lo, x_hi
+
+
+def _windows(q, sigma, alpha):
+  """Two integration windows [a, b] in z (possibly merged into one)."""
+  x_lo, x_hi = _bump_maxima(q, sigma, alpha)
   pad = _R * sigma + 2.0
   d_lo, d_hi = _spread(jnp.stack([x_lo, x_hi]), q, sigma, alpha)
   # The excess integrand also has mass near z in [-R sigma, 2] (the k = 0, 1, 2
@@ -227,26 +237,32 @@ def _gap_inside(a, b, gap_lo, gap_hi):
   return lo, jnp.clip(gap_hi, lo, b)
 
 
-def _window_nodes(a, b, gap_lo, gap_hi, panels=_PANELS):
-  """Nodes and log-weights for the integral over [a, b] minus (gap_lo, gap_hi).
+def _window_panels(a, b, gap_lo, gap_hi, panels=_PANELS):
+  """Gauss-Legendre panels for the integral over [a, b] minus (gap_lo, gap_hi).
 
-  The ``panels`` Gauss-Legendre panels are spread uniformly over the length that
-  remains once the gap is removed; the panel that would straddle the gap is
-  split at it, so every window has (panels + 1) * _NODES nodes whatever the
-  geometry. An empty window (or panel) gets weight 0 (log-weight -inf).
+  The ``panels`` panels are spread uniformly over the length that remains once
+  the gap is removed; the panel that would straddle the gap is split at it, so
+  every window has panels + 1 panels whatever the geometry. Returns each
+  panel's left end, half-width and log half-width; an empty window (or panel)
+  gets log half-width -inf (weight 0).
   """
   lo, hi = _gap_inside(a, b, gap_lo, gap_hi)
   first = lo - a
   length = first + (b - hi)
   empty = length <= 0
   length = jnp.where(empty, 1.0, length)
-  s = jnp.concatenate([length * jnp.linspace(0.0, 1.0, panels + 1), jnp.reshape(first, (1,))])
-  s = jnp.sort(s)
+  # The panel edges in s: the uniform ones with `first` inserted in order (as
+  # a stable sort would place it, after equal edges), without a sort.
+  uniform = np.linspace(0.0, 1.0, panels + 1)
+  j = np.arange(panels + 2)
+  at = jnp.sum(length * uniform <= first)  # uniform edges before `first`
+  s = jnp.where(j < at, length * uniform[np.minimum(j, panels)],
+                jnp.where(j == at, first, length * uniform[np.maximum(j - 1, 0)]))
   # Map the gap-free coordinate s back to z: a panel's left end at s = first
   # is the far side of the gap (hi), its right end at s = first the near side (lo).
   # The side is decided by the panel midpoint, never by comparing s with
   # `first` for equality: XLA may round the two copies of `first` differently.
-  s_l, s_r = s[:-1, None], s[1:, None]
+  s_l, s_r = s[:-1], s[1:]
   near = 0.5 * (s_l + s_r) < first
   left = jnp.where(near, a + s_l, hi + jnp.maximum(s_l - first, 0.0))
   right = jnp.where(near, jnp.minimum(a + s_r, lo), hi + jnp.maximum(s_r - first, 0.0))
@@ -255,34 +271,34 @@ def _window_nodes(a, b, gap_lo, gap_hi, panels=_PANELS):
   # A zero-width panel (the split point coinciding with an edge) has weight 0.
   nonempty_panel = (half > 0) & ~empty
   half = jnp.where(nonempty_panel, half, 1.0)
-  z = left + half * (1.0 + _GL_X[None, :])
-  logw = jnp.where(nonempty_panel, jnp.log(half), -jnp.inf) + np.log(_GL_W)[None, :]
-  return z.ravel(), logw.ravel()
+  return left, half, jnp.where(nonempty_panel, jnp.log(half), -jnp.inf)
 
 
-def _kink_nodes(z0, c, kink=_KINK):
-  """Nodes and log-weights for [z0 - c, z0 + c], ``kink`` panels a side graded towards z0.
+def _kink_panels(z0, c, kink=_KINK):
+  """Panels for [z0 - c, z0 + c], ``kink`` a side graded towards z0 (as _window_panels).
 
   Edges sit at z0 +- c 2^-k, so every panel is at least as far from the
   branch points z0 +- i pi sigma^2 as it is wide (for c 2^-(kink-1) <= pi sigma^2).
   """
   g = np.concatenate([[0.0], 2.0 ** -np.arange(kink - 1, -1, -1)])  # 0, ..., 1/2, 1
   edges = jnp.concatenate([z0 - c * g[::-1], z0 + c * g[1:]])
-  left, right = edges[:-1, None], edges[1:, None]
-  half = 0.5 * (right - left)
-  z = (left + right) * 0.5 + half * _GL_X[None, :]
-  logw = jnp.log(half) + np.log(_GL_W)[None, :]
-  return z.ravel(), logw.ravel()
+  left = edges[:-1]
+  half = 0.5 * (edges[1:] - left)
+  return left, half, jnp.log(half)
 
 
 def _log_integral(parts, q, sigma, alpha):
-  """log of the sum of w f(z) over the nodes of all ``parts`` ((z, log w) pairs).
+  """log of the quadrature sum over the panels of all ``parts`` (as _window_panels).
 
   All nodes go through one integrand call, so that the integrand is traced
   (and compiled) once per layout.
   """
-  z = jnp.concatenate([p[0] for p in parts])
-  logw = jnp.concatenate([p[1] for p in parts])
+  left, half, log_half = (jnp.concatenate(p) for p in zip(*parts))
+  # The panels are materialised once: XLA would otherwise recompute them in the
+  # integrand's fusion for every node. The nodes themselves are computed there.
+  left, half, log_half = jax.lax.optimization_barrier((left, half, log_half))
+  z = left[:, None] + half[:, None] * (1.0 + _GL_X)
+  logw = log_half[:, None] + np.log(_GL_W)
   return logsumexp(logw + _log_integrand(z, q, sigma, alpha))
 
 
@@ -307,22 +323,22 @@ def _geometry(q, sigma, alpha):
 
 def _log_a_minus_1_full(q, sigma, alpha, g):
   return _log_integral([
-      _kink_nodes(g.z0, g.c),
-      _window_nodes(g.a1, g.b1, g.z0 - g.c, g.z0 + g.c),
-      _window_nodes(g.a2, g.b2, g.z0 - g.c, g.z0 + g.c),
+      _kink_panels(g.z0, g.c),
+      _window_panels(g.a1, g.b1, g.z0 - g.c, g.z0 + g.c),
+      _window_panels(g.a2, g.b2, g.z0 - g.c, g.z0 + g.c),
   ], q, sigma, alpha)
 
 
 def _log_a_minus_1_light(q, sigma, alpha, g):
   return _log_integral([
-      _kink_nodes(g.z0, g.c, _LIGHT_KINK),
-      _window_nodes(g.a1, g.b2, g.z0 - g.c, g.z0 + g.c, _LIGHT_PANELS),
+      _kink_panels(g.z0, g.c, _LIGHT_KINK),
+      _window_panels(g.a1, g.b2, g.z0 - g.c, g.z0 + g.c, _LIGHT_PANELS),
   ], q, sigma, alpha)
 
 
 def _light_enough(sigma, g):
   """Whether the light layout's conditions (module docstring) hold for one element."""
-  # The length its window panels share: [a1, b2] less the kink window, as _window_nodes splits it.
+  # The length its window panels share: [a1, b2] less the kink window, as _window_panels splits it.
   lo, hi = _gap_inside(g.a1, g.b2, g.z0 - g.c, g.z0 + g.c)
   length = (lo - g.a1) + (g.b2 - hi)
   return (sigma >= _LIGHT_SIGMA) & (length <= _LIGHT_PANELS * _LIGHT_WIDTH * sigma)

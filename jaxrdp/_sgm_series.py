@@ -27,7 +27,7 @@ from jax.scipy.special import logsumexp
 
 from ._numerics import log_binomial
 from ._static_index import concatenate_to
-from ._sgm_quadrature import _bump_logweight_derivs, _refine_max, _spread, _argmax, _GRID
+from ._sgm_quadrature import _bump_maxima, _spread
 
 __all__ = ["log_a_minus_1_integer_full", "log_a_minus_1_integer_grid",
            "log_a_minus_1_integer_windowed", "FULL_MAX_ORDER"]
@@ -125,14 +125,7 @@ def _window_terms(start, q, sigma, n):
 
 
 def _windowed_scalar(q, sigma, n):
-  xs = n * 0.5 * (1.0 - jnp.cos(jnp.pi * jnp.arange(_GRID) / (_GRID - 1)))
-  t, _, _ = _bump_logweight_derivs(xs, q, sigma, n)
-  half = _GRID // 2
-  i_lo = _argmax(t[:half])
-  i_hi = half + _argmax(t[half:])
-  step = n / (_GRID - 1) * np.pi
-  x0 = jnp.stack([xs[i_lo], xs[i_hi]])
-  x_lo, x_hi = _refine_max(x0, jnp.maximum(x0 - step, 0.0), jnp.minimum(x0 + step, n), q, sigma, n)
+  x_lo, x_hi = _bump_maxima(q, sigma, n)
   x_lo, x_hi = jax.lax.stop_gradient((x_lo, x_hi))
   quarter = _WINDOW // 4
   # Window 1 always starts at k = 2 when the lower maximum is near it, since the
