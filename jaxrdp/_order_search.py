@@ -34,7 +34,7 @@ per configuration. The calibrations use this.
 
 Each round evaluates at most ``_rows_per_round`` configurations that are still
 in contention, so finished configurations cost nothing and shapes stay static.
-They are taken by priority (``lax.top_k``): most orders in contention first, so
+They are taken by priority (a top-k selection): most orders in contention first, so
 that the configurations needing many rounds start early and the last rounds are
 not left nearly empty; and last, together, those whose next order is above 65,
 which usually needs the full quadrature layout (a round takes it for all its
@@ -97,6 +97,22 @@ class SearchResult(NamedTuple):
 
 def _rows_per_round(n: int) -> int:
   return n if n <= _MIN_ROWS else max(_MIN_ROWS, -(-n // 4))
+
+
+def _top_rows(priority, k, max_priority):
+  """``lax.top_k(priority, k)`` for int32 priorities in [0, max_priority] (ties to
+  the lower index), as one sort of a combined key (priority, then reversed
+  index): XLA's CPU backend sorts one int32 operand much faster than top_k's
+  (value, index) pairs (9 against 50 us for 400 rows, measured 2026-11-23).
+  Where the key would not fit in int32, top_k itself."""
+  n = priority.shape[0]
+  bits = max(n - 1, 1).bit_length()
+  if (max_priority + 1) << bits > np.iinfo(np.int32).max:
+    return jax.lax.top_k(priority, k)
+  low = (1 << bits) - 1
+  key = (priority << bits) | (low - jnp.arange(n, dtype=jnp.int32))
+  best = -jnp.sort(-key)[:k]  # the k largest keys, largest first
+  return best >> bits, low - (best & low)
 
 
 def _eps_of(f, alpha, steps, delta, method):
@@ -330,7 +346,7 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
       # needs the full quadrature layout, which a round then takes for all its rows.
       # Rows with none left are padding (index rows), dropped by the scatters.
       priority = jnp.where(left > 0, jnp.where(x[pick] > 65.0, 1, left + 1), 0)
-      top, sel = jax.lax.top_k(priority, batch)
+      top, sel = _top_rows(priority, batch, xs_l.size + 1)
       sel = jnp.where(top > 0, sel, rows).astype(jnp.int32)
       r = jnp.minimum(sel, rows - 1)
       j = pick[r]
