@@ -26,7 +26,7 @@ import numpy as np
 from jax.scipy.special import logsumexp
 
 from ._numerics import log_binomial
-from ._static_index import concatenate_to
+from ._static_index import concatenate_to, take_last
 from ._sgm_quadrature import _bump_maxima, _spread
 
 __all__ = ["log_a_minus_1_integer_full", "log_a_minus_1_integer_grid",
@@ -81,12 +81,23 @@ def log_a_minus_1_integer_full(q, sigma, n):
 _GRID_BLOCKS = (8, 16, 24, 32, 48, FULL_MAX_ORDER)
 
 
+def _log_sum_exp_shifted(d):
+  """log(sum(exp(d))) along the last axis, for terms already shifted to d <= 0."""
+  return jnp.log(jnp.sum(jnp.exp(d), axis=-1))
+
+
 def log_a_minus_1_integer_grid(q, sigma, n):
   """As log_a_minus_1_integer_full for a batch q, sigma [...] against orders n [m]: [..., m].
 
-  The transcendental part of each term, log expm1((k^2 - k) / (2 sigma^2)),
-  does not depend on the order, so it is computed once per configuration and
-  shared by every order (4x less work than the elementwise form for 63 orders).
+  The terms are log C(n, k) + n log(1 - q) + c_k with
+  c_k = k log(q / (1 - q)) + log expm1((k^2 - k) / (2 sigma^2)), and c_k does not
+  depend on the order: it is computed once per configuration and shared by
+  every order (4x less work than the elementwise form for 63 orders). Each
+  order's terms are shifted by max_k log C(n, k) (a constant) plus the running
+  maximum C_n of c_k over k <= n, instead of by their own maximum: then every
+  shifted term is <= 0 and the largest is >= -max_k log C(n, k) >= -44 (as
+  C(n, k) >= 1), so nothing overflows or loses precision, and no pass over the
+  terms is spent on finding their maximum.
   The orders are summed in blocks (_GRID_BLOCKS), each over its own number of terms.
   """
   n = np.asarray(n, dtype=np.int64)
@@ -94,10 +105,10 @@ def log_a_minus_1_integer_grid(q, sigma, n):
     raise ValueError(f"orders must be integers in [2, {FULL_MAX_ORDER}], got {n}")
   k = jnp.arange(2, _FULL + 2, dtype=jnp.float64)
   q, sigma = q[..., None], sigma[..., None]
-  # The terms of _log_terms, summed in the same order: C(n, k) + k log q + (n - k) log(1 - q) + ...
-  k_part = k * jnp.log(q)  # [..., _FULL]
-  excess = _log_expm1((k * k - k) / (2.0 * sigma * sigma))  # [..., _FULL]
   log1m_q = jnp.log1p(-q)
+  c = k * (jnp.log(q) - log1m_q) + _log_expm1((k * k - k) / (2.0 * sigma * sigma))  # [..., _FULL]
+  # The shift only scales the sum: no derivative flows through it.
+  running_max = jax.lax.stop_gradient(jax.lax.associative_scan(jnp.maximum, c, axis=c.ndim - 1))
   parts, positions = [], []
   low = 1
   for high in _GRID_BLOCKS:
@@ -106,11 +117,15 @@ def log_a_minus_1_integer_grid(q, sigma, n):
     if not i.size:
       continue
     terms = int(n[i].max()) - 1  # k = 2..max n
-    log_binom = _LOG_BINOM[n[i], :terms]  # [m_block, terms], -inf where k > n
-    n_minus_k = n[i].astype(np.float64)[:, None] - np.arange(2, terms + 2)
-    t = (log_binom + k_part[..., None, :terms] + n_minus_k * log1m_q[..., None, :]
-         + excess[..., None, :terms])
-    parts.append(logsumexp(jnp.where(np.isfinite(log_binom), t, -jnp.inf), axis=-1))
+    log_binom = _LOG_BINOM[n[i], :terms]  # [m_block, terms], -inf where k > n (exp gives 0)
+    top = log_binom.max(axis=-1)
+    c_n = take_last(running_max, n[i] - 2)  # [..., m_block]
+    # C_n = +-inf (sigma so small that the terms overflow, or so large that
+    # they underflow) is the result itself; the shifted sum would be NaN.
+    safe = jnp.where(jnp.isfinite(c_n), c_n, 0.0)
+    d = (log_binom - top[:, None]) + (c[..., None, :terms] - safe[..., None])
+    val = _log_sum_exp_shifted(d) + (top + safe + n[i].astype(np.float64) * log1m_q)
+    parts.append(jnp.where(jnp.isfinite(c_n), val, c_n))
     positions.append(i)
   return concatenate_to(parts, positions)
 
