@@ -314,9 +314,7 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
       key = jnp.where(floor > 0, eps_lo, key)
     # Every order in contention gets a finite key (an infinite or NaN estimate the
     # largest float), so that the count and the pick below both see exactly them.
-    # Computed once: XLA would otherwise repeat the bounds in each reduction below.
     key = jnp.where(contending, jnp.where(key < jnp.inf, key, np.finfo(np.float64).max), jnp.inf)
-    key = jax.lax.optimization_barrier(key)
     return jnp.sum(key < jnp.inf, axis=-1, dtype=jnp.int32), argmin_last(key)
 
   if others.size and rows:
