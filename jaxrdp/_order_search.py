@@ -173,11 +173,12 @@ def _bounds(xs, fv, known, sigma, estimate=False):
   nodes = ((xp2, fp2), (xp1, fp1), (xn1, fn1), (xn2, fn2))
   cubic = 0.0
   for a, (xa, fa) in enumerate(nodes):
-    weight = 1.0
+    num, den = 1.0, 1.0  # one division per node
     for b, (xb, _) in enumerate(nodes):
       if b != a:
-        weight = weight * (x - xb) / jnp.where(xa != xb, xa - xb, 1.0)
-    cubic = cubic + fa * weight
+        num = num * (x - xb)
+        den = den * jnp.where(xa != xb, xa - xb, 1.0)
+    cubic = cubic + fa * num / den
   four = has_n2 & (xp2 < xp1)
   mid = 0.5 * (lower + upper)
   est = jnp.where(four & ~jnp.isnan(cubic), jnp.clip(cubic, lower, upper), mid)
