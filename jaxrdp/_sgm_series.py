@@ -46,11 +46,14 @@ for _n in range(2, FULL_MAX_ORDER + 1):
 
 
 def _log_expm1(x):
-  """log(expm1(x)) for x > 0 (x = 0 gives -inf)."""
-  big = x > 1.0
-  xb = jnp.where(big, x, 2.0)
-  xs = jnp.where(big, 1.0, x)
-  return jnp.where(big, xb + jnp.log1p(-jnp.exp(-xb)), jnp.log(jnp.expm1(xs)))
+  """log(expm1(x)) for x > 0 (x = 0 gives -inf, x = inf gives inf).
+
+  As x + log(-expm1(-x)): one form for every x, which cannot overflow, and
+  -expm1(-x) = 1 - e^-x keeps full relative accuracy for small x. The result
+  has an absolute error of a few ulp of max(x, 1), which is what the terms
+  (summed as exp of their logs) need.
+  """
+  return x + jnp.log(-jnp.expm1(-x))
 
 
 def _log_terms(k, log_binom, q, sigma, n):
