@@ -180,15 +180,16 @@ def _spread(x, q, sigma, alpha):
   return jnp.minimum(spread, alpha + 2.0)
 
 
-def _argmax(v):
-  """First index of the maximum of a 1-D array.
+def _argmax_last(v):
+  """First index of the maximum along the last axis.
 
   Written with max/min reductions instead of jnp.argmax: argmax lowers to a
   variadic reduce whose initial values follow the *global* x64 flag, which
   breaks when this float64 kernel is traced inside a caller's float32 jit.
   """
-  idx = jnp.arange(v.shape[0], dtype=jnp.int32)
-  return jnp.min(jnp.where(v == jnp.max(v), idx, jnp.int32(v.shape[0])))
+  n = v.shape[-1]
+  idx = jnp.arange(n, dtype=jnp.int32)
+  return jnp.min(jnp.where(v == jnp.max(v, axis=-1, keepdims=True), idx, jnp.int32(n)), axis=-1)
 
 
 # The Chebyshev grid on [0, 1]. It is symmetric (_CHEB[::-1] = 1 - _CHEB), so
@@ -206,11 +207,10 @@ def _bump_maxima(q, sigma, alpha):
   g = _lgamma1p_fast(xs)
   t = -(g + g[::-1]) + xs * (jnp.log(q) - jnp.log1p(-q)) + (xs * xs - xs) / (2.0 * sigma * sigma)
   half = _GRID // 2
-  i_lo = _argmax(t[:half])
-  i_hi = half + _argmax(t[half:])
+  best = _argmax_last(jnp.reshape(t, (2, half))) + np.array([0, half])  # in each half
   step = alpha / (_GRID - 1) * np.pi  # >= twice the largest grid spacing
   # Both maxima are refined together: one loop compiles much faster than two.
-  x0 = jnp.stack([xs[i_lo], xs[i_hi]])
+  x0 = xs[best]
   x_lo, x_hi = _refine_max(x0, jnp.maximum(x0 - step, 0.0), jnp.minimum(x0 + step, alpha), q, sigma, alpha)
   return x_lo, x_hi
 
