@@ -141,20 +141,43 @@ def _neighbours(known):
   return prev1, prev2, next1, next2
 
 
+def _static_neighbours(known):
+  """_neighbours for one concrete 1-D mask (numpy), shared by every row."""
+  n = known.size
+  idx = np.arange(n)
+  left = np.maximum.accumulate(np.where(known, idx, -1))
+  prev1 = np.concatenate([[-1], left[:-1]])
+  prev2 = np.where(prev1 >= 0, prev1[np.maximum(prev1, 0)], -1)
+  right = np.minimum.accumulate(np.where(known, idx, n)[::-1])[::-1]
+  next1 = np.concatenate([right[1:], [n]])
+  next2 = np.concatenate([next1, [n]])[next1]
+  return prev1, prev2, next1, next2
+
+
 def _bounds(xs, fv, known, sigma, estimate=False):
   """Lower and upper bounds on f at every point from the known points (convexity).
 
+  ``known``: [rows, points] booleans, or one concrete 1-D numpy mask shared by
+  every row (then the neighbours are found at trace time and read by slicing).
   With ``estimate``, also an estimate of f between them: the cubic through the two
   nearest known points on each side, clipped to the bounds (the midpoint of the
   bounds where there are not two on each side). It only orders the search.
   """
   n = xs.size
+  if isinstance(known, np.ndarray):
+    p1, p2, n1, n2 = _static_neighbours(known)
+    has_n1, has_n2 = n1 < n, n2 < n
+    p1, p2, n1, n2 = (np.clip(i, 0, n - 1) for i in (p1, p2, n1, n2))
+    take = lambda i: take_last(fv, i)
+    xp1, xp2, xn1, xn2 = xs[p1], xs[p2], xs[n1], xs[n2]
+  else:
+    p1, p2, n1, n2 = _neighbours(known)
+    has_n1, has_n2 = n1 < n, n2 < n
+    p1, p2, n1, n2 = (jnp.clip(i, 0, n - 1) for i in (p1, p2, n1, n2))
+    take = lambda i: jnp.take_along_axis(fv, i, axis=-1)
+    x_ = jnp.asarray(xs)
+    xp1, xp2, xn1, xn2 = x_[p1], x_[p2], x_[n1], x_[n2]
   x = jnp.asarray(xs)
-  p1, p2, n1, n2 = _neighbours(known)
-  has_n1, has_n2 = n1 < n, n2 < n
-  p1, p2, n1, n2 = (jnp.clip(i, 0, n - 1) for i in (p1, p2, n1, n2))
-  take = lambda i: jnp.take_along_axis(fv, i, axis=-1)
-  xp1, xp2, xn1, xn2 = x[p1], x[p2], x[n1], x[n2]
   fp1, fp2, fn1, fn2 = take(p1), take(p2), take(n1), take(n2)
   # Guarded denominators: the branches that would divide by 0 are masked below.
   slope = lambda fa, fb, xa, xb: (fb - fa) / jnp.where(xb > xa, xb - xa, 1.0)
@@ -363,7 +386,8 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
       pick = pick.at[sel].set(pick_r, mode="drop")
       return fv, known, best, left, pick, it + 1
 
-    left, pick = analyse(fv_l, known_l, best, sf, tf, df, searching, floor_l)
+    # The first analysis knows the same points in every row: its neighbours are static.
+    left, pick = analyse(fv_l, fixed[loop], best, sf, tf, df, searching, floor_l)
     fv_l, known_l, best, left, _, _ = jax.lax.while_loop(
         cond, body, (fv_l, known_l, best, left, pick, jnp.int32(0)))
     fv, known = put_last(fv, loop, fv_l), put_last(known, loop, known_l)
