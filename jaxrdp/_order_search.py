@@ -141,6 +141,25 @@ def _neighbours(known):
   return prev1, prev2, next1, next2
 
 
+def _add_known(near, j):
+  """The four nearest known points (as ``_neighbours`` returns them) after the
+  point ``j`` (one per row, not known before) joins the known points. With
+  a < j < b its nearest known neighbours before, d < a and b < c the next ones:
+  j becomes the nearest on the left of (j, b] and the second nearest of (b, c];
+  the nearest on the right of [a, j) and the second nearest of [d, a)."""
+  prev1, prev2, next1, next2 = near
+  idx = jnp.arange(prev1.shape[-1], dtype=jnp.int32)
+  j = j[..., None]
+  at_j = lambda v: jnp.take_along_axis(v, j, axis=-1)
+  a, d, b, c = at_j(prev1), at_j(prev2), at_j(next1), at_j(next2)
+  right_of_j = (idx > j) & (idx <= b)
+  left_of_j = (idx >= a) & (idx < j)
+  return (jnp.where(right_of_j, j, prev1),
+          jnp.where(right_of_j, a, jnp.where((idx > b) & (idx <= c), j, prev2)),
+          jnp.where(left_of_j, j, next1),
+          jnp.where(left_of_j, b, jnp.where((idx >= d) & (idx < a), j, next2)))
+
+
 def _static_neighbours(known):
   """_neighbours for one concrete 1-D mask (numpy), shared by every row."""
   n = known.size
@@ -154,11 +173,12 @@ def _static_neighbours(known):
   return prev1, prev2, next1, next2
 
 
-def _bounds(xs, fv, known, sigma, estimate=False):
+def _bounds(xs, fv, known, sigma, estimate=False, nearest=None):
   """Lower and upper bounds on f at every point from the known points (convexity).
 
   ``known``: [rows, points] booleans, or one concrete 1-D numpy mask shared by
   every row (then the neighbours are found at trace time and read by slicing).
+  ``nearest``: ``_neighbours(known)``, where the caller keeps it up to date.
   With ``estimate``, also an estimate of f between them: the cubic through the two
   nearest known points on each side, clipped to the bounds (the midpoint of the
   bounds where there are not two on each side). It only orders the search.
@@ -171,7 +191,7 @@ def _bounds(xs, fv, known, sigma, estimate=False):
     take = lambda i: take_last(fv, i)
     xp1, xp2, xn1, xn2 = xs[p1], xs[p2], xs[n1], xs[n2]
   else:
-    p1, p2, n1, n2 = _neighbours(known)
+    p1, p2, n1, n2 = _neighbours(known) if nearest is None else nearest
     has_n1, has_n2 = n1 < n, n2 < n
     p1, p2, n1, n2 = (jnp.clip(i, 0, n - 1) for i in (p1, p2, n1, n2))
     take = lambda i: jnp.take_along_axis(fv, i, axis=-1)
@@ -319,10 +339,10 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
   loop = _loop_points(fixed)
   xs_l, eligible_l, alpha_l = xs[loop], eligible[loop], alpha[loop]
 
-  def analyse(fv, known, best, s, t, d, live, floor):
+  def analyse(fv, known, best, s, t, d, live, floor, nearest=None):
     """How many orders each row still has in contention (0: finished), and each
-    row's next order (fv, known, floor: the loop's points)."""
-    lower, upper, est = _bounds(xs_l, fv, known, s, estimate=True)
+    row's next order (fv, known, floor, nearest: the loop's points)."""
+    lower, upper, est = _bounds(xs_l, fv, known, s, estimate=True, nearest=nearest)
     if f_floor is not None:
       lower = jnp.minimum(jnp.maximum(lower, floor), upper)
     eps_lo = _eps_of(lower, alpha_l, t, d, method)
@@ -355,11 +375,11 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
     floor_l = jnp.zeros(fv_l.shape) if f_floor is None else take_last(floor, loop)
 
     def cond(state):
-      _, _, _, left, _, it = state
+      left, it = state[-3], state[-1]
       return jnp.any(left > 0) & (it < max_rounds)
 
     def body(state):
-      fv, known, best, left, pick, it = state
+      fv, known, near, best, left, pick, it = state
       # The rows with the most orders left in contention go first: they tend to need
       # the most rounds, so starting them early keeps the last rounds from running
       # nearly empty (standard grid, when the bounds' midpoint picked the order: 10
@@ -379,17 +399,24 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
       fv = fv.at[sel, j].set(f_new, mode="drop")
       known = known.at[sel, j].set(True, mode="drop")
       best = best.at[sel].min(e_new, mode="drop")
+      # The nearest known points are kept up to date elementwise (the scans of
+      # _neighbours are ~60 small XLA ops a round) and read back from the state, so
+      # that XLA does not fuse the update into each of their uses below.
+      near = tuple(v.at[sel].set(w, mode="drop")
+                   for v, w in zip(near, _add_known(tuple(v[r] for v in near), j)))
       # Only the rows just updated can change state.
-      left_r, pick_r = analyse(
-          fv[r], known[r], best[r], sf[r], tf[r], df[r], searching[r], floor_l[r])
+      left_r, pick_r = analyse(fv[r], known[r], best[r], sf[r], tf[r], df[r], searching[r],
+                               floor_l[r], tuple(v[r] for v in near))
       left = left.at[sel].set(left_r, mode="drop")
       pick = pick.at[sel].set(pick_r, mode="drop")
-      return fv, known, best, left, pick, it + 1
+      return fv, known, near, best, left, pick, it + 1
 
     # The first analysis knows the same points in every row: its neighbours are static.
     left, pick = analyse(fv_l, fixed[loop], best, sf, tf, df, searching, floor_l)
-    fv_l, known_l, best, left, _, _ = jax.lax.while_loop(
-        cond, body, (fv_l, known_l, best, left, pick, jnp.int32(0)))
+    near = tuple(jnp.broadcast_to(jnp.asarray(v, jnp.int32), fv_l.shape)
+                 for v in _static_neighbours(fixed[loop]))
+    fv_l, known_l, _, best, left, _, _ = jax.lax.while_loop(
+        cond, body, (fv_l, known_l, near, best, left, pick, jnp.int32(0)))
     fv, known = put_last(fv, loop, fv_l), put_last(known, loop, known_l)
     # A finished row's minimum is over its exact values: every order never
     # evaluated has a lower bound at or above it. An unfinished row (exact =
