@@ -22,7 +22,8 @@ log-weight
 x in [0, alpha]. t is concave, then convex, then concave in x, so it has at most
 two local maxima. They are found on a Chebyshev grid and refined by Newton's
 method; each gets a window of Gauss-Legendre panels covering R = 10 bump widths
-plus the spread of significant bump weights. Overlapping windows are merged.
+plus the spread of significant bump weights. Overlapping windows are merged, and the
+merged window is split at its middle between the two windows' panels.
 Window placement is wrapped in ``stop_gradient``: the derivative of a fixed-node
 quadrature is the quadrature of the derivative.
 
@@ -305,7 +306,7 @@ class _Geometry(NamedTuple):
   """Where the integrand's mass is (module docstring); no derivative flows through it."""
   a1: jax.Array  # lower window [a1, b1]
   b1: jax.Array
-  a2: jax.Array  # upper window [a2, b2], empty (a2 = b2 = b1) when merged with the lower
+  a2: jax.Array  # upper window [a2, b2]; when the two overlap, their union split at its middle
   b2: jax.Array  # so a1 <= b1 <= a2 <= b2, and [a1, b2] covers both windows
   z0: jax.Array  # centre of the kink of (1 - q + q e^w)^alpha: (1 - q) mu0 = q mu1
   c: jax.Array  # half-width of the kink window
@@ -315,8 +316,13 @@ def _geometry(q, sigma, alpha):
   a1, b1, a2, b2, overlap = _windows(q, sigma, alpha)
   z0 = sigma * sigma * (jnp.log1p(-q) - jnp.log(q)) + 0.5
   c = _KINK_HALFWIDTH * sigma
-  a2 = jnp.where(overlap, b1, a2)
+  # Overlapping windows are merged into [a1, b1], and the merged window is split
+  # at its middle, so that the full layout spends both windows' panels on it
+  # (twice as dense) instead of leaving the second window empty.
+  mid = 0.5 * (a1 + b1)
+  a2 = jnp.where(overlap, mid, a2)
   b2 = jnp.where(overlap, b1, b2)
+  b1 = jnp.where(overlap, mid, b1)
   return jax.lax.stop_gradient(_Geometry(a1, b1, a2, b2, z0, c))
 
 

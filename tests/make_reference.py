@@ -1,11 +1,14 @@
 """Generate the SGM reference tables from the mpmath quadrature oracle.
 
-Writes two JSON files next to this script, under ``data/``:
+Writes three JSON files next to this script, under ``data/``:
 
 * ``sgm_reference.json``: ~400 points, seed 20261122, random log-uniform points plus
   deliberately chosen corners (see ``_corners``).
 * ``sgm_heldout.json``: ~200 points from the same generator with seed 77031 (a
   held-out set: do not tune kernels against it).
+* ``sgm_small_sigma.json``: 40 points with sigma in [0.1, 0.25] and orders 6 to 30
+  (seed 20261123, ``make_small_sigma_points``), the corner where a coarser window
+  placement went wrong without the other two files noticing.
 
 Each point stores q, sigma, alpha (floats, exactly as used) and log_a, log_a_minus_1
 as decimal strings with 30 significant digits, computed by
@@ -42,6 +45,7 @@ BINOMIAL_TOL = 1e-40
 DATA_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
 REFERENCE_SEED = 20261122
 HELDOUT_SEED = 77031
+SMALL_SIGMA_SEED = 20261123
 
 
 def _loguniform(rng, lo, hi):
@@ -114,6 +118,22 @@ def make_points(seed, n_random, corner_scale):
     return _corners(rng, corner_scale) + _random_points(rng, n_random)
 
 
+def make_small_sigma_points(seed, n):
+    """sigma in [0.1, 0.25] with orders 6 to 30 (every other one an integer), q
+    log-uniform in [1e-8, 0.999]: narrow bumps at moderate orders. A 32-point grid
+    for the quadrature's window placement (instead of 48) was off by up to 2.2e-10
+    relative here (2026-11-23), and the random points of the other two files did not
+    show it."""
+    rng = np.random.default_rng(seed)
+    pts = []
+    for i in range(n):
+        q = float(f"{_loguniform(rng, 1e-8, 0.999):.10g}")
+        sigma = float(f"{_loguniform(rng, 0.1, 0.25):.10g}")
+        alpha = float(rng.integers(6, 31)) if i % 2 else _fractional(rng, 6.0, 30.0)
+        pts.append({"q": q, "sigma": sigma, "alpha": alpha, "tag": "small_sigma_mid_order"})
+    return pts
+
+
 def _fmt(x):
     if x == mpmath.mpf("-inf"):
         return "-inf"
@@ -172,8 +192,7 @@ def _write(path, seed, records, elapsed):
         fh.write("\n")
 
 
-def run(name, seed, n_random, corner_scale, procs, limit):
-    points = make_points(seed, n_random, corner_scale)
+def run(name, seed, points, procs, limit):
     if limit:
         points = points[:: max(1, len(points) // limit)][:limit]
     t0 = time.perf_counter()
@@ -201,13 +220,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--procs", type=int, default=2, help="worker processes (at most 2)")
     ap.add_argument("--limit", type=int, default=0, help="dry run on this many points, writes nothing")
-    ap.add_argument("--only", choices=["reference", "heldout"], default=None)
+    ap.add_argument("--only", choices=["reference", "heldout", "small_sigma"], default=None)
     args = ap.parse_args()
     procs = max(1, min(args.procs, 2))
     if args.only in (None, "reference"):
-        run("sgm_reference.json", REFERENCE_SEED, 300, 1.0, procs, args.limit)
+        run("sgm_reference.json", REFERENCE_SEED, make_points(REFERENCE_SEED, 300, 1.0), procs, args.limit)
     if args.only in (None, "heldout"):
-        run("sgm_heldout.json", HELDOUT_SEED, 150, 0.5, procs, args.limit)
+        run("sgm_heldout.json", HELDOUT_SEED, make_points(HELDOUT_SEED, 150, 0.5), procs, args.limit)
+    if args.only in (None, "small_sigma"):
+        run("sgm_small_sigma.json", SMALL_SIGMA_SEED, make_small_sigma_points(SMALL_SIGMA_SEED, 40),
+            procs, args.limit)
 
 
 if __name__ == "__main__":

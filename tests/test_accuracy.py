@@ -18,7 +18,8 @@ import oracle
 
 TOL = 1e-12
 
-FILES = [f for f in ("sgm_reference.json", "sgm_heldout.json") if os.path.exists(os.path.join(DATA, f))]
+FILES = [f for f in ("sgm_reference.json", "sgm_heldout.json", "sgm_small_sigma.json")
+         if os.path.exists(os.path.join(DATA, f))]
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -67,7 +68,8 @@ def test_live_oracle_spot_checks(q, sigma, alpha):
   assert abs(got - ref) <= TOL * abs(ref)
 
 
-@pytest.mark.parametrize("name", FILES)
+# The small-sigma table lies wholly outside the light layout's domain (sigma < 0.3).
+@pytest.mark.parametrize("name", [f for f in FILES if f != "sgm_small_sigma.json"])
 def test_both_quadrature_layouts_match_reference(name):
   """Each node layout of the quadrature (jaxrdp._sgm_quadrature) on its own.
 
