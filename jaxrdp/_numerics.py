@@ -12,7 +12,7 @@ import math
 
 import jax.numpy as jnp
 
-__all__ = ["log_expm1_minus_x", "expm1_minus_x", "log_gaussian_pdf", "argmin_last", "log_binomial"]
+__all__ = ["log_expm1", "log_expm1_minus_x", "expm1_minus_x", "log_gaussian_pdf", "argmin_last", "log_binomial"]
 
 # Taylor coefficients of (e^x - 1 - x) / (x^2 / 2) = sum_k 2 x^k / (k + 2)!,
 # highest order first for Horner's rule. For |x| <= 0.1 the first omitted term
@@ -46,6 +46,16 @@ def log_expm1_minus_x(x):
   xm = jnp.where(small | big, -1.0, x)
   log_mid = jnp.log(jnp.expm1(xm) - xm)
   return jnp.where(small, log_small, jnp.where(big, log_big, log_mid))
+
+
+def log_expm1(x):
+  """log(expm1(x)) for x >= 0 (x = 0 gives -inf, x = inf gives inf).
+
+  As x + log(-expm1(-x)): one form for every x, which cannot overflow, and
+  -expm1(-x) = 1 - e^-x keeps full relative accuracy for small x. The absolute
+  error is a few ulp of max(x, 1).
+  """
+  return x + jnp.log(-jnp.expm1(-x))
 
 
 def log_gaussian_pdf(z, sigma):

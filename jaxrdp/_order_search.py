@@ -184,6 +184,7 @@ def _bounds(xs, fv, known, sigma, estimate=False, nearest=None):
   bounds where there are not two on each side). It only orders the search.
   """
   n = xs.size
+  x = jnp.asarray(xs)
   if isinstance(known, np.ndarray):
     p1, p2, n1, n2 = _static_neighbours(known)
     has_n1, has_n2 = n1 < n, n2 < n
@@ -195,9 +196,7 @@ def _bounds(xs, fv, known, sigma, estimate=False, nearest=None):
     has_n1, has_n2 = n1 < n, n2 < n
     p1, p2, n1, n2 = (jnp.clip(i, 0, n - 1) for i in (p1, p2, n1, n2))
     take = lambda i: jnp.take_along_axis(fv, i, axis=-1)
-    x_ = jnp.asarray(xs)
-    xp1, xp2, xn1, xn2 = x_[p1], x_[p2], x_[n1], x_[n2]
-  x = jnp.asarray(xs)
+    xp1, xp2, xn1, xn2 = x[p1], x[p2], x[n1], x[n2]
   fp1, fp2, fn1, fn2 = take(p1), take(p2), take(n1), take(n2)
   # Guarded denominators: the branches that would divide by 0 are masked below.
   slope = lambda fa, fb, xa, xb: (fb - fa) / jnp.where(xb > xa, xb - xa, 1.0)

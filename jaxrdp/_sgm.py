@@ -13,6 +13,7 @@ from ._sgm_quadrature import log_a_minus_1_quadrature
 from ._sgm_series import (
     FULL_MAX_ORDER, log_a_minus_1_integer_full, log_a_minus_1_integer_grid,
     log_a_minus_1_integer_windowed)
+from ._numerics import log_expm1
 from ._static_index import concatenate_to
 from ._validation import check_range, concrete_or_none, static_or_none
 
@@ -127,14 +128,13 @@ def _log_a_minus_1_f64(q, sigma, alpha, alpha_static=None):
   if alpha_np is not None:
     alpha_np = np.where(np.isfinite(alpha_np) & (alpha_np > 1), alpha_np, 2.0)
   general = _log_a_minus_1_regular(qs, ss, as_, alpha_np, rows_constant)
-  # q = 1: log(A - 1) = log(expm1(x)) = x + log(-expm1(-x)), x = alpha (alpha - 1) / (2 sigma^2)
-  # (one form for every x > 0: it cannot overflow, and -expm1(-x) keeps full
-  # relative accuracy for small x). Only computed when some element has q = 1.
+  # q = 1: log(A - 1) = log(expm1(x)), x = alpha (alpha - 1) / (2 sigma^2).
+  # Only computed when some element has q = 1.
   def with_gauss(general):
     ss_g = jnp.where(exact_gauss & ~infinite & ~huge_sigma, sigma, 1.0)
     ag = jnp.where(exact_gauss & ~infinite, alpha, 2.0)
     x = ag * (ag - 1.0) / (2.0 * ss_g * ss_g)
-    return jnp.where(exact_gauss, x + jnp.log(-jnp.expm1(-x)), general)
+    return jnp.where(exact_gauss, log_expm1(x), general)
   out = jax.lax.cond(jnp.any(exact_gauss), with_gauss, lambda general: general, general)
   out = jnp.where(zero | huge_sigma, -jnp.inf, out)
   out = jnp.where(infinite, jnp.inf, out)

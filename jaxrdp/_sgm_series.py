@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from ._numerics import log_binomial
+from ._numerics import log_binomial, log_expm1
 from ._static_index import concatenate_to, take_last
 from ._sgm_quadrature import _bump_maxima, _spread
 
@@ -45,21 +45,10 @@ for _n in range(2, FULL_MAX_ORDER + 1):
       _LOG_BINOM[_n, _j] = math.lgamma(_n + 1) - math.lgamma(_k + 1) - math.lgamma(_n - _k + 1)
 
 
-def _log_expm1(x):
-  """log(expm1(x)) for x > 0 (x = 0 gives -inf, x = inf gives inf).
-
-  As x + log(-expm1(-x)): one form for every x, which cannot overflow, and
-  -expm1(-x) = 1 - e^-x keeps full relative accuracy for small x. The result
-  has an absolute error of a few ulp of max(x, 1), which is what the terms
-  (summed as exp of their logs) need.
-  """
-  return x + jnp.log(-jnp.expm1(-x))
-
-
 def _log_terms(k, log_binom, q, sigma, n):
   kk = k * k - k
   return (log_binom + k * jnp.log(q) + (n - k) * jnp.log1p(-q)
-          + _log_expm1(kk / (2.0 * sigma * sigma)))
+          + log_expm1(kk / (2.0 * sigma * sigma)))
 
 
 def log_a_minus_1_integer_full(q, sigma, n):
@@ -109,7 +98,7 @@ def log_a_minus_1_integer_grid(q, sigma, n):
   k = jnp.arange(2, _FULL + 2, dtype=jnp.float64)
   q, sigma = q[..., None], sigma[..., None]
   log1m_q = jnp.log1p(-q)
-  c = k * (jnp.log(q) - log1m_q) + _log_expm1((k * k - k) / (2.0 * sigma * sigma))  # [..., _FULL]
+  c = k * (jnp.log(q) - log1m_q) + log_expm1((k * k - k) / (2.0 * sigma * sigma))  # [..., _FULL]
   # The shift only scales the sum: no derivative flows through it.
   running_max = jax.lax.stop_gradient(jax.lax.associative_scan(jnp.maximum, c, axis=c.ndim - 1))
   parts, positions = [], []
