@@ -87,7 +87,7 @@ def test_both_quadrature_layouts_match_reference(name):
     q, s, a = (jnp.asarray(v, jnp.float64) for v in (q, s, a))
     g = jax.jit(jax.vmap(m._geometry))(q, s, a)
     eligible = np.asarray(jax.jit(jax.vmap(m._light_enough))(s, g))
-    light = np.asarray(jax.jit(jax.vmap(m._log_a_minus_1_light))(q, s, a, g))
+    light, exact = (np.asarray(v) for v in jax.jit(jax.vmap(m._log_a_minus_1_light))(q, s, a, g))
     full = np.asarray(jax.jit(jax.vmap(m._log_a_minus_1_full))(q, s, a, g))
     # An all-eligible batch takes the light layout (test_regression_guard checks the choice).
     chosen = np.asarray(jax.jit(m.log_a_minus_1_quadrature)(q[eligible], s[eligible], a[eligible]))
@@ -96,6 +96,7 @@ def test_both_quadrature_layouts_match_reference(name):
   assert err(full).max() <= TOL
   worst = int(np.argmax(np.where(eligible, err(light), 0.0)))
   assert err(light)[eligible].max() <= TOL, (tags[worst], q[worst], s[worst], a[worst])
+  assert exact[eligible].all()  # its shifted sum (jaxrdp._sgm_quadrature._log_integral)
   rel = np.abs(chosen - lam1[eligible]) / np.maximum(1.0, np.abs(lam1[eligible]))
   assert rel.max() <= TOL
   assert np.nanmax(np.where(eligible, 0.0, err(light))) > 1e-9

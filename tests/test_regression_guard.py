@@ -69,27 +69,37 @@ def _integrand_sizes(calls):
   return sorted(int(np.prod(shape[0])) for shape in calls)
 
 
+def _traced_integrands(monkeypatch, *args):
+  """Sizes of the z arrays of the quadrature's integrand calls, when traced with
+  ``args``: (light layout's shifted sums, log-integrands). Both branches of the
+  run-time layout choice are traced."""
+  shifted, logs = [], []
+  _spy(monkeypatch, _sgm_quadrature, "_shifted_integrand", shifted)
+  _spy(monkeypatch, _sgm_quadrature, "_log_integrand", logs)
+  # A fresh lambda: eval_shape caches traces per function and shapes.
+  jax.eval_shape(lambda *a: _sgm_quadrature.log_a_minus_1_quadrature(*a), *args)
+  return _integrand_sizes(shifted), _integrand_sizes(logs)
+
+
+# The light layout's nodes (shifted sum), and the log-integrand at its panel
+# midpoints (the shift) and at the full layout's nodes (logsumexp).
+LIGHT_PANELS = QUAD_EVALS_LIGHT // 16
+EXPECTED_INTEGRANDS = ([QUAD_EVALS_LIGHT], [LIGHT_PANELS, QUAD_EVALS_PER_ORDER])
+
+
 @pytest.mark.parametrize("alpha", [1.5, 7.3, 250.5])
 def test_quadrature_node_count_traced(monkeypatch, alpha):
-  """The sizes of the z arrays the integrand is actually traced with: one call
-  per layout (both branches of the run-time choice are traced)."""
-  calls = []
-  _spy(monkeypatch, _sgm_quadrature, "_log_integrand", calls)
+  """The sizes of the z arrays the integrand is actually traced with."""
   with _precision.x64_context():
     args = [jnp.float64(v) for v in (0.01, 1.1, alpha)]
-    # A fresh lambda: eval_shape caches traces per function and shapes.
-    jax.eval_shape(lambda *a: _sgm_quadrature.log_a_minus_1_quadrature(*a), *args)
-  assert _integrand_sizes(calls) == [QUAD_EVALS_LIGHT, QUAD_EVALS_PER_ORDER]
+    assert _traced_integrands(monkeypatch, *args) == EXPECTED_INTEGRANDS
 
 
 def test_quadrature_node_count_under_vmap(monkeypatch):
   """Batching must not change the per-element node count (vmap traces one element)."""
-  calls = []
-  _spy(monkeypatch, _sgm_quadrature, "_log_integrand", calls)
   with _precision.x64_context():
     q = jnp.full((5, 3), 0.01)
-    jax.eval_shape(lambda *a: _sgm_quadrature.log_a_minus_1_quadrature(*a), q, q + 1.0, q + 3.0)
-  assert _integrand_sizes(calls) == [QUAD_EVALS_LIGHT, QUAD_EVALS_PER_ORDER]
+    assert _traced_integrands(monkeypatch, q, q + 1.0, q + 3.0) == EXPECTED_INTEGRANDS
 
 
 def test_quadrature_layout_choice():
