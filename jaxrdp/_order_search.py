@@ -37,8 +37,8 @@ in contention, so finished configurations cost nothing and shapes stay static.
 They are taken by priority (a top-k selection): most orders in contention first, so
 that the configurations needing many rounds start early and the last rounds are
 not left nearly empty; and last, together, those whose next order is above 65,
-which usually needs the full quadrature layout (a round takes it for all its
-configurations when one needs it). A configuration's own sequence of orders does
+which usually needs the full quadrature layout (run in chunks of the round's
+configurations that need it). A configuration's own sequence of orders does
 not depend on when it is evaluated. The search always runs to the end: every
 round gives each selected configuration an order it has not
 evaluated, so the loop bound below (enough rounds to evaluate every order of
@@ -384,7 +384,7 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
       # nearly empty (standard grid, when the bounds' midpoint picked the order: 10
       # rounds instead of 12, same evaluations).
       # Rows whose next order is above 65 go last, together: such an order usually
-      # needs the full quadrature layout, which a round then takes for all its rows.
+      # needs the full quadrature layout, which runs in chunks of the rows needing it.
       # Rows with none left are padding (index rows), dropped by the scatters.
       priority = jnp.where(left > 0, jnp.where(x[pick] > 65.0, 1, left + 1), 0)
       top, sel = _top_rows(priority, batch, xs_l.size + 1)

@@ -103,23 +103,48 @@ def test_quadrature_node_count_under_vmap(monkeypatch):
 
 
 def test_quadrature_layout_choice():
-  """The light layout runs exactly where its conditions hold for the whole batch."""
+  """The light layout is allowed exactly where its conditions hold, element by element."""
   m = _sgm_quadrature
   with _precision.x64_context():
     choose = jax.jit(lambda q, s, a: m._choose_layout(q, s, a)[1])
 
     def light(q, s, a):
       # One compiled shape for every case (op by op, or one program per shape, this
-      # test took ~25 s): each batch repeated to 75 elements, the same set of elements.
+      # test took ~25 s): each batch repeated to 75 elements.
       shape = np.broadcast_shapes(np.shape(q), np.shape(s), np.shape(a))
+      size = int(np.prod(shape))
       q, s, a = (np.resize(np.broadcast_to(v, shape), 75) for v in (q, s, a))
-      return bool(choose(*(jnp.asarray(v, jnp.float64) for v in (q, s, a))))
+      return np.asarray(choose(*(jnp.asarray(v, jnp.float64) for v in (q, s, a))))[:size]
     # The standard benchmark domain: q in [1e-3, 0.1], sigma in [0.6, 3], orders to 11.
     q, s, a = np.meshgrid(np.geomspace(1e-3, 0.1, 5), np.linspace(0.6, 3.0, 5), [1.1, 5.5, 11.0])
-    assert light(q, s, a)
-    assert not light(0.01, 0.2, 5.5)  # sigma below _LIGHT_SIGMA
-    assert not light(0.01, 0.6, 3000.5)  # a window too long for 12 panels of 5 sigma
-    assert not light([0.01, 0.01], [1.0, 0.2], [5.5, 5.5])  # one element decides for the batch
+    assert light(q, s, a).all()
+    assert not light(0.01, 0.2, 5.5).any()  # sigma below _LIGHT_SIGMA
+    assert not light(0.01, 0.6, 3000.5).any()  # a window too long for 12 panels of 5 sigma
+    assert light([0.01, 0.01], [1.0, 0.2], [5.5, 5.5]).tolist() == [True, False]
+
+
+@pytest.mark.parametrize("n, heavy", [(100, 15), (100, 0), (40, 40), (7, 3), (1, 1)])
+def test_full_layout_chunks(monkeypatch, n, heavy):
+  """The full layout runs in chunks of _chunk_size(n) elements over only the
+  elements that need it: as many chunks as they fill, none if there are none."""
+  m = _sgm_quadrature
+  chunk = m._chunk_size(n)
+  assert chunk == min(n, max(m._MIN_CHUNK, -(-n // m._CHUNKS)))
+  ran = []
+  full = m._log_a_minus_1_full
+
+  def counted(*args):
+    jax.debug.callback(lambda: ran.append(1))
+    return full(*args)
+  monkeypatch.setattr(m, "_log_a_minus_1_full", counted)
+  with _precision.x64_context():
+    sigma = np.full(n, 1.0)
+    sigma[np.linspace(0, n - 1, heavy).astype(int)] = 0.2  # below _LIGHT_SIGMA
+    jax.block_until_ready(jax.jit(lambda *a: m.log_a_minus_1_quadrature(*a))(
+        jnp.full(n, 0.01), jnp.asarray(sigma), jnp.full(n, 5.5)))
+    jax.effects_barrier()
+  # The callback takes no batched argument: it runs once per chunk that ran.
+  assert len(ran) == -(-heavy // chunk)
 
 
 def test_series_term_counts_from_constants():
