@@ -16,13 +16,14 @@ and reports configurations/s, time per (q, sigma, alpha) evaluation
 (= time / (N * 156)), and the achieved fraction of the device's exp throughput.
 
 Work model (stated in the output): dpsgd_epsilon's order search evaluates a few
-orders per configuration by quadrature (counted on the grid by the search itself),
-each with the integrand nodes of the layout its round takes (272 for the light
-layout, 768 for the full one; recorded during the counting run, see
-``quadrature_count``), with the
-transcendental calls per node (exp/expm1/log/log1p, counted in the traced
-integrand; 6 at the time of writing); the 63 integer coarse
-orders (exact series, 64 terms each) are not counted. The exp throughput is
+orders per configuration by quadrature (counted on the grid by the search itself).
+Each search round runs the light node layout (272 nodes) on the whole round and
+the full one (768) on chunks of the configurations that need it; the nodes each
+layout evaluated are recorded per round during the counting run
+(``quadrature_work``), times the transcendental calls per node of each layout
+(exp/expm1/log/log1p, counted in the traced integrands: 5 and 6 at the time of
+writing). The 63 integer coarse orders (exact series, 64 terms each) are not
+counted. The exp throughput is
 measured here with jitted sums of jnp.exp (compute-bound; see ``exp_throughput``).
 
 Correctness first: before timing, a few cells of every batch are compared with
@@ -48,24 +49,32 @@ import numpy as np
 TRANSCENDENTAL_PRIMITIVES = ("exp", "exp2", "expm1", "log", "log1p", "pow", "tanh", "logistic", "erf", "erfc")
 
 
-def quadrature_count(q, s, orders):
-  """Orders evaluated by quadrature over the whole grid, as counted by the order search,
-  and (rounds that took the light layout, all rounds).
+def quadrature_work(q, s, orders):
+  """(orders evaluated by quadrature over the whole grid, as counted by the order
+  search; integrand nodes the light layout evaluated, and the full layout).
 
-  The quadrature picks its node layout per call (one call per search round): the
-  light one when the whole round qualifies, else the full one. A callback records
-  each round's choice. Which evaluations fell in which round is not recorded, so
-  a mix of layouts bounds the work per evaluation between the two node counts.
+  The quadrature runs once per search round: the light layout on the whole round
+  when at least half of it allows it, and the full layout on chunks of the
+  configurations that do not (jaxrdp._sgm_quadrature.log_a_minus_1_quadrature).
+  A callback records each round's nodes per layout, counting every light sum
+  as exact (the full layout would redo one that is not; none is on this grid's
+  domain, see tests/test_quadrature_layouts.py).
   """
   import jax
   import jax.numpy as jnp
   from jaxrdp import _order_search, _sgm
   from jaxrdp import _sgm_quadrature as m
-  rounds = []
+  work = []
   quadrature = _sgm.log_a_minus_1_quadrature
 
   def spy(qq, ss, aa):
-    jax.debug.callback(lambda light: rounds.append(bool(light)), m._choose_layout(qq, ss, aa)[1])
+    n = qq.size
+    _, light = m._choose_layout(*(jnp.ravel(v) for v in (qq, ss, aa)))
+    ran_light = 2 * jnp.sum(light) >= n
+    chunk = m._chunk_size(n)
+    chunks = -(-jnp.where(ran_light, jnp.sum(~light), n) // chunk)
+    jax.debug.callback(lambda a, b: work.append((int(a), int(b))),
+                       jnp.where(ran_light, n * m.LIGHT_NODES, 0), chunks * chunk * m.FULL_NODES)
     return quadrature(qq, ss, aa)
 
   _sgm.log_a_minus_1_quadrature = spy
@@ -78,21 +87,21 @@ def quadrature_count(q, s, orders):
     jax.effects_barrier()
   finally:
     _sgm.log_a_minus_1_quadrature = quadrature
-  return count, sum(rounds), len(rounds)
+  return count, sum(w[0] for w in work), sum(w[1] for w in work)
 
 
 def transcendentals_per_node():
-  """Transcendental calls per quadrature node, counted in the traced integrand.
+  """Transcendental calls per quadrature node in (the light layout, the full layout),
+  counted in the traced integrands.
 
-  The integrand is traced at one node with constant (q, sigma, alpha), so the
+  Each integrand is traced at one node with constant (q, sigma, alpha), so the
   per-(q, sigma, alpha) constants (log q, log sigma, ...) are folded away and only
-  the per-node calls are counted; +1 for the exp inside the logsumexp over nodes.
+  the per-node calls are counted. The light layout's shifted integrand includes
+  its exp; the full layout's log-integrand gets +1 for the exp of its logsumexp.
   """
   import jax
   import jax.numpy as jnp
-  from jaxrdp import _sgm_quadrature
-  with jax.enable_x64(True):
-    jaxpr = jax.make_jaxpr(lambda z: _sgm_quadrature._log_integrand(z, 0.01, 1.1, 7.3))(jnp.zeros(()))
+  from jaxrdp import _sgm_quadrature as m
 
   def count(jp):
     n = 0
@@ -106,7 +115,13 @@ def transcendentals_per_node():
           n += count(sub)
     return n
 
-  return count(jaxpr.jaxpr) + 1
+  with jax.enable_x64(True):
+    light = jax.make_jaxpr(
+        lambda z: m._shifted_integrand(z[None, None], jnp.zeros(1), 0.01, 1.1, 7.3, 0.0))(jnp.zeros(()))
+    full = jax.make_jaxpr(lambda z: m._log_integrand(z, 0.01, 1.1, 7.3))(jnp.zeros(()))
+  return count(light.jaxpr), count(full.jaxpr) + 1
+
+
 STEPS, DELTA = 10_000, 1e-5
 
 
@@ -211,17 +226,11 @@ def main(argv=None):
     return jax.block_until_ready(outs), c
 
   rates = {dt: exp_throughput(dt) for dt in ("float64", "float32")}
-  counted = {n: quadrature_count(*grid(n), orders) for n in sizes}
+  counted = {n: quadrature_work(*grid(n), orders) for n in sizes}
   quadratures = {n: c[0] for n, c in counted.items()}
-  from jaxrdp._sgm_quadrature import FULL_NODES as full_nodes, LIGHT_NODES as light_nodes
-  # Nodes per quadrature: bounded by the layouts the rounds took (see quadrature_count).
-  def node_bounds(light_rounds, all_rounds):
-    low = full_nodes if all_rounds and not light_rounds else light_nodes
-    return low, (full_nodes if light_rounds < all_rounds else low)
-
-  nodes = {n: node_bounds(*c[1:]) for n, c in counted.items()}
-  layouts = {n: f"light layout in {c[1]} of {c[2]} rounds" for n, c in counted.items()}
   tpn = transcendentals_per_node()
+  # Transcendental calls of the quadrature per grid evaluation (see quadrature_work).
+  transcendentals = {n: c[1] * tpn[0] + c[2] * tpn[1] for n, c in counted.items()}
   rows, ok = [], True
   for n in sizes:
     q, s = grid(n)
@@ -246,15 +255,13 @@ def main(argv=None):
       if dt == "float32":
         good = good and bool(np.all(eps[check] >= ref * (1 - 1e-15)))  # rounded up, never down
       ok &= good
-      transc = [quadratures[n] * k * tpn for k in nodes[n]]  # lower and upper bound
       rows.append({
           "configurations": n, "dtype": dt, "chunk": min(args.chunk, n),
           "first_call_s": first, "median_s": med,
           "configurations_per_s": n / med,
           "ns_per_evaluation": 1e9 * med / (n * n_orders),
           # jaxrdp computes in float64 in both runs: compare with the float64 exp rate.
-          "fraction_of_exp_throughput": transc[0] / med / rates["float64"],
-          "fraction_of_exp_throughput_upper": transc[1] / med / rates["float64"],
+          "fraction_of_exp_throughput": transcendentals[n] / med / rates["float64"],
           "max_rel_err_unbatched": cell_err, "ok": good,
       })
     if "float64" in eps_by_dtype and "float32" in eps_by_dtype:
@@ -269,26 +276,23 @@ def main(argv=None):
   print(f"measured exp throughput: " + ", ".join(f"{dt} {r / 1e9:.2f} G/s" for dt, r in rates.items()))
   per_config = {n: quadratures[n] / n for n in sizes}
   print(f"work model: quadrature orders per configuration (counted by the order search: "
-        + ", ".join(f"{v:.2f} at {n:,}" for n, v in per_config.items()) + ") x "
-        + ", ".join(f"{nodes[n][0]}" + (f" to {nodes[n][1]}" if nodes[n][1] != nodes[n][0] else "")
-                    + f" nodes ({layouts[n]}) at {n:,}" for n in sizes) + f" x {tpn} "
-        f"transcendentals (counted in the traced integrand, +1 for logsumexp) per configuration (integer series orders not counted), "
-        f"against the float64 exp rate (jaxrdp computes in float64 in both runs)")
+        + ", ".join(f"{v:.2f} at {n:,}" for n, v in per_config.items()) + "); integrand nodes "
+        "evaluated by the light / full layout (recorded per search round): "
+        + ", ".join(f"{counted[n][1]:,} / {counted[n][2]:,} at {n:,}" for n in sizes)
+        + f"; {tpn[0]} / {tpn[1]} transcendentals per node (counted in the traced integrands, "
+        "the full layout's +1 for its logsumexp); integer series orders not counted; against the "
+        "float64 exp rate (jaxrdp computes in float64 in both runs)")
   print("note: float32 = float32 program (x64 off, float32 q and sigma); jaxrdp still computes in "
         "float64 inside and rounds epsilon up to float32; its error vs float64 includes the input rounding")
   print()
   print("| configurations | dtype | first call (s) | median (s) | configs/s | ns per (q,sigma,alpha) "
         "| fraction of exp peak | f32 rel err vs f64 | check |")
   print("|---:|---|---:|---:|---:|---:|---:|---:|---|")
-  def frac(r):
-    lo, hi = r["fraction_of_exp_throughput"], r["fraction_of_exp_throughput_upper"]
-    return f"{100 * lo:.1f}%" if hi == lo else f"{100 * lo:.1f}% to {100 * hi:.1f}%"
-
   for r in rows:
     f32 = r.get("float32_max_rel_err_vs_float64")
     print(f"| {r['configurations']:,} | {r['dtype']} | {r['first_call_s']:.2f} | {r['median_s']:.4f} "
           f"| {r['configurations_per_s']:.3g} | {r['ns_per_evaluation']:.1f} "
-          f"| {frac(r)} | {'' if f32 is None else f'{f32:.1e}'} "
+          f"| {100 * r['fraction_of_exp_throughput']:.1f}% | {'' if f32 is None else f'{f32:.1e}'} "
           f"| {'ok' if r['ok'] else 'FAILED'} |")
   if args.json:
     report = {
@@ -296,9 +300,9 @@ def main(argv=None):
         "jax": jax.__version__, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
         "orders": n_orders, "steps": STEPS, "delta": DELTA,
         "work_model": {"quadratures_per_configuration": {str(n): v for n, v in per_config.items()},
-                       "nodes_per_quadrature": {str(n): list(nodes[n]) for n in sizes},
-                       "layout": {str(n): layouts[n] for n in sizes},
-                       "transcendentals_per_node": tpn},
+                       "light_layout_nodes": {str(n): counted[n][1] for n in sizes},
+                       "full_layout_nodes": {str(n): counted[n][2] for n in sizes},
+                       "transcendentals_per_node": {"light": tpn[0], "full": tpn[1]}},
         "exp_per_s": rates, "rows": rows,
     }
     with open(args.json, "w") as f:

@@ -33,15 +33,16 @@ def test_bench_accelerator_tiny(tmp_path):
     assert r["ok"] and r["configurations_per_s"] > 0 and r["fraction_of_exp_throughput"] > 0
     # ns per (q, sigma, alpha) evaluation is time / (N * 156).
     assert abs(r["ns_per_evaluation"] - 1e9 * r["median_s"] / (r["configurations"] * 156)) < 1e-6 * r["ns_per_evaluation"]
-  # Work model: nodes per quadrature bounded by the layouts the search's rounds took.
+  # Work model: the nodes each layout evaluated, recorded per search round; the
+  # light layout covers this grid (sigma >= 0.6, orders to 64) but for order 128 and up.
   model = report["work_model"]
-  assert set(model["nodes_per_quadrature"]) == {"10", "100"}
-  for n, (lo, hi) in model["nodes_per_quadrature"].items():
-    assert lo in (272, 768) and hi in (272, 768) and lo <= hi
-    light, rounds = (int(w) for w in model["layout"][n].split()[3:6:2])  # "light layout in L of R rounds"
-    assert (lo == 272) == (light > 0) and (hi == 768) == (light < rounds)
-  for r in report["rows"]:
-    assert r["fraction_of_exp_throughput"] <= r["fraction_of_exp_throughput_upper"]
+  for key in ("light_layout_nodes", "full_layout_nodes"):
+    assert set(model[key]) == {"10", "100"}
+  for n in ("10", "100"):
+    light, full = model["light_layout_nodes"][n], model["full_layout_nodes"][n]
+    assert light > 0 and light % 272 == 0 and full % 768 == 0
+    assert light + full >= model["quadratures_per_configuration"][n] * int(n) * 272
+  assert model["transcendentals_per_node"] == {"light": 5, "full": 6}
   f32 = [r for r in report["rows"] if r["dtype"] == "float32"]
   # float32 output: epsilon rounded to float32 from float32-rounded inputs.
   assert all(0 <= r["float32_max_rel_err_vs_float64"] < 1e-5 for r in f32)
