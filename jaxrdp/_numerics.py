@@ -139,11 +139,12 @@ def log_binomial(n, k):
                    jnp.where(small_k, k_small_val, jnp.where(small_m, m_small_val, tiny_val)))
 
 
-def expm1_minus_x(x):
+def expm1_minus_x(x, expm1_x=None):
   """e^x - 1 - x >= 0, accurate to a few ulp for x <= 709 (overflows beyond).
 
   |x| < 0.1: x^2/2 * series (no cancellation); otherwise expm1(x) - x, which
-  loses at most a factor 2/|x| <= 20 to cancellation.
+  loses at most a factor 2/|x| <= 20 to cancellation. ``expm1_x``: expm1(x)
+  where the caller has it in another form (only used where |x| >= 0.1).
   """
   x = jnp.asarray(x)
   small = jnp.abs(x) < _E2_SMALL
@@ -152,4 +153,5 @@ def expm1_minus_x(x):
   for c in _E2_SERIES:
     series = series * xs + c
   xm = jnp.where(small, 1.0, x)
-  return jnp.where(small, 0.5 * xs * xs * series, jnp.expm1(xm) - xm)
+  big = jnp.expm1(xm) if expm1_x is None else expm1_x
+  return jnp.where(small, 0.5 * xs * xs * series, big - xm)

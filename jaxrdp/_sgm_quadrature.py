@@ -120,7 +120,8 @@ def _log_h_parts(z, q, sigma, alpha):
   # and for w > 0 until expm1 overflows; beyond w = 700 the remainder
   # log1p((1 - q) e^-w / q) is below 1e-300 relative and is dropped.
   wc = jnp.minimum(w, 700.0)
-  l = jnp.where(w > 700.0, jnp.log(q) + w, jnp.log1p(q * jnp.expm1(wc)))
+  u = q * jnp.expm1(wc)
+  l = jnp.where(w > 700.0, jnp.log(q) + w, jnp.log1p(u))
   beta = alpha - 1.0
   # h / (1 + u) = beta E2(-l) + E2(beta l): two non-negative terms, summed in
   # linear space. Where beta l > _BIG_BL, h = (1 + u)^alpha (1 - (1 + alpha u)
@@ -131,7 +132,9 @@ def _log_h_parts(z, q, sigma, alpha):
   bl = beta * l
   big = bl > _BIG_BL
   lc = jnp.where(big, 0.0, l)
-  linear = beta * expm1_minus_x(-lc) + expm1_minus_x(beta * lc)
+  # expm1(-l) = 1 / (1 + u) - 1 = -u / (1 + u): a division instead of an expm1
+  # (where w > 700 clips u, both are -1 to within 1e-290).
+  linear = beta * expm1_minus_x(-lc, -u / (1.0 + u)) + expm1_minus_x(beta * lc)
   return jnp.where(big, alpha * l, l), jnp.where(big, 1.0, linear)
 
 
