@@ -21,7 +21,7 @@ Each search round runs the light node layout (272 nodes) on the whole round and
 the full one (768) on chunks of the configurations that need it; the nodes each
 layout evaluated are recorded per round during the counting run
 (``quadrature_work``), times the transcendental calls per node of each layout
-(exp/expm1/log/log1p, counted in the traced integrands: 5 and 6 at the time of
+(exp/expm1/log/log1p, counted in the traced integrands: 4 and 5 at the time of
 writing). The 63 integer coarse orders (exact series, 64 terms each) are not
 counted. The exp throughput is
 measured here with jitted sums of jnp.exp (compute-bound; see ``exp_throughput``).
