@@ -118,7 +118,8 @@ def _log_h_parts(z, q, sigma, alpha):
   w = (2.0 * z - 1.0) / (2.0 * sigma * sigma)
   # l = log(1 - q + q e^w) = log1p(q expm1(w)), exact for w <= 0 (u in [-q, 0])
   # and for w > 0 until expm1 overflows; beyond w = 700 the remainder
-  # log1p((1 - q) e^-w / q) is below 1e-300 relative and is dropped.
+  # log1p((1 - q) e^-w / q) < e^-700 / q is dropped (1e-296 at q = 1e-8, the
+  # smallest q of the accuracy guarantee; 1e-24 at q = 1e-280).
   wc = jnp.minimum(w, 700.0)
   u = q * jnp.expm1(wc)
   l = jnp.where(w > 700.0, jnp.log(q) + w, jnp.log1p(u))
@@ -133,7 +134,7 @@ def _log_h_parts(z, q, sigma, alpha):
   big = bl > _BIG_BL
   lc = jnp.where(big, 0.0, l)
   # expm1(-l) = 1 / (1 + u) - 1 = -u / (1 + u): a division instead of an expm1
-  # (where w > 700 clips u, both are -1 to within 1e-290).
+  # (where w > 700 clips u, both are -1 to within e^-700 / q, as above).
   linear = beta * expm1_minus_x(-lc, -u / (1.0 + u)) + expm1_minus_x(beta * lc)
   return jnp.where(big, alpha * l, l), jnp.where(big, 1.0, linear)
 
