@@ -70,7 +70,7 @@ def quadrature_work(q, s, orders):
   def spy(qq, ss, aa):
     n = qq.size
     _, light = m._choose_layout(*(jnp.ravel(v) for v in (qq, ss, aa)))
-    ran_light = 2 * jnp.sum(light) >= n
+    ran_light = m._runs_light_layout(light)
     chunk = m._chunk_size(n)
     chunks = -(-jnp.where(ran_light, jnp.sum(~light), n) // chunk)
     jax.debug.callback(lambda a, b: work.append((int(a), int(b))),

@@ -54,7 +54,7 @@ at run time (``lax.cond``); under a caller's ``jax.vmap`` they are made per
 element, and XLA evaluates both layouts.
 
 The light layout sums its nodes in linear space, relative to a shift taken at
-the panel midpoints, rather than as a logsumexp (_log_integral).
+the panel midpoints, rather than as a logsumexp (_log_integral_shifted).
 """
 
 from __future__ import annotations
@@ -83,8 +83,8 @@ _NODES = 16  # Gauss-Legendre nodes per panel.
 # the batch, at least _MIN_CHUNK elements (_full_where).
 _CHUNKS = 8
 _MIN_CHUNK = 16
-# The quadrature sum is taken relative to a shift (_log_integral), and is exact
-# while it lies in (e^-_SHIFT_ROOM, inf).
+# The light layout's sum is taken relative to a shift (_log_integral_shifted) and is
+# exact while it lies in (e^-_SHIFT_ROOM, inf).
 _SHIFT_ROOM = 600.0
 # Where (alpha - 1) log(1 + u) exceeds _BIG_BL, h is (1 + u)^alpha (_log_h_parts).
 _BIG_BL = 60.0
@@ -129,7 +129,7 @@ def _log_h_parts(z, q, sigma, alpha):
   # e^{-alpha l}) with (1 + alpha u) e^{-alpha l} <= e^{-alpha l} + alpha e^{-beta l}
   # (2e-18 at alpha = 1e4), so h = e^{alpha l} there. That also keeps
   # m below e^61 (m <= e^60 + 60 + beta / (1 - q)), which the shifted sum of
-  # _log_integral relies on.
+  # _log_integral_shifted relies on.
   bl = beta * l
   big = bl > _BIG_BL
   lc = jnp.where(big, 0.0, l)
@@ -334,7 +334,7 @@ def _shifted_integrand(z, log_half, q, sigma, alpha, shift):
   return jnp.exp(log_half[:, None] + log_gaussian_pdf(z, sigma) + e - shift) * m
 
 
-def _log_integral(parts, q, sigma, alpha):
+def _log_integral_shifted(parts, q, sigma, alpha):
   """(log of the quadrature sum over the panels of all ``parts``, whether it is exact).
 
   ``parts``: panels as _window_panels returns them. All nodes go through one
@@ -356,9 +356,8 @@ def _log_integral(parts, q, sigma, alpha):
   caller takes the full layout's logsumexp.
   """
   left, half, log_half = (jnp.concatenate(p) for p in zip(*parts))
-  shift = jnp.max(log_half + _log_integrand(left + half, q, sigma, alpha))
   # (The result does not depend on the shift: no derivative flows through it.)
-  shift = jax.lax.stop_gradient(_midpoint_shift_adjust(jnp.where(jnp.isfinite(shift), shift, 0.0)))
+  shift = jax.lax.stop_gradient(_midpoint_shift(left, half, log_half, q, sigma, alpha))
   terms = _shifted_integrand(_panel_nodes(left, half), log_half, q, sigma, alpha, shift)
   # The weighted sum over the nodes as a product with the weights: XLA then
   # computes the terms in one fusion (a reduction would take the integrand apart).
@@ -367,9 +366,11 @@ def _log_integral(parts, q, sigma, alpha):
   return log_s + shift, exact
 
 
-def _midpoint_shift_adjust(shift):
-  """The identity; tests replace it to force the fallback of an inexact shift."""
-  return shift
+def _midpoint_shift(left, half, log_half, q, sigma, alpha):
+  """The shift of _log_integral_shifted: the largest log-integrand at the panel
+  midpoints plus the panel's log half-width (0 where none is finite)."""
+  shift = jnp.max(log_half + _log_integrand(left + half, q, sigma, alpha))
+  return jnp.where(jnp.isfinite(shift), shift, 0.0)
 
 
 def _log_integral_two_pass(parts, q, sigma, alpha):
@@ -424,8 +425,8 @@ def _log_a_minus_1_full(q, sigma, alpha, g):
 
 
 def _log_a_minus_1_light(q, sigma, alpha, g):
-  """(log(A - 1) in the light layout, whether it is exact: see _log_integral)."""
-  return _log_integral(_light_parts(g), q, sigma, alpha)
+  """(log(A - 1) in the light layout, whether it is exact: see _log_integral_shifted)."""
+  return _log_integral_shifted(_light_parts(g), q, sigma, alpha)
 
 
 def _light_enough(sigma, g):
@@ -446,6 +447,11 @@ def _choose_layout(q, sigma, alpha):
   """(geometry, light): whether each element allows the light layout."""
   g = _elementwise(_geometry, q, sigma, alpha)
   return g, _elementwise(_light_enough, sigma, g)
+
+
+def _runs_light_layout(light):
+  """Whether a batch runs the light layout: when at least half of it allows it."""
+  return 2 * jnp.sum(light, dtype=jnp.int32) >= light.shape[0]
 
 
 def _chunk_size(n):
@@ -492,7 +498,7 @@ def log_a_minus_1_quadrature(q, sigma, alpha):
   Inputs must already be broadcast to a common shape and be float64. Where at
   least half of the batch allows the light layout, the whole batch runs it;
   the elements that do not allow it (or whose shifted sum is not exact, see
-  _log_integral: never on the guaranteed domain) then run the full layout, in
+  _log_integral_shifted: never on the guaranteed domain) then run the full layout, in
   chunks (_full_where), so that a few of them do not cost the whole batch.
   """
   shape = q.shape
@@ -502,7 +508,7 @@ def log_a_minus_1_quadrature(q, sigma, alpha):
     return jnp.zeros(shape, q.dtype)
   g, light = _choose_layout(q, sigma, alpha)
   value, exact = jax.lax.cond(
-      2 * jnp.sum(light, dtype=jnp.int32) >= n,
+      _runs_light_layout(light),
       lambda *args: _elementwise(_log_a_minus_1_light, *args),
       lambda *args: (jnp.full((n,), jnp.nan), jnp.zeros((n,), bool)),
       q, sigma, alpha, g)

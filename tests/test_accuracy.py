@@ -96,7 +96,7 @@ def test_both_quadrature_layouts_match_reference(name):
   assert err(full).max() <= TOL
   worst = int(np.argmax(np.where(eligible, err(light), 0.0)))
   assert err(light)[eligible].max() <= TOL, (tags[worst], q[worst], s[worst], a[worst])
-  assert exact[eligible].all()  # its shifted sum (jaxrdp._sgm_quadrature._log_integral)
+  assert exact[eligible].all()  # its shifted sum (jaxrdp._sgm_quadrature._log_integral_shifted)
   rel = np.abs(chosen - lam1[eligible]) / np.maximum(1.0, np.abs(lam1[eligible]))
   assert rel.max() <= TOL
   assert np.nanmax(np.where(eligible, 0.0, err(light))) > 1e-9

@@ -2,7 +2,7 @@
 (jaxrdp._sgm_quadrature.log_a_minus_1_quadrature).
 
 The light layout's sum is taken in linear space relative to the weighted
-log-integrand at the panel midpoints (_log_integral). It is exact only while
+log-integrand at the panel midpoints (_log_integral_shifted). It is exact only while
 that shift is within ~600 nats of the largest weighted node value; these tests
 check the margin against the node values themselves, and that a batch whose
 shift is off takes the full layout. Elements that do not allow the light layout
@@ -33,7 +33,7 @@ def _shift_and_node_max(q, sigma, alpha):
   """(midpoint shift, largest weighted log-integrand at a node) in the light layout."""
   g = m._geometry(q, sigma, alpha)
   left, half, log_half = (jnp.concatenate(p) for p in zip(*m._light_parts(g)))
-  shift = jnp.max(log_half + m._log_integrand(left + half, q, sigma, alpha))
+  shift = m._midpoint_shift(left, half, log_half, q, sigma, alpha)
   z = m._panel_nodes(left, half)
   nodes = log_half[:, None] + np.log(m._GL_W) + m._log_integrand(z, q, sigma, alpha)
   return shift, jnp.max(nodes), m._light_enough(sigma, g)
@@ -62,7 +62,8 @@ def test_an_inexact_shift_takes_the_full_layout(monkeypatch, offset):
     g, light = jax.jit(m._choose_layout)(q, sigma, alpha)
     full = np.asarray(jax.jit(jax.vmap(m._log_a_minus_1_full))(q, sigma, alpha, g))
     before = np.asarray(jax.jit(m.log_a_minus_1_quadrature)(q, sigma, alpha))
-    monkeypatch.setattr(m, "_midpoint_shift_adjust", lambda shift: shift + offset)
+    shift = m._midpoint_shift
+    monkeypatch.setattr(m, "_midpoint_shift", lambda *args: shift(*args) + offset)
     _, exact = jax.jit(jax.vmap(m._log_a_minus_1_light))(q, sigma, alpha, g)
     after = np.asarray(jax.jit(lambda *a: m.log_a_minus_1_quadrature(*a))(q, sigma, alpha))
   assert np.asarray(light).all()  # the batch takes the light layout
