@@ -55,15 +55,16 @@ def quadrature_work(q, s, orders):
 
   The quadrature runs once per search round: the light layout on the whole round
   when at least half of it allows it, and the full layout on chunks of the
-  configurations that do not (jaxrdp._sgm_quadrature.log_a_minus_1_quadrature).
+  configurations that do not (jaxrdp.mechanisms._sgm_quadrature.log_a_minus_1_quadrature).
   A callback records each round's nodes per layout, counting every light sum
   as exact (the full layout would redo one that is not; none is on this grid's
   domain, see tests/test_quadrature_layouts.py).
   """
   import jax
   import jax.numpy as jnp
-  from jaxrdp import _order_search, _sgm
-  from jaxrdp import _sgm_quadrature as m
+  from jaxrdp.rdp import _order_search
+  from jaxrdp.mechanisms import _sgm
+  from jaxrdp.mechanisms import _sgm_quadrature as m
   work = []
   quadrature = _sgm.log_a_minus_1_quadrature
 
@@ -101,7 +102,7 @@ def transcendentals_per_node():
   """
   import jax
   import jax.numpy as jnp
-  from jaxrdp import _sgm_quadrature as m
+  from jaxrdp.mechanisms import _sgm_quadrature as m
 
   def count(jp):
     n = 0

@@ -5,26 +5,26 @@ Kernels: :func:`sgm_log_a`, :func:`sgm_rdp`. Conversions: :func:`rdp_to_epsilon`
 jittable accountant (``accountant_*``) and an eager :class:`RdpAccountant`.
 """
 
-from ._accountant import AccountantState as AccountantState
-from ._accountant import RdpAccountant as RdpAccountant
-from ._accountant import accountant_compose_rdp as accountant_compose_rdp
-from ._accountant import accountant_compose_sgm as accountant_compose_sgm
-from ._accountant import accountant_delta as accountant_delta
-from ._accountant import accountant_epsilon as accountant_epsilon
-from ._accountant import accountant_from_dict as accountant_from_dict
-from ._accountant import accountant_init as accountant_init
-from ._accountant import accountant_to_dict as accountant_to_dict
-from ._conversions import DeltaResult as DeltaResult
-from ._conversions import EpsilonResult as EpsilonResult
-from ._conversions import rdp_to_delta as rdp_to_delta
-from ._conversions import rdp_to_epsilon as rdp_to_epsilon
-from ._dpsgd import DEFAULT_ORDERS as DEFAULT_ORDERS
-from ._dpsgd import DP_ACCOUNTING_ORDERS as DP_ACCOUNTING_ORDERS
-from ._dpsgd import dpsgd_delta as dpsgd_delta
-from ._dpsgd import dpsgd_epsilon as dpsgd_epsilon
-from ._sgm import sgm_log_a as sgm_log_a
-from ._sgm import sgm_log_a_minus_1 as sgm_log_a_minus_1
-from ._sgm import sgm_rdp as sgm_rdp
+from .rdp._accountant import AccountantState as AccountantState
+from .rdp._accountant import RdpAccountant as RdpAccountant
+from .rdp._accountant import accountant_compose_rdp as accountant_compose_rdp
+from .rdp._accountant import accountant_compose_sgm as accountant_compose_sgm
+from .rdp._accountant import accountant_delta as accountant_delta
+from .rdp._accountant import accountant_epsilon as accountant_epsilon
+from .rdp._accountant import accountant_from_dict as accountant_from_dict
+from .rdp._accountant import accountant_init as accountant_init
+from .rdp._accountant import accountant_to_dict as accountant_to_dict
+from .rdp._conversions import DeltaResult as DeltaResult
+from .rdp._conversions import EpsilonResult as EpsilonResult
+from .rdp._conversions import rdp_to_delta as rdp_to_delta
+from .rdp._conversions import rdp_to_epsilon as rdp_to_epsilon
+from .rdp._dpsgd import DEFAULT_ORDERS as DEFAULT_ORDERS
+from .rdp._dpsgd import DP_ACCOUNTING_ORDERS as DP_ACCOUNTING_ORDERS
+from .rdp._dpsgd import dpsgd_delta as dpsgd_delta
+from .rdp._dpsgd import dpsgd_epsilon as dpsgd_epsilon
+from .mechanisms._sgm import sgm_log_a as sgm_log_a
+from .mechanisms._sgm import sgm_log_a_minus_1 as sgm_log_a_minus_1
+from .mechanisms._sgm import sgm_rdp as sgm_rdp
 
 __version__ = "0.1.0"
 
@@ -52,24 +52,24 @@ __all__ = [
 ]
 
 # --- issue 5: seed toolkit ---
-from ._analytic_gaussian import analytic_gaussian_delta as analytic_gaussian_delta
-from ._analytic_gaussian import analytic_gaussian_sigma as analytic_gaussian_sigma
-from ._classical import EpsilonDelta as EpsilonDelta
-from ._classical import advanced_composition as advanced_composition
-from ._classical import advanced_composition_seed004 as advanced_composition_seed004
-from ._classical import amplify_by_subsampling as amplify_by_subsampling
-from ._classical import basic_composition as basic_composition
-from ._classical import classical_gaussian_sigma as classical_gaussian_sigma
-from ._classical import gaussian_tail_delta as gaussian_tail_delta
-from ._classical import gaussian_tail_sigma as gaussian_tail_sigma
-from ._classical import laplace_scale as laplace_scale
-from ._closed_form import sgm_rdp_closed_form as sgm_rdp_closed_form
-from ._mechanisms import gaussian_rdp as gaussian_rdp
-from ._mechanisms import laplace_rdp as laplace_rdp
-from ._mechanisms import randomized_response_rdp as randomized_response_rdp
-from ._mechanisms import zcdp_to_epsilon as zcdp_to_epsilon
-from ._single_step import sgm_single_step_delta as sgm_single_step_delta
-from ._single_step import sgm_single_step_sigma as sgm_single_step_sigma
+from .mechanisms._analytic_gaussian import analytic_gaussian_delta as analytic_gaussian_delta
+from .mechanisms._analytic_gaussian import analytic_gaussian_sigma as analytic_gaussian_sigma
+from .classical._epsilon_delta import EpsilonDelta as EpsilonDelta
+from .classical._epsilon_delta import advanced_composition as advanced_composition
+from .classical._epsilon_delta import advanced_composition_seed004 as advanced_composition_seed004
+from .classical._epsilon_delta import amplify_by_subsampling as amplify_by_subsampling
+from .classical._epsilon_delta import basic_composition as basic_composition
+from .classical._epsilon_delta import classical_gaussian_sigma as classical_gaussian_sigma
+from .classical._epsilon_delta import gaussian_tail_delta as gaussian_tail_delta
+from .classical._epsilon_delta import gaussian_tail_sigma as gaussian_tail_sigma
+from .classical._epsilon_delta import laplace_scale as laplace_scale
+from .mechanisms._sgm_closed_form import sgm_rdp_closed_form as sgm_rdp_closed_form
+from .mechanisms._rdp_curves import gaussian_rdp as gaussian_rdp
+from .mechanisms._rdp_curves import laplace_rdp as laplace_rdp
+from .mechanisms._rdp_curves import randomized_response_rdp as randomized_response_rdp
+from .mechanisms._rdp_curves import zcdp_to_epsilon as zcdp_to_epsilon
+from .mechanisms._sgm_single_step import sgm_single_step_delta as sgm_single_step_delta
+from .mechanisms._sgm_single_step import sgm_single_step_sigma as sgm_single_step_sigma
 
 __all__ += [
     "EpsilonDelta",
@@ -94,21 +94,21 @@ __all__ += [
 # --- end issue 5 ---
 
 # --- issue 4: DP-SGD training integration ---
-from ._checkpoint import CheckpointError as CheckpointError
-from ._checkpoint import load_checkpoint as load_checkpoint
-from ._checkpoint import save_checkpoint as save_checkpoint
-from ._dp_gradient import clip_per_example as clip_per_example
-from ._dp_gradient import dp_gradient as dp_gradient
-from ._dp_gradient import per_example_grads as per_example_grads
-from ._poisson import poisson_sample_mask as poisson_sample_mask
-from ._training import DPSGDState as DPSGDState
-from ._training import PrivacyGuard as PrivacyGuard
-from ._training import SGMCache as SGMCache
-from ._training import StepInfo as StepInfo
-from ._training import dpsgd_init as dpsgd_init
-from ._training import make_dpsgd_step as make_dpsgd_step
-from ._training import privacy_guard as privacy_guard
-from ._training import tree_select as tree_select
+from .train._checkpoint import CheckpointError as CheckpointError
+from .train._checkpoint import load_checkpoint as load_checkpoint
+from .train._checkpoint import save_checkpoint as save_checkpoint
+from .train._dp_gradient import clip_per_example as clip_per_example
+from .train._dp_gradient import dp_gradient as dp_gradient
+from .train._dp_gradient import per_example_grads as per_example_grads
+from .train._poisson import poisson_sample_mask as poisson_sample_mask
+from .train._step import DPSGDState as DPSGDState
+from .train._step import PrivacyGuard as PrivacyGuard
+from .train._step import SGMCache as SGMCache
+from .train._step import StepInfo as StepInfo
+from .train._step import dpsgd_init as dpsgd_init
+from .train._step import make_dpsgd_step as make_dpsgd_step
+from .train._step import privacy_guard as privacy_guard
+from .train._step import tree_select as tree_select
 
 __all__ += [
     "CheckpointError",
@@ -130,20 +130,20 @@ __all__ += [
 # --- end issue 4 ---
 
 # --- issue 3: calibration, sweeps, command line ---
-from ._calibration import NoiseCalibration as NoiseCalibration
-from ._calibration import SamplingRateCalibration as SamplingRateCalibration
-from ._calibration import StepsCalibration as StepsCalibration
-from ._calibration import calibrate_noise as calibrate_noise
-from ._calibration import calibrate_noise_for_delta as calibrate_noise_for_delta
-from ._calibration import calibrate_sampling_rate as calibrate_sampling_rate
-from ._calibration import calibrate_sampling_rate_for_delta as calibrate_sampling_rate_for_delta
-from ._calibration import calibrate_steps as calibrate_steps
-from ._calibration import calibrate_steps_for_delta as calibrate_steps_for_delta
-from ._dataset import epochs_to_steps as epochs_to_steps
-from ._dataset import sampling_rate as sampling_rate
-from ._plot import plot_sweep as plot_sweep
-from ._sweep import SweepResult as SweepResult
-from ._sweep import sweep as sweep
+from .calibration._calibration import NoiseCalibration as NoiseCalibration
+from .calibration._calibration import SamplingRateCalibration as SamplingRateCalibration
+from .calibration._calibration import StepsCalibration as StepsCalibration
+from .calibration._calibration import calibrate_noise as calibrate_noise
+from .calibration._calibration import calibrate_noise_for_delta as calibrate_noise_for_delta
+from .calibration._calibration import calibrate_sampling_rate as calibrate_sampling_rate
+from .calibration._calibration import calibrate_sampling_rate_for_delta as calibrate_sampling_rate_for_delta
+from .calibration._calibration import calibrate_steps as calibrate_steps
+from .calibration._calibration import calibrate_steps_for_delta as calibrate_steps_for_delta
+from .train._dataset import epochs_to_steps as epochs_to_steps
+from .train._dataset import sampling_rate as sampling_rate
+from .sweeps._plot import plot_sweep as plot_sweep
+from .sweeps._sweep import SweepResult as SweepResult
+from .sweeps._sweep import sweep as sweep
 
 __all__ += [
     "NoiseCalibration",

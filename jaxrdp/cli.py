@@ -210,7 +210,7 @@ def _derived(cols: dict) -> dict:
   """Add q and steps columns computed from dataset_size, batch_size and epochs."""
   import numpy as np
 
-  from ._dataset import epochs_to_steps
+  from .train._dataset import epochs_to_steps
 
   out = dict(cols)
   if "batch_size" in cols:
@@ -226,7 +226,7 @@ def _emit(cols: dict, args, *, note: str | None = None) -> None:
   """Print equal-length columns as a table, JSON records or CSV."""
   import numpy as np
 
-  from ._table import format_number, format_table
+  from .sweeps._table import format_number, format_table
 
   names = list(cols)
   n = len(next(iter(cols.values()))) if cols else 0
@@ -272,7 +272,7 @@ def _cmd_accountant(args, parser, given: str, value: str) -> int:
   sampling = _sampling_axes(args, parser)
   duration = _duration_axes(args, parser, sampling)
   cols = _derived(_grid({**sampling, **duration, "sigma": args.sigma, given: getattr(args, given)}))
-  from ._dpsgd import dpsgd_delta, dpsgd_epsilon
+  from .rdp._dpsgd import dpsgd_delta, dpsgd_epsilon
 
   accountant = dpsgd_epsilon if value == "epsilon" else dpsgd_delta
   res = accountant(cols["q"], cols["sigma"], cols["steps"], cols[given])
@@ -314,7 +314,7 @@ def _cmd_calibrate(args, parser) -> int:
   tgt, given = ("delta", "epsilon") if by_delta else ("epsilon", "delta")
   target_name = "target_" + tgt
 
-  from . import _calibration as cal
+  from .calibration import _calibration as cal
 
   if solve == "sigma":
     axes = {**sampling, **duration}
@@ -339,7 +339,7 @@ def _cmd_calibrate(args, parser) -> int:
     res = fn(cols[tgt], cols[given], cols["sigma"], cols["steps"])
     out = {"q": np.asarray(res.q)}
     if "dataset_size" in cols:
-      from ._dpsgd import dpsgd_delta, dpsgd_epsilon
+      from .rdp._dpsgd import dpsgd_delta, dpsgd_epsilon
 
       # The largest integer batch below q * N is within budget: epsilon is
       # non-decreasing in q. Report the guarantee at that batch's q = B / N.
@@ -414,7 +414,7 @@ def _cmd_sweep(args, parser) -> int:
   if plot_path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(plot_path))):
     parser.error(f"argument --plot: directory does not exist: {os.path.dirname(plot_path)}")
 
-  from ._sweep import sweep
+  from .sweeps._sweep import sweep
 
   start = time.perf_counter()
   result = sweep(**kwargs, chunk_size=args.chunk_size,
@@ -452,7 +452,7 @@ def _cmd_sweep(args, parser) -> int:
       print(f"note: no heatmap ({msg})", file=sys.stderr)
       return 0
     try:
-      from ._plot import plot_sweep
+      from .sweeps._plot import plot_sweep
 
       plot_sweep(result, plot_path)
     except ImportError as e:

@@ -71,14 +71,15 @@ def test_live_oracle_spot_checks(q, sigma, alpha):
 # The small-sigma table lies wholly outside the light layout's domain (sigma < 0.3).
 @pytest.mark.parametrize("name", [f for f in FILES if f != "sgm_small_sigma.json"])
 def test_both_quadrature_layouts_match_reference(name):
-  """Each node layout of the quadrature (jaxrdp._sgm_quadrature) on its own.
+  """Each node layout of the quadrature (jaxrdp.mechanisms._sgm_quadrature) on its own.
 
   A whole reference table is one mixed batch and takes the full layout, so the
   light one is checked here element by element: within TOL of the reference
   wherever its conditions hold, and the conditions are not vacuous (outside
   them the light layout misses by far more).
   """
-  from jaxrdp import _precision, _sgm_quadrature as m
+  from jaxrdp._core import precision as _precision
+  from jaxrdp.mechanisms import _sgm_quadrature as m
   q, s, a, _, lam1, tags = load_reference(name)
   keep = (q > 0) & (q < 1) & np.isfinite(lam1)  # q = 1 is answered in closed form
   q, s, a, lam1 = q[keep], s[keep], a[keep], lam1[keep]
@@ -96,7 +97,7 @@ def test_both_quadrature_layouts_match_reference(name):
   assert err(full).max() <= TOL
   worst = int(np.argmax(np.where(eligible, err(light), 0.0)))
   assert err(light)[eligible].max() <= TOL, (tags[worst], q[worst], s[worst], a[worst])
-  assert exact[eligible].all()  # its shifted sum (jaxrdp._sgm_quadrature._log_integral_shifted)
+  assert exact[eligible].all()  # its shifted sum (jaxrdp.mechanisms._sgm_quadrature._log_integral_shifted)
   rel = np.abs(chosen - lam1[eligible]) / np.maximum(1.0, np.abs(lam1[eligible]))
   assert rel.max() <= TOL
   assert np.nanmax(np.where(eligible, 0.0, err(light))) > 1e-9

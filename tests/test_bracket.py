@@ -1,4 +1,4 @@
-"""The vectorized threshold search (jaxrdp._bracket) on functions with known roots."""
+"""The vectorized threshold search (jaxrdp._core.bracket) on functions with known roots."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import jax
 import jax.numpy as jnp
 
-from jaxrdp._bracket import solve_threshold
+from jaxrdp._core.bracket import solve_threshold
 
 TOL = 2e-8
 V_RANGE = (-20.0, 20.0)

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 
 import jaxrdp
 from helpers import run_fresh_python
-from jaxrdp import _calibration
+from jaxrdp.calibration import _calibration
 
 DELTA = 1e-5
 N = 32

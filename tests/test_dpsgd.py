@@ -6,7 +6,7 @@ import jax
 import jax.numpy as jnp
 
 import jaxrdp
-from jaxrdp import _order_search
+from jaxrdp.rdp import _order_search
 from helpers import variants
 
 dp_accounting = pytest.importorskip("dp_accounting")
@@ -116,7 +116,7 @@ def test_dense_order_grid_is_still_the_exact_minimum(orders):
   if orders.size == 4000:
     with jax.enable_x64(True):
       # Jitted: op by op, the search dispatches hundreds of small programs (~20 s).
-      search = jax.jit(lambda q, s: jaxrdp._order_search.min_epsilon_over_orders(
+      search = jax.jit(lambda q, s: jaxrdp.rdp._order_search.min_epsilon_over_orders(
           q, s, jnp.full(2, 1000.0), jnp.full(2, 1e-5), orders, "improved"))
       res = search(jnp.asarray(q), jnp.asarray(s))
     assert bool(jnp.all(res.exact)) and int(jnp.max(res.evaluations)) > 16

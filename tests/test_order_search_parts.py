@@ -1,6 +1,6 @@
 """The order search's index bookkeeping against the plain definitions.
 
-Each faster form in jaxrdp._order_search is checked against what it replaces: the
+Each faster form in jaxrdp.rdp._order_search is checked against what it replaces: the
 row selection against lax.top_k, the neighbours kept in the loop state and the
 static ones against a direct search of the known mask.
 """
@@ -10,7 +10,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from jaxrdp import _order_search as m
+from jaxrdp.rdp import _order_search as m
 
 
 def _nearest(known):

@@ -1,5 +1,5 @@
 """How a batch is split between the quadrature's two node layouts
-(jaxrdp._sgm_quadrature.log_a_minus_1_quadrature).
+(jaxrdp.mechanisms._sgm_quadrature.log_a_minus_1_quadrature).
 
 The light layout's sum is taken in linear space relative to the weighted
 log-integrand at the panel midpoints (_log_integral_shifted). It is exact only while
@@ -17,7 +17,8 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from jaxrdp import _precision, _sgm_quadrature as m
+from jaxrdp._core import precision as _precision
+from jaxrdp.mechanisms import _sgm_quadrature as m
 
 
 def _random_domain(n, seed):

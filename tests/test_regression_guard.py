@@ -19,8 +19,13 @@ import jax.numpy as jnp
 import pytest
 
 import jaxrdp
-from jaxrdp import _dpsgd, _order_search, _sgm, _sgm_quadrature, _sgm_series
-from jaxrdp import _precision, _validation
+from jaxrdp.rdp import _dpsgd
+from jaxrdp.rdp import _order_search
+from jaxrdp.mechanisms import _sgm
+from jaxrdp.mechanisms import _sgm_quadrature
+from jaxrdp.mechanisms import _sgm_series
+from jaxrdp._core import precision as _precision
+from jaxrdp._core import validation as _validation
 
 # Expected counts (see the module docstrings of the kernels).
 QUAD_EVALS_PER_ORDER = 768  # 2 windows x (16 + 1) panels x 16 nodes + 2 x 7 kink panels x 16 nodes

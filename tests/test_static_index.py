@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from jaxrdp import _static_index
+from jaxrdp._core import static_index as _static_index
 
 
 def _index_cases(n, rng):

@@ -13,7 +13,7 @@ import jax
 
 import jaxrdp
 from helpers import run_fresh_python
-from jaxrdp import _sweep
+from jaxrdp.sweeps import _sweep
 
 ORDERS = np.array([1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0, 64.0])
 

@@ -700,7 +700,7 @@ def test_tampered_accountant_refused(saved):
 
 
 def test_invalid_accountant_values_refused_even_with_valid_checksum(saved):
-    from jaxrdp import _checkpoint
+    from jaxrdp.train import _checkpoint
 
     path, template, _ = saved
 

@@ -26,17 +26,17 @@ import jax.numpy as jnp
 from jax import lax
 from jax.typing import ArrayLike
 
-from ._accountant import (
+from ..rdp._accountant import (
     AccountantState,
     accountant_compose_rdp,
     accountant_epsilon,
     accountant_init,
 )
-from ._dp_gradient import dp_gradient
-from ._poisson import poisson_sample_mask
-from ._precision import x64_context
-from ._sgm import sgm_rdp
-from ._validation import check_range
+from ..train._dp_gradient import dp_gradient
+from ..train._poisson import poisson_sample_mask
+from .._core.precision import x64_context
+from ..mechanisms._sgm import sgm_rdp
+from .._core.validation import check_range
 
 __all__ = [
     "SGMCache",

@@ -25,9 +25,9 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from ._numerics import log_binomial, log_expm1
-from ._static_index import concatenate_to, take_last
-from ._sgm_quadrature import _bump_maxima, _spread
+from .._core.numerics import log_binomial, log_expm1
+from .._core.static_index import concatenate_to, take_last
+from ..mechanisms._sgm_quadrature import _bump_maxima, _spread
 
 __all__ = ["log_a_minus_1_integer_full", "log_a_minus_1_integer_grid",
            "log_a_minus_1_integer_windowed", "FULL_MAX_ORDER"]

@@ -10,8 +10,8 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from . import _precision
-from ._validation import check_range
+from .._core import precision as _precision
+from .._core.validation import check_range
 
 __all__ = ["sgm_rdp_closed_form"]
 

@@ -16,8 +16,9 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from . import _numerics, _precision
-from ._validation import check_range
+from .._core import numerics as _numerics
+from .._core import precision as _precision
+from .._core.validation import check_range
 
 __all__ = ["gaussian_rdp", "laplace_rdp", "randomized_response_rdp", "zcdp_to_epsilon"]
 

@@ -9,7 +9,7 @@ Prop. 12) are increasing in the RDP at each order and take a minimum over orders
 So epsilon(delta) and delta(epsilon) are non-increasing in sigma and
 non-decreasing in q and T, and each calibration is a 1-D threshold search per cell.
 
-Sigma and q (``jaxrdp._bracket``): the search runs in v = log sigma (or v = -log q,
+Sigma and q (``jaxrdp._core.bracket``): the search runs in v = log sigma (or v = -log q,
 so that the budget holds for v >= threshold), on log(value) - log(target), which is
 nearly linear in v (epsilon ~ sigma^-1 to sigma^-2). Two passes, each a vectorized
 bracketing search (geometric expansion, then ITP steps: Oliveira and Takahashi
@@ -27,7 +27,7 @@ minimum step):
    cell whose optimum is an integer order finishes in two exact evaluations;
    the others take 5 to 8 on the standard grid.
 
-Each exact evaluation is an order search (``jaxrdp._order_search``), and every
+Each exact evaluation is an order search (``jaxrdp.rdp._order_search``), and every
 point the exact pass tries below its smallest acceptable point v_ok so far has less
 noise (or a larger q) than v_ok, so log A at each order is at least what the search
 at v_ok found: its exact values, and its convexity bounds elsewhere. The search takes
@@ -76,13 +76,13 @@ import jax.numpy as jnp
 from jax import lax
 from jax.typing import ArrayLike
 
-from . import _precision
-from ._conversions import delta_from_rdp_f64, epsilon_from_rdp_f64
-from ._dpsgd import _dpsgd_delta_f64, _dpsgd_rdp_f64, _orders_or_default, _search_f64
-from ._order_search import table_size as search_table_size
-from ._bracket import solve_threshold
-from ._sgm import _rdp_f64
-from ._validation import StaticArray, check_range
+from .._core import precision as _precision
+from ..rdp._conversions import delta_from_rdp_f64, epsilon_from_rdp_f64
+from ..rdp._dpsgd import _dpsgd_delta_f64, _dpsgd_rdp_f64, _orders_or_default, _search_f64
+from ..rdp._order_search import table_size as search_table_size
+from .._core.bracket import solve_threshold
+from ..mechanisms._sgm import _rdp_f64
+from .._core.validation import StaticArray, check_range
 
 __all__ = [
     "NoiseCalibration", "StepsCalibration", "SamplingRateCalibration",
@@ -182,7 +182,7 @@ def _full_value(rdp_total, orders, given, for_delta):
 
 def _calibrate_continuous(value_at, target, v0, v_range, active, proxy_at=None,
                           table_size=None):
-  """Smallest v in v_range with accountant value <= target (``jaxrdp._bracket``).
+  """Smallest v in v_range with accountant value <= target (``jaxrdp._core.bracket``).
 
   Args:
     value_at: (v [S], live [S] or None, f_floor) -> (value, order, table) of the
@@ -482,7 +482,7 @@ def _check_budget(target, given, for_delta):
 def _finalize(out, outer_x64: bool):
   """Float32 results for a caller tracing with x64 off, rounded the safe way.
 
-  As in ``jaxrdp._precision.Float64Scope``: a float64 tracer would be rounded to
+  As in ``jaxrdp._core.precision.Float64Scope``: a float64 tracer would be rounded to
   nearest at the caller's next operation, so it is cast here instead, and in the
   direction that keeps the guarantee: sigma, epsilon and delta up, the number of
   steps and the sampling rate down (more steps or a larger q would spend more than

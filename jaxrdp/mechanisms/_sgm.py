@@ -6,16 +6,16 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from . import _precision
+from .._core import precision as _precision
 import numpy as np
 
-from ._sgm_quadrature import log_a_minus_1_quadrature
-from ._sgm_series import (
+from ..mechanisms._sgm_quadrature import log_a_minus_1_quadrature
+from ..mechanisms._sgm_series import (
     FULL_MAX_ORDER, log_a_minus_1_integer_full, log_a_minus_1_integer_grid,
     log_a_minus_1_integer_windowed)
-from ._numerics import log_expm1
-from ._static_index import concatenate_to
-from ._validation import check_range, concrete_or_none, static_or_none
+from .._core.numerics import log_expm1
+from .._core.static_index import concatenate_to
+from .._core.validation import check_range, concrete_or_none, static_or_none
 
 __all__ = ["sgm_log_a", "sgm_rdp", "sgm_log_a_minus_1"]
 
@@ -170,7 +170,7 @@ def sgm_log_a(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.Array:
   Computed as log1p of A_alpha - 1 = E[(1 + u)^alpha - 1 - alpha u] with
   u = q expm1((2z - 1) / (2 sigma^2)), a non-negative integrand, by Gauss-Legendre
   quadrature on windows placed around the integrand's mass (see
-  ``jaxrdp._sgm_quadrature``). This is the same quantity as the series of
+  ``jaxrdp.mechanisms._sgm_quadrature``). This is the same quantity as the series of
   Mironov, Talwar and Zhang (2019), "Renyi Differential Privacy of the Sampled
   Gaussian Mechanism", arXiv:1908.10530, Sec. 3.3, without its truncation and
   cancellation problems.

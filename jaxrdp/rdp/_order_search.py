@@ -68,11 +68,11 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from ._conversions import _epsilon_per_order
-from ._numerics import argmin_last
-from ._sgm import _log_a_f64
-from ._static_index import put_last, take_last
-from ._validation import StaticArray
+from ..rdp._conversions import _epsilon_per_order
+from .._core.numerics import argmin_last
+from ..mechanisms._sgm import _log_a_f64
+from .._core.static_index import put_last, take_last
+from .._core.validation import StaticArray
 
 __all__ = ["SearchResult", "min_epsilon_over_orders", "table_size", "with_derivative_at_order"]
 
@@ -291,7 +291,7 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
   guarantee them: the ``table`` of a search of the same (q, steps, delta) at a
   sigma at least this one's, or of the same (sigma, steps, delta) at a q at most
   this one's, is one, because log A_alpha is non-increasing in sigma and
-  non-decreasing in q at every order (see jaxrdp._calibration). They only prune
+  non-decreasing in q at every order (see jaxrdp.calibration._calibration). They only prune
   orders, so the result stays the exact minimum over the orders; tight floors
   (from a nearby sigma) leave fewer orders in contention.
   """

@@ -11,8 +11,10 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from . import _hockey_stick, _precision, _rootfind
-from ._validation import check_range
+from ..mechanisms import _hockey_stick
+from .._core import precision as _precision
+from .._core import rootfind as _rootfind
+from .._core.validation import check_range
 
 __all__ = ["analytic_gaussian_delta", "analytic_gaussian_sigma"]
 

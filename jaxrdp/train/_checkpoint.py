@@ -38,8 +38,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from ._accountant import AccountantState, accountant_from_dict, accountant_to_dict
-from ._precision import x64_context
+from ..rdp._accountant import AccountantState, accountant_from_dict, accountant_to_dict
+from .._core.precision import x64_context
 
 __all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint"]
 

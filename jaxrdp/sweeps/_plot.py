@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from ._sweep import SweepResult
-from ._table import format_number
+from ..sweeps._sweep import SweepResult
+from ..sweeps._table import format_number
 
 __all__ = ["plot_sweep"]
 

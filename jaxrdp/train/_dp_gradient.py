@@ -36,8 +36,8 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from ._validation import check_range
-from ._precision import x64_context
+from .._core.validation import check_range
+from .._core.precision import x64_context
 
 __all__ = ["clip_per_example", "per_example_grads", "dp_gradient"]
 

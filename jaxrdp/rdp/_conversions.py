@@ -27,9 +27,9 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from . import _precision
-from ._numerics import argmin_last
-from ._validation import check_range
+from .._core import precision as _precision
+from .._core.numerics import argmin_last
+from .._core.validation import check_range
 
 __all__ = ["EpsilonResult", "DeltaResult", "rdp_to_epsilon", "rdp_to_delta"]
 

@@ -7,13 +7,13 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from . import _precision
-from ._conversions import (
+from .._core import precision as _precision
+from ..rdp._conversions import (
     DeltaResult, EpsilonResult, delta_from_rdp_f64, epsilon_from_rdp_f64, _check_method,
     _log_delta_per_order)
-from ._order_search import min_epsilon_over_orders, with_derivative_at_order
-from ._sgm import _rdp_f64, _validate as _validate_sgm
-from ._validation import check_range, static_or_none
+from ..rdp._order_search import min_epsilon_over_orders, with_derivative_at_order
+from ..mechanisms._sgm import _rdp_f64, _validate as _validate_sgm
+from .._core.validation import check_range, static_or_none
 
 __all__ = ["DEFAULT_ORDERS", "DP_ACCOUNTING_ORDERS", "dpsgd_epsilon", "dpsgd_delta"]
 
@@ -52,7 +52,7 @@ def _dpsgd_rdp_f64(q, sigma, steps, orders, orders_static=None):
 
 
 def _search_f64(q, sigma, steps, delta, orders_static, method, live=None, f_floor=None):
-  """The order search (jaxrdp._order_search) on broadcast float64 arguments.
+  """The order search (jaxrdp.rdp._order_search) on broadcast float64 arguments.
 
   live: optional mask (broadcastable); where False, the search skips the cell
   and its result is a sound bound but not the exact minimum (callers ignore it).
@@ -67,7 +67,7 @@ def _search_f64(q, sigma, steps, delta, orders_static, method, live=None, f_floo
 def _dpsgd_epsilon_f64(q, sigma, steps, delta, orders, orders_static, method, mode):
   """mode: "exhaustive" (every order; for traced orders) or "search".
 
-  The search (jaxrdp._order_search) finds the exact minimum over the grid
+  The search (jaxrdp.rdp._order_search) finds the exact minimum over the grid
   without evaluating every order, and always runs to the end, so it needs no
   exhaustive fallback; it differentiates epsilon at the order it selects.
   """
@@ -126,7 +126,7 @@ def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: Array
   When ``orders`` is concrete, orders are not all evaluated: exact log A at a
   coarse set of integer orders bounds every other order by convexity, and only
   the orders that could still be optimal are evaluated exactly, one per round
-  until none is left (``jaxrdp._order_search``; 1.9 per configuration on the
+  until none is left (``jaxrdp.rdp._order_search``; 1.9 per configuration on the
   standard benchmark grid, more on very dense order grids). The result is the
   exact minimum over the grid. Traced orders evaluate every order.
 

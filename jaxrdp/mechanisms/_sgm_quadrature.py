@@ -67,7 +67,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from ._numerics import expm1_minus_x, log_gaussian_pdf
+from .._core.numerics import expm1_minus_x, log_gaussian_pdf
 
 __all__ = ["log_a_minus_1_quadrature", "FULL_NODES", "LIGHT_NODES"]
 

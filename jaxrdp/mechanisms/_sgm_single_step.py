@@ -27,8 +27,11 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from . import _analytic_gaussian, _hockey_stick, _precision, _rootfind
-from ._validation import check_range
+from ..mechanisms import _analytic_gaussian
+from ..mechanisms import _hockey_stick
+from .._core import precision as _precision
+from .._core import rootfind as _rootfind
+from .._core.validation import check_range
 
 __all__ = ["sgm_single_step_delta", "sgm_single_step_sigma"]
 

@@ -36,14 +36,14 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jax.typing import ArrayLike
 
-from ._calibration import orders_array
-from ._conversions import epsilon_from_rdp_f64
-from ._dataset import epochs_to_steps
-from ._precision import x64_context
-from ._sgm import _rdp_f64
-from ._progress import progress_bar
-from ._table import format_number, format_table, pick_indices
-from ._validation import StaticArray
+from ..calibration._calibration import orders_array
+from ..rdp._conversions import epsilon_from_rdp_f64
+from ..train._dataset import epochs_to_steps
+from .._core.precision import x64_context
+from ..mechanisms._sgm import _rdp_f64
+from .._core.progress import progress_bar
+from ..sweeps._table import format_number, format_table, pick_indices
+from .._core.validation import StaticArray
 
 __all__ = ["SweepResult", "sweep"]
 
@@ -203,7 +203,7 @@ class SweepResult:
 
     With a steps or epochs axis of several values, rows are the other varying axes
     and columns are the durations; long axes are thinned to round values (see
-    `jaxrdp._table.pick_indices`) and a note says how much is shown. Axes of one
+    `jaxrdp.sweeps._table.pick_indices`) and a note says how much is shown. Axes of one
     value are printed once above the table.
     """
     dims = self.dims

@@ -13,8 +13,8 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from ._precision import x64_context
-from ._validation import check_range, concrete_or_none
+from .._core.precision import x64_context
+from .._core.validation import check_range, concrete_or_none
 
 __all__ = ["sampling_rate", "epochs_to_steps"]
 

@@ -17,11 +17,11 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from . import _precision
-from ._conversions import DeltaResult, EpsilonResult, delta_from_rdp_f64, epsilon_from_rdp_f64
-from ._dpsgd import DEFAULT_ORDERS, _orders_or_default
-from ._sgm import _rdp_f64, _validate as _validate_sgm
-from ._validation import check_range, static_or_none
+from .._core import precision as _precision
+from ..rdp._conversions import DeltaResult, EpsilonResult, delta_from_rdp_f64, epsilon_from_rdp_f64
+from ..rdp._dpsgd import DEFAULT_ORDERS, _orders_or_default
+from ..mechanisms._sgm import _rdp_f64, _validate as _validate_sgm
+from .._core.validation import check_range, static_or_none
 
 __all__ = [
     "AccountantState", "accountant_init", "accountant_compose_sgm", "accountant_compose_rdp",

@@ -1,0 +1,1 @@
+"""Private building blocks: float64 scope, stable numerics, argument validation, solvers."""

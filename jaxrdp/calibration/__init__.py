@@ -1,0 +1,1 @@
+"""Vectorized, conservative calibration of noise, steps and sampling rate."""

@@ -1,0 +1,1 @@
+"""Classical (epsilon, delta)-DP theorems: composition, amplification, tail-bound calibrations."""

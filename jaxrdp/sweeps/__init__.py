@@ -1,0 +1,1 @@
+"""Grid sweeps: chunked evaluation over devices, tables and plots."""
