@@ -4,7 +4,7 @@ Times the jitted DP-SGD step of ``examples/dpsgd_digits.py`` (MLP on the 1,437
 digits training images, Poisson mask over all of them, per-example clipping,
 noise, Adam) in two variants built from the same pieces:
 
-* ``with accounting``: :func:`jaxrdp.make_dpsgd_step` (the accountant is
+* ``with accounting``: :func:`jaxrdp.train.make_dpsgd_step` (the accountant is
   composed with the step's SGM, epsilon(delta) is read, the budget guard runs);
 * ``without``: the same sampling, DP gradient and optimizer update, no
   accountant.
@@ -34,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxrdp
+from jaxrdp.train._step import tree_select
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -63,15 +64,15 @@ def main(argv=None) -> None:
     optimizer, _ = ex.compiled_epoch(cfg["q"], cfg["sigma"], cfg["clip"], cfg["lr"], cfg["delta"], None)
     q, sigma, clip = cfg["q"], cfg["sigma"], cfg["clip"]
 
-    accounted = jaxrdp.make_dpsgd_step(
+    accounted = jaxrdp.train.make_dpsgd_step(
         ex.example_loss, optimizer, clip_norm=clip, q=q, sigma=sigma, delta=cfg["delta"]
     )
 
     def plain(state, data_):
         # Same work as the applied branch of make_dpsgd_step, minus accounting.
         key, k_sample, k_noise = jax.random.split(state.key, 3)
-        mask = jaxrdp.poisson_sample_mask(k_sample, n, q)
-        grads = jaxrdp.dp_gradient(
+        mask = jaxrdp.train.poisson_sample_mask(k_sample, n, q)
+        grads = jaxrdp.train.dp_gradient(
             ex.example_loss, state.params, data_, mask, k_noise,
             clip_norm=clip, noise_multiplier=sigma, expected_batch_size=q * n,
         )
@@ -108,7 +109,7 @@ def main(argv=None) -> None:
     # sigma: add the precomputed per-step curve, read epsilon before and after,
     # compare with a budget, select. Same number of steps per call.
     with jax.enable_x64(True):
-        curve = jaxrdp.sgm_rdp(q, sigma, jnp.asarray(jaxrdp.DEFAULT_ORDERS))
+        curve = jaxrdp.mechanisms.sgm_rdp(q, sigma, jnp.asarray(jaxrdp.DEFAULT_ORDERS))
 
     @jax.jit
     def run_accounting(acc):
@@ -118,7 +119,7 @@ def main(argv=None) -> None:
                 after = jaxrdp.accountant_epsilon(new, cfg["delta"])
                 now = jaxrdp.accountant_epsilon(a, cfg["delta"])
                 ok = after.epsilon <= 1e9
-                a = jaxrdp.tree_select(ok, new, a)
+                a = tree_select(ok, new, a)
                 return a, jnp.where(ok, after.epsilon, now.epsilon)
 
         return jax.lax.scan(body, acc, None, length=args.steps)

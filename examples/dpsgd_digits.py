@@ -125,7 +125,7 @@ def compiled_epoch(q, sigma, clip, lr, delta, target_epsilon):
     resume) compile once.
     """
     optimizer = optax.adam(lr)
-    step = jaxrdp.make_dpsgd_step(
+    step = jaxrdp.train.make_dpsgd_step(
         example_loss,
         optimizer,
         clip_norm=clip,
@@ -143,9 +143,9 @@ def compiled_epoch(q, sigma, clip, lr, delta, target_epsilon):
     return optimizer, epoch
 
 
-def initial_state(cfg: dict, optimizer) -> jaxrdp.DPSGDState:
+def initial_state(cfg: dict, optimizer) -> jaxrdp.train.DPSGDState:
     k_init, k_train = jax.random.split(jax.random.PRNGKey(cfg["seed"]))
-    return jaxrdp.dpsgd_init(init_params(k_init, cfg["hidden"]), optimizer, k_train)
+    return jaxrdp.train.dpsgd_init(init_params(k_init, cfg["hidden"]), optimizer, k_train)
 
 
 def train_private(
@@ -155,7 +155,7 @@ def train_private(
     checkpoint: str | None = None,
     resume: bool = False,
     log: Callable[[str], None] = print,
-) -> tuple[jaxrdp.DPSGDState, list[EpochRecord]]:
+) -> tuple[jaxrdp.train.DPSGDState, list[EpochRecord]]:
     """DP-SGD training; returns the final state and one record per epoch."""
     optimizer, epoch_fn = compiled_epoch(
         cfg["q"], cfg["sigma"], cfg["clip"], cfg["lr"], cfg["delta"], cfg["target_epsilon"]
@@ -166,7 +166,7 @@ def train_private(
     if resume:
         # The template fixes structure, dtypes and accountant orders; a missing,
         # corrupted or mismatched file raises instead of restarting at zero.
-        state = jaxrdp.load_checkpoint(checkpoint, state)
+        state = jaxrdp.train.load_checkpoint(checkpoint, state)
         start = int(state.step) // per_epoch
         eps = float(jaxrdp.accountant_epsilon(state.accountant, cfg["delta"]).epsilon)
         log(f"resumed from {checkpoint} at epoch {start} (step {int(state.step)}, epsilon={eps:.4f})")
@@ -179,7 +179,7 @@ def train_private(
         history.append(EpochRecord(e + 1, eps, acc, int(state.step)))
         log(f"epoch {e + 1:3d}/{cfg['epochs']}  epsilon={eps:.4f}  test_accuracy={acc:.4f}")
         if checkpoint is not None:
-            jaxrdp.save_checkpoint(checkpoint, state)
+            jaxrdp.train.save_checkpoint(checkpoint, state)
         if not bool(info.applied[-1]):
             log(f"stopping: the next step would exceed target_epsilon={cfg['target_epsilon']}")
             break

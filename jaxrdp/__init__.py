@@ -1,10 +1,37 @@
-"""jaxrdp: exact, vectorized Renyi-DP accounting for the Sampled Gaussian Mechanism.
+"""jaxrdp: exact, vectorized privacy accounting for DP-SGD in JAX.
 
-Kernels: :func:`sgm_log_a`, :func:`sgm_rdp`. Conversions: :func:`rdp_to_epsilon`,
-:func:`rdp_to_delta`. One call for DP-SGD: :func:`dpsgd_epsilon`. A functional,
-jittable accountant (``accountant_*``) and an eager :class:`RdpAccountant`.
+The top level holds what a model owner needs to publish an epsilon:
+
+* DP-SGD in one call: :func:`dpsgd_epsilon`, :func:`dpsgd_delta`.
+* The Renyi-DP accountant and its conversions: :func:`rdp_to_epsilon`,
+  :func:`rdp_to_delta`, with the default orders :data:`DEFAULT_ORDERS`.
+* Calibration of the noise, the number of steps or the sampling rate to a
+  budget: :func:`calibrate_noise`, :func:`calibrate_steps`,
+  :func:`calibrate_sampling_rate`.
+* Sweeps over grids: :func:`sweep`, :func:`plot_sweep`.
+
+Submodules: :mod:`jaxrdp.mechanisms` (the kernels: the SGM's Renyi DP and other
+mechanisms' curves), :mod:`jaxrdp.train` (the optax DP-SGD step, sampling,
+checkpoints), :mod:`jaxrdp.classical` (classical (epsilon, delta) theorems).
 """
 
+from . import classical as classical
+from . import mechanisms as mechanisms
+from . import train as train
+
+# DP-SGD in one call, and the Renyi-DP orders.
+from .rdp._dpsgd import DEFAULT_ORDERS as DEFAULT_ORDERS
+from .rdp._dpsgd import DP_ACCOUNTING_ORDERS as DP_ACCOUNTING_ORDERS
+from .rdp._dpsgd import dpsgd_delta as dpsgd_delta
+from .rdp._dpsgd import dpsgd_epsilon as dpsgd_epsilon
+
+# Conversions from Renyi DP to (epsilon, delta).
+from .rdp._conversions import DeltaResult as DeltaResult
+from .rdp._conversions import EpsilonResult as EpsilonResult
+from .rdp._conversions import rdp_to_delta as rdp_to_delta
+from .rdp._conversions import rdp_to_epsilon as rdp_to_epsilon
+
+# The accountant.
 from .rdp._accountant import AccountantState as AccountantState
 from .rdp._accountant import RdpAccountant as RdpAccountant
 from .rdp._accountant import accountant_compose_rdp as accountant_compose_rdp
@@ -14,26 +41,40 @@ from .rdp._accountant import accountant_epsilon as accountant_epsilon
 from .rdp._accountant import accountant_from_dict as accountant_from_dict
 from .rdp._accountant import accountant_init as accountant_init
 from .rdp._accountant import accountant_to_dict as accountant_to_dict
-from .rdp._conversions import DeltaResult as DeltaResult
-from .rdp._conversions import EpsilonResult as EpsilonResult
-from .rdp._conversions import rdp_to_delta as rdp_to_delta
-from .rdp._conversions import rdp_to_epsilon as rdp_to_epsilon
-from .rdp._dpsgd import DEFAULT_ORDERS as DEFAULT_ORDERS
-from .rdp._dpsgd import DP_ACCOUNTING_ORDERS as DP_ACCOUNTING_ORDERS
-from .rdp._dpsgd import dpsgd_delta as dpsgd_delta
-from .rdp._dpsgd import dpsgd_epsilon as dpsgd_epsilon
-from .mechanisms._sgm import sgm_log_a as sgm_log_a
-from .mechanisms._sgm import sgm_log_a_minus_1 as sgm_log_a_minus_1
-from .mechanisms._sgm import sgm_rdp as sgm_rdp
+
+# Calibration to a budget.
+from .calibration._calibration import NoiseCalibration as NoiseCalibration
+from .calibration._calibration import SamplingRateCalibration as SamplingRateCalibration
+from .calibration._calibration import StepsCalibration as StepsCalibration
+from .calibration._calibration import calibrate_noise as calibrate_noise
+from .calibration._calibration import calibrate_noise_for_delta as calibrate_noise_for_delta
+from .calibration._calibration import calibrate_sampling_rate as calibrate_sampling_rate
+from .calibration._calibration import (
+    calibrate_sampling_rate_for_delta as calibrate_sampling_rate_for_delta,
+)
+from .calibration._calibration import calibrate_steps as calibrate_steps
+from .calibration._calibration import calibrate_steps_for_delta as calibrate_steps_for_delta
+
+# Sweeps.
+from .sweeps import SweepResult as SweepResult
+from .sweeps import plot_sweep as plot_sweep
+from .sweeps import sweep as sweep
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "AccountantState",
+    # DP-SGD in one call
     "DEFAULT_ORDERS",
     "DP_ACCOUNTING_ORDERS",
+    "dpsgd_delta",
+    "dpsgd_epsilon",
+    # conversions
     "DeltaResult",
     "EpsilonResult",
+    "rdp_to_delta",
+    "rdp_to_epsilon",
+    # the accountant
+    "AccountantState",
     "RdpAccountant",
     "accountant_compose_rdp",
     "accountant_compose_sgm",
@@ -42,123 +83,22 @@ __all__ = [
     "accountant_from_dict",
     "accountant_init",
     "accountant_to_dict",
-    "dpsgd_delta",
-    "dpsgd_epsilon",
-    "rdp_to_delta",
-    "rdp_to_epsilon",
-    "sgm_log_a",
-    "sgm_log_a_minus_1",
-    "sgm_rdp",
-]
-
-# --- issue 5: seed toolkit ---
-from .mechanisms._analytic_gaussian import analytic_gaussian_delta as analytic_gaussian_delta
-from .mechanisms._analytic_gaussian import analytic_gaussian_sigma as analytic_gaussian_sigma
-from .classical._epsilon_delta import EpsilonDelta as EpsilonDelta
-from .classical._epsilon_delta import advanced_composition as advanced_composition
-from .classical._epsilon_delta import advanced_composition_seed004 as advanced_composition_seed004
-from .classical._epsilon_delta import amplify_by_subsampling as amplify_by_subsampling
-from .classical._epsilon_delta import basic_composition as basic_composition
-from .classical._epsilon_delta import classical_gaussian_sigma as classical_gaussian_sigma
-from .classical._epsilon_delta import gaussian_tail_delta as gaussian_tail_delta
-from .classical._epsilon_delta import gaussian_tail_sigma as gaussian_tail_sigma
-from .classical._epsilon_delta import laplace_scale as laplace_scale
-from .mechanisms._sgm_closed_form import sgm_rdp_closed_form as sgm_rdp_closed_form
-from .mechanisms._rdp_curves import gaussian_rdp as gaussian_rdp
-from .mechanisms._rdp_curves import laplace_rdp as laplace_rdp
-from .mechanisms._rdp_curves import randomized_response_rdp as randomized_response_rdp
-from .mechanisms._rdp_curves import zcdp_to_epsilon as zcdp_to_epsilon
-from .mechanisms._sgm_single_step import sgm_single_step_delta as sgm_single_step_delta
-from .mechanisms._sgm_single_step import sgm_single_step_sigma as sgm_single_step_sigma
-
-__all__ += [
-    "EpsilonDelta",
-    "advanced_composition",
-    "advanced_composition_seed004",
-    "amplify_by_subsampling",
-    "analytic_gaussian_delta",
-    "analytic_gaussian_sigma",
-    "basic_composition",
-    "classical_gaussian_sigma",
-    "gaussian_rdp",
-    "gaussian_tail_delta",
-    "gaussian_tail_sigma",
-    "laplace_rdp",
-    "laplace_scale",
-    "randomized_response_rdp",
-    "sgm_rdp_closed_form",
-    "sgm_single_step_delta",
-    "sgm_single_step_sigma",
-    "zcdp_to_epsilon",
-]
-# --- end issue 5 ---
-
-# --- issue 4: DP-SGD training integration ---
-from .train._checkpoint import CheckpointError as CheckpointError
-from .train._checkpoint import load_checkpoint as load_checkpoint
-from .train._checkpoint import save_checkpoint as save_checkpoint
-from .train._dp_gradient import clip_per_example as clip_per_example
-from .train._dp_gradient import dp_gradient as dp_gradient
-from .train._dp_gradient import per_example_grads as per_example_grads
-from .train._poisson import poisson_sample_mask as poisson_sample_mask
-from .train._step import DPSGDState as DPSGDState
-from .train._step import PrivacyGuard as PrivacyGuard
-from .train._step import SGMCache as SGMCache
-from .train._step import StepInfo as StepInfo
-from .train._step import dpsgd_init as dpsgd_init
-from .train._step import make_dpsgd_step as make_dpsgd_step
-from .train._step import privacy_guard as privacy_guard
-from .train._step import tree_select as tree_select
-
-__all__ += [
-    "CheckpointError",
-    "DPSGDState",
-    "PrivacyGuard",
-    "SGMCache",
-    "StepInfo",
-    "clip_per_example",
-    "dp_gradient",
-    "dpsgd_init",
-    "load_checkpoint",
-    "make_dpsgd_step",
-    "per_example_grads",
-    "poisson_sample_mask",
-    "privacy_guard",
-    "save_checkpoint",
-    "tree_select",
-]
-# --- end issue 4 ---
-
-# --- issue 3: calibration, sweeps, command line ---
-from .calibration._calibration import NoiseCalibration as NoiseCalibration
-from .calibration._calibration import SamplingRateCalibration as SamplingRateCalibration
-from .calibration._calibration import StepsCalibration as StepsCalibration
-from .calibration._calibration import calibrate_noise as calibrate_noise
-from .calibration._calibration import calibrate_noise_for_delta as calibrate_noise_for_delta
-from .calibration._calibration import calibrate_sampling_rate as calibrate_sampling_rate
-from .calibration._calibration import calibrate_sampling_rate_for_delta as calibrate_sampling_rate_for_delta
-from .calibration._calibration import calibrate_steps as calibrate_steps
-from .calibration._calibration import calibrate_steps_for_delta as calibrate_steps_for_delta
-from .train._dataset import epochs_to_steps as epochs_to_steps
-from .train._dataset import sampling_rate as sampling_rate
-from .sweeps._plot import plot_sweep as plot_sweep
-from .sweeps._sweep import SweepResult as SweepResult
-from .sweeps._sweep import sweep as sweep
-
-__all__ += [
+    # calibration
     "NoiseCalibration",
     "SamplingRateCalibration",
     "StepsCalibration",
-    "SweepResult",
     "calibrate_noise",
     "calibrate_noise_for_delta",
     "calibrate_sampling_rate",
     "calibrate_sampling_rate_for_delta",
     "calibrate_steps",
     "calibrate_steps_for_delta",
-    "epochs_to_steps",
+    # sweeps
+    "SweepResult",
     "plot_sweep",
-    "sampling_rate",
     "sweep",
+    # submodules
+    "classical",
+    "mechanisms",
+    "train",
 ]
-# --- end issue 3 ---

@@ -17,7 +17,7 @@ def test_heterogeneous_composition_is_the_sum_of_curves():
   phases = [(0.01, 1.0, 100), (0.02, 1.5, 50), (0.005, 0.8, 200)]
   for q, s, n in phases:
     state = jaxrdp.accountant_compose_sgm(state, q, s, n)
-  by_hand = sum(n * np.asarray(jaxrdp.sgm_rdp(q, s, ORDERS)) for q, s, n in phases)
+  by_hand = sum(n * np.asarray(jaxrdp.mechanisms.sgm_rdp(q, s, ORDERS)) for q, s, n in phases)
   np.testing.assert_allclose(state.rdp, by_hand, rtol=1e-13)
   eps = jaxrdp.accountant_epsilon(state, 1e-5)
   ref = jaxrdp.rdp_to_epsilon(by_hand, ORDERS, 1e-5)

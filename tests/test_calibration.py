@@ -165,7 +165,7 @@ def test_steps_closed_form_and_degenerate():
   # floor(max_a (eps - c_a) / r_a), with the per-step RDP r_a from sgm_rdp.
   orders = jaxrdp.DEFAULT_ORDERS
   with jax.enable_x64(True):
-    r = np.asarray(jax.jit(jaxrdp.sgm_rdp)(0.01, 1.2, orders))
+    r = np.asarray(jax.jit(jaxrdp.mechanisms.sgm_rdp)(0.01, 1.2, orders))
   c = conversion_offsets(DELTA, orders)
   eps, delta, q, sigma = cells(np.linspace(0.3, 8.0, N), DELTA, 0.01, 1.2)
   q[-2:], sigma[-2:] = [0.0, 0.1], [1.0, np.inf]  # zero RDP: unlimited steps

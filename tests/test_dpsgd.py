@@ -53,7 +53,7 @@ def test_order_search_equals_exhaustive_minimum():
   s = np.linspace(0.5, 4.0, 6)[None, :]
   orders = jaxrdp.DEFAULT_ORDERS
   searched = jaxrdp.dpsgd_epsilon(q, s, 5000, 1e-6)
-  rdp = jaxrdp.sgm_rdp(q[..., None], s[..., None], orders) * 5000
+  rdp = jaxrdp.mechanisms.sgm_rdp(q[..., None], s[..., None], orders) * 5000
   exhaustive = jaxrdp.rdp_to_epsilon(rdp, orders, 1e-6)
   np.testing.assert_allclose(searched.epsilon, exhaustive.epsilon, rtol=1e-12)
   # Traced orders take the exhaustive path.
@@ -109,7 +109,7 @@ def test_dense_order_grid_is_still_the_exact_minimum(orders):
   # a looser value.
   q, s = np.array([0.05, 0.001]), np.array([0.8, 0.98])
   got = jaxrdp.dpsgd_epsilon(q, s, 1000, 1e-5, orders=orders)
-  rdp = jaxrdp.sgm_rdp(q[:, None], s[:, None], orders) * 1000
+  rdp = jaxrdp.mechanisms.sgm_rdp(q[:, None], s[:, None], orders) * 1000
   want = jaxrdp.rdp_to_epsilon(rdp, orders, 1e-5)
   np.testing.assert_allclose(got.epsilon, want.epsilon, rtol=1e-12)
   np.testing.assert_array_equal(got.order, want.order)
@@ -159,7 +159,7 @@ def test_floors_from_more_noise_prune_without_changing_the_minimum():
     above = search(jnp.asarray(s * (1 + 1e-4)), None)
     plain = search(jnp.asarray(s), None)
     floored = search(jnp.asarray(s), above.table)
-    log_a = jax.jit(lambda s: jaxrdp.sgm_log_a(q[..., None], s[..., None], points))
+    log_a = jax.jit(lambda s: jaxrdp.mechanisms.sgm_log_a(q[..., None], s[..., None], points))
     exact_above = np.asarray(log_a(jnp.asarray(s * (1 + 1e-4))))
     exact_here = np.asarray(log_a(jnp.asarray(s)))
   in_grid = np.isin(points, orders)

@@ -33,9 +33,9 @@ def check(name, f, x, modes=("grad",)):
     h = 1e-5 * x
     out[name]["fd"] = (float(f(jnp.float64(x + h))) - float(f(jnp.float64(x - h)))) / (2 * h)
 
-check("rdp_gauss", lambda s: jaxrdp.sgm_rdp(1.0, s, 4.5), 1.3)
-check("rdp_frac", lambda s: jaxrdp.sgm_rdp(0.01, s, 4.5), 1.0, modes=("jacfwd", "jit_grad"))
-check("rdp_int", lambda s: jaxrdp.sgm_rdp(0.01, s, 4.0), 1.0)
+check("rdp_gauss", lambda s: jaxrdp.mechanisms.sgm_rdp(1.0, s, 4.5), 1.3)
+check("rdp_frac", lambda s: jaxrdp.mechanisms.sgm_rdp(0.01, s, 4.5), 1.0, modes=("jacfwd", "jit_grad"))
+check("rdp_int", lambda s: jaxrdp.mechanisms.sgm_rdp(0.01, s, 4.0), 1.0)
 check("eps_sigma", lambda s: jaxrdp.dpsgd_epsilon(0.01, s, 1000, 1e-5).epsilon, 1.0,
       modes=("jit_grad",))
 check("eps_q", lambda q: jaxrdp.dpsgd_epsilon(q, 1.0, 1000, 1e-5).epsilon, 0.01)
@@ -44,7 +44,7 @@ check("delta_sigma", lambda s: jaxrdp.dpsgd_delta(0.01, s, 1000, 2.0).delta, 1.0
 out["eps_gauss_order"] = float(jaxrdp.dpsgd_epsilon(1.0, 20.0, 10, 1e-5).order)
 # Vectors: vmap of grad, and grad of a sum, on the Gaussian mechanism (closed form).
 s = jnp.linspace(0.8, 2.0, 4)
-f = lambda s: jaxrdp.sgm_rdp(1.0, s, 4.5)
+f = lambda s: jaxrdp.mechanisms.sgm_rdp(1.0, s, 4.5)
 out["vmap_grad"] = np.asarray(jax.vmap(jax.grad(f))(s)).tolist()
 out["grad_sum"] = np.asarray(jax.grad(lambda s: jnp.sum(f(s)))(s)).tolist()
 out["vector_sigma"] = np.asarray(s).tolist()

@@ -308,7 +308,7 @@ def test_sgm_rdp_no_recompilation_on_new_values():
   alpha = np.array([1.5, 2.0, 8.0, 100.0, 2.5])
 
   def call():
-    return jaxrdp.sgm_rdp(rng.uniform(1e-3, 0.1, (6, 1)), rng.uniform(0.6, 3.0, (6, 1)), alpha)
+    return jaxrdp.mechanisms.sgm_rdp(rng.uniform(1e-3, 0.1, (6, 1)), rng.uniform(0.6, 3.0, (6, 1)), alpha)
 
   jax.block_until_ready(call())
   size = fn._cache_size()

@@ -31,22 +31,22 @@ def data_sweep():
 
 
 def test_dataset_helpers():
-  assert float(jaxrdp.sampling_rate(256, 60000)) == 256 / 60000
-  assert int(jaxrdp.epochs_to_steps(60, 60000, 256)) == 14063  # ceil(14062.5)
-  assert int(jaxrdp.epochs_to_steps(1, 60000, 250)) == 240  # exact: no extra step
-  assert int(jaxrdp.epochs_to_steps(0.3, 60000, 100)) == 180
-  steps = jax.jit(jaxrdp.epochs_to_steps)(np.array([1.0, 2.5]), 1000, 3)
+  assert float(jaxrdp.train.sampling_rate(256, 60000)) == 256 / 60000
+  assert int(jaxrdp.train.epochs_to_steps(60, 60000, 256)) == 14063  # ceil(14062.5)
+  assert int(jaxrdp.train.epochs_to_steps(1, 60000, 250)) == 240  # exact: no extra step
+  assert int(jaxrdp.train.epochs_to_steps(0.3, 60000, 100)) == 180
+  steps = jax.jit(jaxrdp.train.epochs_to_steps)(np.array([1.0, 2.5]), 1000, 3)
   np.testing.assert_array_equal(np.asarray(steps), [334, 834])
-  q = jax.vmap(lambda b: jaxrdp.sampling_rate(b, 1000))(np.array([10.0, 20.0]))
+  q = jax.vmap(lambda b: jaxrdp.train.sampling_rate(b, 1000))(np.array([10.0, 20.0]))
   np.testing.assert_array_equal(np.asarray(q), [0.01, 0.02])
-  steps = jax.vmap(lambda e: jaxrdp.epochs_to_steps(e, 1000, 3))(np.array([1.0, 2.5]))
+  steps = jax.vmap(lambda e: jaxrdp.train.epochs_to_steps(e, 1000, 3))(np.array([1.0, 2.5]))
   np.testing.assert_array_equal(np.asarray(steps), [334, 834])
   with pytest.raises(ValueError, match="batch_size"):
-    jaxrdp.sampling_rate(0, 100)
+    jaxrdp.train.sampling_rate(0, 100)
   with pytest.raises(ValueError, match="batch_size"):
-    jaxrdp.sampling_rate(200, 100)
+    jaxrdp.train.sampling_rate(200, 100)
   with pytest.raises(ValueError, match="epochs"):
-    jaxrdp.epochs_to_steps(-1, 100, 10)
+    jaxrdp.train.epochs_to_steps(-1, 100, 10)
 
 
 def test_q_sweep_matches_dpsgd_epsilon(q_sweep):

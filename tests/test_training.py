@@ -1,4 +1,4 @@
-"""Tests for the DP-SGD training integration (issue 4).
+"""Tests for the DP-SGD training integration.
 
 Oracles: scipy's chi-square distribution and Binomial pmf for the sampler,
 per-example gradients computed one at a time in NumPy for the DP gradient,
@@ -74,7 +74,7 @@ def _adam_setup():
     """Shared tiny configuration (one compilation for the checkpoint tests)."""
     data, params = _tiny_problem()
     opt = optax.adam(0.05)
-    step = jaxrdp.make_dpsgd_step(_tiny_loss, opt, clip_norm=1.0, q=0.2, sigma=1.0, delta=DELTA)
+    step = jaxrdp.train.make_dpsgd_step(_tiny_loss, opt, clip_norm=1.0, q=0.2, sigma=1.0, delta=DELTA)
     return step, opt, data, params
 
 
@@ -89,7 +89,7 @@ def _ref_fn():
     # One compiled function for both references (the SGM quadrature compiles slowly).
     def f(q, s, steps, d):
         r = jaxrdp.dpsgd_epsilon(q, s, steps, d)
-        return r.epsilon, r.order, jaxrdp.sgm_rdp(q, s, jnp.asarray(jaxrdp.DEFAULT_ORDERS))
+        return r.epsilon, r.order, jaxrdp.mechanisms.sgm_rdp(q, s, jnp.asarray(jaxrdp.DEFAULT_ORDERS))
 
     return jax.jit(f)
 
@@ -111,7 +111,7 @@ def ref_dpsgd_epsilon(q, sigma, steps, delta=DELTA):
 
 
 def ref_curve(q, sigma):
-    """jaxrdp.sgm_rdp(q, sigma, DEFAULT_ORDERS) as a float64 numpy array."""
+    """jaxrdp.mechanisms.sgm_rdp(q, sigma, DEFAULT_ORDERS) as a float64 numpy array."""
     return _ref(q, sigma, 1, DELTA)[2]
 
 
@@ -136,7 +136,7 @@ def f64(x):
 @functools.lru_cache(maxsize=None)
 def _vguard():
     """privacy_guard under jit and vmap over (q, sigma, target)."""
-    f = lambda acc, q, s, t: jaxrdp.privacy_guard(acc, q, s, delta=DELTA, target_epsilon=t)
+    f = lambda acc, q, s, t: jaxrdp.train.privacy_guard(acc, q, s, delta=DELTA, target_epsilon=t)
     return jax.jit(jax.vmap(f, in_axes=(None, 0, 0, 0)))
 
 
@@ -173,11 +173,11 @@ def test_public_names():
     names = {
         "CheckpointError", "DPSGDState", "PrivacyGuard", "SGMCache", "StepInfo",
         "clip_per_example", "dp_gradient", "dpsgd_init", "load_checkpoint", "make_dpsgd_step",
-        "per_example_grads", "poisson_sample_mask", "privacy_guard", "save_checkpoint", "tree_select",
+        "per_example_grads", "poisson_sample_mask", "privacy_guard", "save_checkpoint",
     }
-    assert names <= set(jaxrdp.__all__)
-    assert all(hasattr(jaxrdp, n) for n in names)
-    assert issubclass(jaxrdp.CheckpointError, ValueError)
+    assert names <= set(jaxrdp.train.__all__)
+    assert all(hasattr(jaxrdp.train, n) for n in names)
+    assert issubclass(jaxrdp.train.CheckpointError, ValueError)
 
 
 # --------------------------------------------------------------------------
@@ -205,7 +205,7 @@ def _binomial_chi_square(sizes, n, q):
 
 def _sample_sizes(q, n=200, m=4000, seed=0):
     keys = jax.random.split(jax.random.PRNGKey(seed), m)
-    masks = jax.jit(jax.vmap(lambda k: jaxrdp.poisson_sample_mask(k, n, q)))(keys)
+    masks = jax.jit(jax.vmap(lambda k: jaxrdp.train.poisson_sample_mask(k, n, q)))(keys)
     return np.asarray(masks), np.asarray(masks.sum(axis=1))
 
 
@@ -230,41 +230,41 @@ def test_poisson_chi_square_has_power():
 
 def test_poisson_mask_edges_plain_jit_vmap():
     key = jax.random.PRNGKey(3)
-    m = jaxrdp.poisson_sample_mask(key, 500, 0.3)
+    m = jaxrdp.train.poisson_sample_mask(key, 500, 0.3)
     assert m.shape == (500,) and m.dtype == jnp.bool_
-    assert not bool(jaxrdp.poisson_sample_mask(key, 500, 0.0).any())
-    assert bool(jaxrdp.poisson_sample_mask(key, 500, 1.0).all())
-    jitted = jax.jit(jaxrdp.poisson_sample_mask, static_argnums=1)
+    assert not bool(jaxrdp.train.poisson_sample_mask(key, 500, 0.0).any())
+    assert bool(jaxrdp.train.poisson_sample_mask(key, 500, 1.0).all())
+    jitted = jax.jit(jaxrdp.train.poisson_sample_mask, static_argnums=1)
     np.testing.assert_array_equal(jitted(key, 500, 0.3), m)
     qs = jnp.array([0.0, 0.3, 1.0])
-    vm = jax.vmap(jaxrdp.poisson_sample_mask, in_axes=(None, None, 0))(key, 500, qs)
+    vm = jax.vmap(jaxrdp.train.poisson_sample_mask, in_axes=(None, None, 0))(key, 500, qs)
     np.testing.assert_array_equal(vm[1], m)
     assert not bool(vm[0].any()) and bool(vm[2].all())
-    assert jaxrdp.poisson_sample_mask(key, 0, 0.5).shape == (0,)
+    assert jaxrdp.train.poisson_sample_mask(key, 0, 0.5).shape == (0,)
 
 
 def test_poisson_mask_is_nested_in_q():
     # Same key, larger q: a superset (the threshold rule is monotone), which
     # also shows a schedule changing q needs no new shapes.
     key = jax.random.PRNGKey(7)
-    small = np.asarray(jaxrdp.poisson_sample_mask(key, 1000, 0.05))
-    large = np.asarray(jaxrdp.poisson_sample_mask(key, 1000, 0.2))
+    small = np.asarray(jaxrdp.train.poisson_sample_mask(key, 1000, 0.05))
+    large = np.asarray(jaxrdp.train.poisson_sample_mask(key, 1000, 0.2))
     assert np.all(large[small])
 
 
 @pytest.mark.parametrize("q", [-0.1, 1.5, float("nan")])
 def test_poisson_mask_rejects_bad_q(q):
     with pytest.raises(ValueError, match="q"):
-        jaxrdp.poisson_sample_mask(jax.random.PRNGKey(0), 10, q)
+        jaxrdp.train.poisson_sample_mask(jax.random.PRNGKey(0), 10, q)
 
 
 def test_poisson_mask_rejects_bad_n():
     with pytest.raises(ValueError, match="n"):
-        jaxrdp.poisson_sample_mask(jax.random.PRNGKey(0), -1, 0.5)
+        jaxrdp.train.poisson_sample_mask(jax.random.PRNGKey(0), -1, 0.5)
     with pytest.raises(ValueError, match="n"):
-        jaxrdp.poisson_sample_mask(jax.random.PRNGKey(0), 2.5, 0.5)
+        jaxrdp.train.poisson_sample_mask(jax.random.PRNGKey(0), 2.5, 0.5)
     with pytest.raises(ValueError, match="scalar"):
-        jaxrdp.poisson_sample_mask(jax.random.PRNGKey(0), 3, jnp.array([0.1, 0.2]))
+        jaxrdp.train.poisson_sample_mask(jax.random.PRNGKey(0), 3, jnp.array([0.1, 0.2]))
 
 
 # --------------------------------------------------------------------------
@@ -296,7 +296,7 @@ def test_clip_bound_holds():
     }
     grads["a"] = grads["a"].at[0].set(0.0)
     grads["b"] = grads["b"].at[0].set(0.0)
-    for fn in (jaxrdp.clip_per_example, jax.jit(jaxrdp.clip_per_example)):
+    for fn in (jaxrdp.train.clip_per_example, jax.jit(jaxrdp.train.clip_per_example)):
         clipped, norms = fn(grads, 1.5)
         flat = np.concatenate(
             [np.asarray(clipped["a"]).reshape(64, -1), np.asarray(clipped["b"])], axis=1
@@ -313,19 +313,19 @@ def test_clip_bound_holds():
         np.testing.assert_allclose(after[~small], 1.5, rtol=1e-5)
         assert np.all(np.isfinite(flat)) and np.all(flat[0] == 0)
     # vmap over the clip norm
-    _, norms = jax.vmap(jaxrdp.clip_per_example, in_axes=(None, 0))(grads, jnp.array([0.5, 2.0]))
+    _, norms = jax.vmap(jaxrdp.train.clip_per_example, in_axes=(None, 0))(grads, jnp.array([0.5, 2.0]))
     assert norms.shape == (2, 64)
 
 
 def test_dp_gradient_matches_per_example_reference():
     data, params = _tiny_problem()
     params = jax.tree.map(lambda p: p + 0.3, params)
-    mask = np.asarray(jaxrdp.poisson_sample_mask(jax.random.PRNGKey(2), 40, 0.5))
+    mask = np.asarray(jaxrdp.train.poisson_sample_mask(jax.random.PRNGKey(2), 40, 0.5))
     q, clip = 0.5, 0.2
     ref = _numpy_dp_sum(params, data, mask, clip)
     kw = dict(clip_norm=clip, noise_multiplier=0.0, expected_batch_size=q * 40)
     # (plain calls of dp_gradient are exercised by the tests below)
-    got = jax.jit(lambda m: jaxrdp.dp_gradient(_tiny_loss, params, data, m, jax.random.PRNGKey(0), **kw))(mask)
+    got = jax.jit(lambda m: jaxrdp.train.dp_gradient(_tiny_loss, params, data, m, jax.random.PRNGKey(0), **kw))(mask)
     for k in ref:
         np.testing.assert_allclose(np.asarray(got[k]), ref[k] / (q * 40), rtol=2e-5, atol=1e-7)
 
@@ -335,9 +335,9 @@ def test_dp_gradient_sensitivity_is_clip_over_expected_batch():
     data, params = _tiny_problem()
     params = jax.tree.map(lambda p: p + 1.0, params)
     q, clip = 0.25, 0.7
-    mask = np.asarray(jaxrdp.poisson_sample_mask(jax.random.PRNGKey(5), 40, q))
+    mask = np.asarray(jaxrdp.train.poisson_sample_mask(jax.random.PRNGKey(5), 40, q))
     kw = dict(clip_norm=clip, noise_multiplier=0.0, expected_batch_size=q * 40)
-    f = jax.jit(lambda m: jaxrdp.dp_gradient(_tiny_loss, params, data, m, jax.random.PRNGKey(0), **kw))
+    f = jax.jit(lambda m: jaxrdp.train.dp_gradient(_tiny_loss, params, data, m, jax.random.PRNGKey(0), **kw))
     base = f(mask)
     for i in range(40):
         toggled = mask.copy()
@@ -357,7 +357,7 @@ def test_dp_gradient_noise_std_and_vmap():
     sigma, clip, ebs = 1.3, 0.5, 2.0
     keys = jax.random.split(jax.random.PRNGKey(0), 3)
     out = jax.vmap(
-        lambda k: jaxrdp.dp_gradient(loss, params, data, mask, k, clip_norm=clip, noise_multiplier=sigma, expected_batch_size=ebs)
+        lambda k: jaxrdp.train.dp_gradient(loss, params, data, mask, k, clip_norm=clip, noise_multiplier=sigma, expected_batch_size=ebs)
     )(keys)
     w = np.asarray(out["w"], np.float64)
     assert w.shape == (3, d)
@@ -372,7 +372,7 @@ def test_dp_gradient_unsampled_nan_example_is_ignored():
     x, y = data
     x = x.at[3].set(jnp.nan)
     mask = jnp.ones((40,), bool).at[3].set(False)
-    g = jaxrdp.dp_gradient(_tiny_loss, params, (x, y), mask, jax.random.PRNGKey(0), clip_norm=1.0, noise_multiplier=1.0, expected_batch_size=20.0)
+    g = jaxrdp.train.dp_gradient(_tiny_loss, params, (x, y), mask, jax.random.PRNGKey(0), clip_norm=1.0, noise_multiplier=1.0, expected_batch_size=20.0)
     assert all(bool(jnp.all(jnp.isfinite(v))) for v in jax.tree.leaves(g))
 
 
@@ -381,13 +381,13 @@ def test_dp_gradient_invalid_arguments():
     mask = jnp.ones((40,), bool)
     key = jax.random.PRNGKey(0)
     with pytest.raises(ValueError, match="clip_norm"):
-        jaxrdp.dp_gradient(_tiny_loss, params, data, mask, key, clip_norm=0.0, noise_multiplier=1.0, expected_batch_size=1.0)
+        jaxrdp.train.dp_gradient(_tiny_loss, params, data, mask, key, clip_norm=0.0, noise_multiplier=1.0, expected_batch_size=1.0)
     with pytest.raises(ValueError, match="noise_multiplier"):
-        jaxrdp.dp_gradient(_tiny_loss, params, data, mask, key, clip_norm=1.0, noise_multiplier=-1.0, expected_batch_size=1.0)
+        jaxrdp.train.dp_gradient(_tiny_loss, params, data, mask, key, clip_norm=1.0, noise_multiplier=-1.0, expected_batch_size=1.0)
     with pytest.raises(ValueError, match="expected_batch_size"):
-        jaxrdp.dp_gradient(_tiny_loss, params, data, mask, key, clip_norm=1.0, noise_multiplier=1.0, expected_batch_size=0.0)
+        jaxrdp.train.dp_gradient(_tiny_loss, params, data, mask, key, clip_norm=1.0, noise_multiplier=1.0, expected_batch_size=0.0)
     traced = jax.jit(
-        lambda s: jaxrdp.dp_gradient(_tiny_loss, params, data, mask, key, clip_norm=1.0, noise_multiplier=s, expected_batch_size=1.0)
+        lambda s: jaxrdp.train.dp_gradient(_tiny_loss, params, data, mask, key, clip_norm=1.0, noise_multiplier=s, expected_batch_size=1.0)
     )(-1.0)
     assert all(bool(jnp.all(jnp.isnan(v))) for v in jax.tree.leaves(traced))
 
@@ -398,17 +398,17 @@ def test_optax_contrib_aggregate_over_masked_buffer_agrees_at_zero_noise():
     data, params = _tiny_problem()
     params = jax.tree.map(lambda p: p + 0.5, params)
     q, clip = 0.3, 0.4
-    mask = jaxrdp.poisson_sample_mask(jax.random.PRNGKey(9), 40, q)
-    per_ex = jaxrdp.per_example_grads(_tiny_loss, params, data)
+    mask = jaxrdp.train.poisson_sample_mask(jax.random.PRNGKey(9), 40, q)
+    per_ex = jaxrdp.train.per_example_grads(_tiny_loss, params, data)
     masked = jax.tree.map(lambda g: jnp.where(mask.reshape((-1,) + (1,) * (g.ndim - 1)), g, 0.0), per_ex)
     np.testing.assert_allclose(
-        np.asarray(jax.jit(jaxrdp.per_example_grads, static_argnums=0)(_tiny_loss, params, data)["w"]),
+        np.asarray(jax.jit(jaxrdp.train.per_example_grads, static_argnums=0)(_tiny_loss, params, data)["w"]),
         np.asarray(per_ex["w"]),
         rtol=1e-6,
     )
     agg = optax.contrib.differentially_private_aggregate(clip, 0.0, key=jax.random.key(0))
     out, _ = agg.update(masked, agg.init(params))
-    ours = jaxrdp.dp_gradient(_tiny_loss, params, data, mask, jax.random.PRNGKey(0), clip_norm=clip, noise_multiplier=0.0, expected_batch_size=q * 40)
+    ours = jaxrdp.train.dp_gradient(_tiny_loss, params, data, mask, jax.random.PRNGKey(0), clip_norm=clip, noise_multiplier=0.0, expected_batch_size=q * 40)
     for a, b in zip(jax.tree.leaves(out), jax.tree.leaves(ours)):
         np.testing.assert_allclose(np.asarray(a) / q, np.asarray(b), rtol=1e-5, atol=1e-7)
 
@@ -421,8 +421,8 @@ def test_in_jit_epsilon_equals_dpsgd_epsilon_constant_schedule():
     data, params = _tiny_problem()
     opt = optax.sgd(0.1)
     q, sigma, steps = 0.125, 1.1, 48
-    step = jaxrdp.make_dpsgd_step(_tiny_loss, opt, clip_norm=1.0, q=q, sigma=sigma, delta=DELTA)
-    state = jaxrdp.dpsgd_init(params, opt, jax.random.PRNGKey(0))
+    step = jaxrdp.train.make_dpsgd_step(_tiny_loss, opt, clip_norm=1.0, q=q, sigma=sigma, delta=DELTA)
+    state = jaxrdp.train.dpsgd_init(params, opt, jax.random.PRNGKey(0))
     state, info = _run_steps(step, state, data, steps)
     assert bool(info.applied.all()) and int(state.step) == steps
     ref_eps, ref_order = ref_dpsgd_epsilon(q, sigma, np.arange(1, steps + 1))
@@ -439,8 +439,8 @@ def test_in_jit_epsilon_equals_hand_composition_for_schedules():
     # from step 40 on the schedule gives an invalid sigma, which must be refused.
     sigma_sched = lambda t: jnp.where(t < 10, 2.0, jnp.where(t < 25, 1.4, jnp.where(t < 40, 0.9, -1.0)))
     q_sched = lambda t: jnp.where(t < 20, 0.1, 0.2)
-    step = jaxrdp.make_dpsgd_step(_tiny_loss, opt, clip_norm=0.5, q=q_sched, sigma=sigma_sched, delta=DELTA)
-    state = jaxrdp.dpsgd_init(params, opt, jax.random.PRNGKey(1))
+    step = jaxrdp.train.make_dpsgd_step(_tiny_loss, opt, clip_norm=0.5, q=q_sched, sigma=sigma_sched, delta=DELTA)
+    state = jaxrdp.train.dpsgd_init(params, opt, jax.random.PRNGKey(1))
     state, info = _run_steps(step, state, data, 45)
     np.testing.assert_array_equal(np.asarray(info.q)[[0, 19, 20, 39]], [0.1, 0.1, 0.2, 0.2])
     np.testing.assert_array_equal(np.asarray(info.sigma)[[9, 10, 24, 25, 40]], [2.0, 1.4, 1.4, 0.9, -1.0])
@@ -476,8 +476,8 @@ def test_guard_stops_before_target():
     q, sigma = 0.2, 1.0
     eps_k, _ = ref_dpsgd_epsilon(q, sigma, np.arange(1, 60))
     target = 0.5 * (eps_k[16] + eps_k[17])  # between 17 and 18 steps
-    step = jaxrdp.make_dpsgd_step(_tiny_loss, opt, clip_norm=1.0, q=q, sigma=sigma, delta=DELTA, target_epsilon=target)
-    state = jaxrdp.dpsgd_init(params, opt, jax.random.PRNGKey(0))
+    step = jaxrdp.train.make_dpsgd_step(_tiny_loss, opt, clip_norm=1.0, q=q, sigma=sigma, delta=DELTA, target_epsilon=target)
+    state = jaxrdp.train.dpsgd_init(params, opt, jax.random.PRNGKey(0))
     state, info = _run_steps(step, state, data, 30)
     applied = np.asarray(info.applied)
     assert applied[:17].all() and not applied[17:].any()
@@ -493,12 +493,12 @@ def test_guard_stops_before_target():
 def test_privacy_guard_plain_jit_vmap():
     acc = _acc_after(0.05, 1.0, 100)
     (now, nxt), _ = ref_dpsgd_epsilon(0.05, 1.0, [100, 101])
-    ok = jaxrdp.privacy_guard(acc, 0.05, 1.0, delta=DELTA, target_epsilon=nxt * (1 + 1e-9))
+    ok = jaxrdp.train.privacy_guard(acc, 0.05, 1.0, delta=DELTA, target_epsilon=nxt * (1 + 1e-9))
     assert bool(ok.allowed)
     np.testing.assert_allclose([float(ok.epsilon), float(ok.proposed_epsilon)], nxt, rtol=1e-11)
     np.testing.assert_allclose(np.asarray(ok.accountant.rdp), 101 * ref_curve(0.05, 1.0), rtol=1e-12)
     mid = 0.5 * (now + nxt)
-    no = jaxrdp.privacy_guard(acc, 0.05, 1.0, delta=DELTA, target_epsilon=mid)
+    no = jaxrdp.train.privacy_guard(acc, 0.05, 1.0, delta=DELTA, target_epsilon=mid)
     assert not bool(no.allowed) and _tree_equal(no.accountant, acc)
     np.testing.assert_allclose(float(no.epsilon), now, rtol=1e-11)
     # jit + vmap: q = 0 spends nothing, q = 0.05 fits, q = 0.5 does not; no budget: allowed.
@@ -513,7 +513,7 @@ def test_privacy_guard_plain_jit_vmap():
     np.testing.assert_allclose(np.asarray(g.epsilon)[:3], [now, nxt, now], rtol=1e-9)
     assert float(g.epsilon[3]) > nxt and float(g.proposed_epsilon[2]) > nxt
     # count composes several steps at once.
-    many = jaxrdp.privacy_guard(jaxrdp.accountant_init(), 0.05, 1.0, delta=DELTA, count=101)
+    many = jaxrdp.train.privacy_guard(jaxrdp.accountant_init(), 0.05, 1.0, delta=DELTA, count=101)
     np.testing.assert_allclose(float(many.epsilon), nxt, rtol=1e-11)
 
 
@@ -535,21 +535,21 @@ def test_make_dpsgd_step_validates_concrete_arguments():
     good = dict(clip_norm=1.0, q=0.1, sigma=1.0, delta=DELTA)
     for name, bad in [("clip_norm", 0.0), ("q", 1.5), ("q", 0.0), ("sigma", -1.0), ("delta", 1.0), ("target_epsilon", -1.0)]:
         with pytest.raises(ValueError, match=name):
-            jaxrdp.make_dpsgd_step(_tiny_loss, opt, **{**good, name: bad})
+            jaxrdp.train.make_dpsgd_step(_tiny_loss, opt, **{**good, name: bad})
     with pytest.raises(ValueError, match="delta"):
-        jaxrdp.privacy_guard(jaxrdp.accountant_init(), 0.1, 1.0, delta=0.0)
+        jaxrdp.train.privacy_guard(jaxrdp.accountant_init(), 0.1, 1.0, delta=0.0)
     with pytest.raises(ValueError, match="q"):
-        jaxrdp.privacy_guard(jaxrdp.accountant_init(), 1.1, 1.0, delta=DELTA)
+        jaxrdp.train.privacy_guard(jaxrdp.accountant_init(), 1.1, 1.0, delta=DELTA)
     with pytest.raises(ValueError, match="sigma"):
-        jaxrdp.privacy_guard(jaxrdp.accountant_init(), 0.1, -1.0, delta=DELTA)
+        jaxrdp.train.privacy_guard(jaxrdp.accountant_init(), 0.1, -1.0, delta=DELTA)
 
 
 def test_step_under_vmap_and_without_recompilation():
     data, params = _tiny_problem()
     opt = optax.adam(0.1)
-    step = jaxrdp.make_dpsgd_step(_tiny_loss, opt, clip_norm=1.0, q=0.25, sigma=1.0, delta=DELTA)
+    step = jaxrdp.train.make_dpsgd_step(_tiny_loss, opt, clip_norm=1.0, q=0.25, sigma=1.0, delta=DELTA)
     keys = jax.random.split(jax.random.PRNGKey(0), 3)
-    states = jax.vmap(lambda k: jaxrdp.dpsgd_init(params, opt, k))(keys)
+    states = jax.vmap(lambda k: jaxrdp.train.dpsgd_init(params, opt, k))(keys)
     vstep = jax.jit(jax.vmap(step, in_axes=(0, None)))
     for _ in range(4):
         states, info = vstep(states, data)
@@ -563,10 +563,12 @@ def test_step_under_vmap_and_without_recompilation():
 
 
 def test_tree_select():
+    from jaxrdp.train._step import tree_select
+
     a = {"x": jnp.ones(3), "acc": jaxrdp.accountant_init()}
     b = {"x": jnp.zeros(3), "acc": _acc_after(0.1, 1.0, 1)}
-    assert _tree_equal(jaxrdp.tree_select(True, a, b), a)
-    out = jax.jit(jaxrdp.tree_select)(False, a, b)
+    assert _tree_equal(tree_select(True, a, b), a)
+    out = jax.jit(tree_select)(False, a, b)
     assert _tree_equal(out, b) and out["acc"].rdp.dtype == jnp.float64
 
 
@@ -576,7 +578,7 @@ def test_tree_select():
 
 def _trained_state(orders=None):
     step, opt, data, params = _adam_setup()
-    state = jaxrdp.dpsgd_init(params, opt, jax.random.PRNGKey(0), orders=orders)
+    state = jaxrdp.train.dpsgd_init(params, opt, jax.random.PRNGKey(0), orders=orders)
     return step, opt, data, params, state
 
 
@@ -585,9 +587,9 @@ def test_resume_equals_uninterrupted(tmp_path):
     half, _ = _run_steps(step, state, data, 6)
     full, info_full = _run_steps(step, half, data, 6)
     path = tmp_path / "ckpt.npz"
-    jaxrdp.save_checkpoint(path, half)
-    template = jaxrdp.dpsgd_init(params, opt, jax.random.PRNGKey(123))
-    resumed = jaxrdp.load_checkpoint(path, template)
+    jaxrdp.train.save_checkpoint(path, half)
+    template = jaxrdp.train.dpsgd_init(params, opt, jax.random.PRNGKey(123))
+    resumed = jaxrdp.train.load_checkpoint(path, template)
     assert _tree_equal(resumed, half)
     resumed, info_res = _run_steps(step, resumed, data, 6)
     assert _tree_equal(resumed, full)
@@ -602,9 +604,9 @@ def test_checkpoint_round_trip_typed_key_and_no_temp_files(tmp_path):
     _, _, _, _, state = _trained_state()
     state = state._replace(key=jax.random.key(4))
     path = tmp_path / "c.npz"
-    jaxrdp.save_checkpoint(path, state)
-    jaxrdp.save_checkpoint(path, state)  # overwrite in place
-    back = jaxrdp.load_checkpoint(path, state)
+    jaxrdp.train.save_checkpoint(path, state)
+    jaxrdp.train.save_checkpoint(path, state)  # overwrite in place
+    back = jaxrdp.train.load_checkpoint(path, state)
     assert np.array_equal(jax.random.key_data(back.key), jax.random.key_data(state.key))
     assert _tree_equal(back._replace(key=None), state._replace(key=None))
     assert back.accountant.rdp.dtype == jnp.float64
@@ -614,7 +616,7 @@ def test_checkpoint_round_trip_typed_key_and_no_temp_files(tmp_path):
 def test_failed_save_keeps_old_checkpoint(tmp_path, monkeypatch):
     _, _, _, _, state = _trained_state()
     path = tmp_path / "c.npz"
-    jaxrdp.save_checkpoint(path, state)
+    jaxrdp.train.save_checkpoint(path, state)
     before = path.read_bytes()
 
     def boom(src, dst):
@@ -623,7 +625,7 @@ def test_failed_save_keeps_old_checkpoint(tmp_path, monkeypatch):
     monkeypatch.setattr(os, "replace", boom)
     newer = state._replace(step=state.step + 1)
     with pytest.raises(OSError, match="disk full"):
-        jaxrdp.save_checkpoint(path, newer)
+        jaxrdp.train.save_checkpoint(path, newer)
     assert path.read_bytes() == before
     assert sorted(os.listdir(tmp_path)) == ["c.npz"]
 
@@ -633,8 +635,8 @@ def saved(tmp_path):
     step, opt, data, params, state = _trained_state()
     state, _ = _run_steps(step, state, data, 6)
     path = tmp_path / "c.npz"
-    jaxrdp.save_checkpoint(path, state)
-    template = jaxrdp.dpsgd_init(params, opt, jax.random.PRNGKey(0))
+    jaxrdp.train.save_checkpoint(path, state)
+    template = jaxrdp.train.dpsgd_init(params, opt, jax.random.PRNGKey(0))
     return path, template, state
 
 
@@ -657,8 +659,8 @@ def test_truncated_checkpoint_refused(saved):
     data = path.read_bytes()
     for cut in (len(data) // 2, len(data) - 10, 30, 0):
         path.write_bytes(data[:cut])
-        with pytest.raises(jaxrdp.CheckpointError, match="truncated or corrupted|not a jaxrdp"):
-            jaxrdp.load_checkpoint(path, template)
+        with pytest.raises(jaxrdp.train.CheckpointError, match="truncated or corrupted|not a jaxrdp"):
+            jaxrdp.train.load_checkpoint(path, template)
 
 
 def test_bit_flip_refused(saved):
@@ -668,8 +670,8 @@ def test_bit_flip_refused(saved):
         flipped = bytearray(data)
         flipped[pos] ^= 0x10
         path.write_bytes(bytes(flipped))
-        with pytest.raises(jaxrdp.CheckpointError):
-            jaxrdp.load_checkpoint(path, template)
+        with pytest.raises(jaxrdp.train.CheckpointError):
+            jaxrdp.train.load_checkpoint(path, template)
 
 
 def test_bad_checksum_refused(saved):
@@ -681,8 +683,8 @@ def test_bad_checksum_refused(saved):
         members["leaf_00000"] = a
 
     _rewrite(path, leaf_fn=bump)  # valid zip, stale checksum
-    with pytest.raises(jaxrdp.CheckpointError, match="checksum"):
-        jaxrdp.load_checkpoint(path, template)
+    with pytest.raises(jaxrdp.train.CheckpointError, match="checksum"):
+        jaxrdp.train.load_checkpoint(path, template)
 
 
 def test_tampered_accountant_refused(saved):
@@ -695,8 +697,8 @@ def test_tampered_accountant_refused(saved):
         return h
 
     _rewrite(path, header_fn=zero_spent)
-    with pytest.raises(jaxrdp.CheckpointError, match="checksum"):
-        jaxrdp.load_checkpoint(path, template)
+    with pytest.raises(jaxrdp.train.CheckpointError, match="checksum"):
+        jaxrdp.train.load_checkpoint(path, template)
 
 
 def test_invalid_accountant_values_refused_even_with_valid_checksum(saved):
@@ -715,58 +717,58 @@ def test_invalid_accountant_values_refused_even_with_valid_checksum(saved):
         return h
 
     _rewrite(path, header_fn=negative)
-    with pytest.raises(jaxrdp.CheckpointError, match="accountant"):
-        jaxrdp.load_checkpoint(path, template)
+    with pytest.raises(jaxrdp.train.CheckpointError, match="accountant"):
+        jaxrdp.train.load_checkpoint(path, template)
 
 
 def test_wrong_orders_refused(saved):
     path, _, _ = saved
     _, opt, _, params, _ = _trained_state()
-    fewer = jaxrdp.dpsgd_init(params, opt, jax.random.PRNGKey(0), orders=np.array([2.0, 4.0, 8.0, 16.0]))
-    with pytest.raises(jaxrdp.CheckpointError, match="orders mismatch"):
-        jaxrdp.load_checkpoint(path, fewer)
+    fewer = jaxrdp.train.dpsgd_init(params, opt, jax.random.PRNGKey(0), orders=np.array([2.0, 4.0, 8.0, 16.0]))
+    with pytest.raises(jaxrdp.train.CheckpointError, match="orders mismatch"):
+        jaxrdp.train.load_checkpoint(path, fewer)
     shifted_orders = np.asarray(jaxrdp.DEFAULT_ORDERS).copy()
     shifted_orders[3] += 0.05
-    shifted = jaxrdp.dpsgd_init(params, opt, jax.random.PRNGKey(0), orders=shifted_orders)
-    with pytest.raises(jaxrdp.CheckpointError, match="orders mismatch"):
-        jaxrdp.load_checkpoint(path, shifted)
+    shifted = jaxrdp.train.dpsgd_init(params, opt, jax.random.PRNGKey(0), orders=shifted_orders)
+    with pytest.raises(jaxrdp.train.CheckpointError, match="orders mismatch"):
+        jaxrdp.train.load_checkpoint(path, shifted)
 
 
 def test_wrong_structure_dtype_shape_refused(saved):
     path, template, _ = saved
-    with pytest.raises(jaxrdp.CheckpointError, match="structure"):
-        jaxrdp.load_checkpoint(path, template._replace(params={"w": template.params["w"]}))
-    with pytest.raises(jaxrdp.CheckpointError, match="structure"):
-        jaxrdp.load_checkpoint(path, jaxrdp.dpsgd_init(template.params, optax.sgd(0.1), jax.random.PRNGKey(0)))
-    with pytest.raises(jaxrdp.CheckpointError, match="structure"):
-        jaxrdp.load_checkpoint(path, template.params)  # no accountant at all
+    with pytest.raises(jaxrdp.train.CheckpointError, match="structure"):
+        jaxrdp.train.load_checkpoint(path, template._replace(params={"w": template.params["w"]}))
+    with pytest.raises(jaxrdp.train.CheckpointError, match="structure"):
+        jaxrdp.train.load_checkpoint(path, jaxrdp.train.dpsgd_init(template.params, optax.sgd(0.1), jax.random.PRNGKey(0)))
+    with pytest.raises(jaxrdp.train.CheckpointError, match="structure"):
+        jaxrdp.train.load_checkpoint(path, template.params)  # no accountant at all
     wide = jax.tree.map(lambda p: jnp.zeros(p.shape + (1,), p.dtype), template.params)
     opt = optax.adam(0.05)
-    with pytest.raises(jaxrdp.CheckpointError, match="template has"):
-        jaxrdp.load_checkpoint(path, jaxrdp.dpsgd_init(wide, opt, jax.random.PRNGKey(0)))
-    with pytest.raises(jaxrdp.CheckpointError, match="template has"):
-        jaxrdp.load_checkpoint(path, template._replace(step=jnp.zeros((), jnp.int16)))
+    with pytest.raises(jaxrdp.train.CheckpointError, match="template has"):
+        jaxrdp.train.load_checkpoint(path, jaxrdp.train.dpsgd_init(wide, opt, jax.random.PRNGKey(0)))
+    with pytest.raises(jaxrdp.train.CheckpointError, match="template has"):
+        jaxrdp.train.load_checkpoint(path, template._replace(step=jnp.zeros((), jnp.int16)))
 
 
 def test_other_files_refused(tmp_path, saved):
     _, template, _ = saved
     junk = tmp_path / "junk.npz"
     junk.write_bytes(os.urandom(1000))
-    with pytest.raises(jaxrdp.CheckpointError):
-        jaxrdp.load_checkpoint(junk, template)
+    with pytest.raises(jaxrdp.train.CheckpointError):
+        jaxrdp.train.load_checkpoint(junk, template)
     plain = tmp_path / "plain.npz"
     np.savez(plain, a=np.zeros(3))
-    with pytest.raises(jaxrdp.CheckpointError, match="not a jaxrdp"):
-        jaxrdp.load_checkpoint(plain, template)
+    with pytest.raises(jaxrdp.train.CheckpointError, match="not a jaxrdp"):
+        jaxrdp.train.load_checkpoint(plain, template)
     with pytest.raises(FileNotFoundError):
-        jaxrdp.load_checkpoint(tmp_path / "missing.npz", template)
+        jaxrdp.train.load_checkpoint(tmp_path / "missing.npz", template)
 
 
 def test_future_version_refused(saved):
     path, template, _ = saved
     _rewrite(path, header_fn=lambda h: {**h, "version": 99})
-    with pytest.raises(jaxrdp.CheckpointError, match="version"):
-        jaxrdp.load_checkpoint(path, template)
+    with pytest.raises(jaxrdp.train.CheckpointError, match="version"):
+        jaxrdp.train.load_checkpoint(path, template)
 
 
 # --------------------------------------------------------------------------
@@ -859,7 +861,7 @@ def test_example_resume_matches_uninterrupted(tmp_path):
     assert hist_res[-1] == hist_full[-1]
     assert _tree_equal(resumed, full)
     # A checkpoint from another accountant configuration is refused, not reset.
-    other = jaxrdp.dpsgd_init(full.params, optax.adam(cfg["lr"]), jax.random.PRNGKey(0), orders=np.array([2.0, 3.0]))
-    jaxrdp.save_checkpoint(path, other)
-    with pytest.raises(jaxrdp.CheckpointError, match="orders"):
+    other = jaxrdp.train.dpsgd_init(full.params, optax.adam(cfg["lr"]), jax.random.PRNGKey(0), orders=np.array([2.0, 3.0]))
+    jaxrdp.train.save_checkpoint(path, other)
+    with pytest.raises(jaxrdp.train.CheckpointError, match="orders"):
         ex.train_private(cfg, data, checkpoint=path, resume=True, log=quiet)

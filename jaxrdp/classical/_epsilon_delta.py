@@ -1,10 +1,10 @@
 """Classical (epsilon, delta)-DP tools: Gaussian and Laplace calibration, composition, subsampling.
 
-Sources (see ``shared/seeds``):
+Sources:
 
-* seed 002: Yu-Xiang Wang, lecture notes 6 ("Advanced composition, Gaussian
+* Yu-Xiang Wang, lecture notes 6 ("Advanced composition, Gaussian
   mechanism").
-* seed 004: "A Tail of Two Densities" (2019 blog post, part 1), Claims 9, 10,
+* Y. Pei, "A Tail of Two Densities" (2019 blog post, part 1), Claims 9, 10,
   14, 17, 18 and 19.
 * C. Dwork, A. Roth, The Algorithmic Foundations of Differential Privacy (2014),
   Theorems 3.16, 3.20 and A.1.
@@ -32,7 +32,7 @@ __all__ = [
     "laplace_scale",
     "basic_composition",
     "advanced_composition",
-    "advanced_composition_seed004",
+    "advanced_composition_capped_kl",
     "amplify_by_subsampling",
 ]
 
@@ -64,7 +64,7 @@ def classical_gaussian_sigma(epsilon: ArrayLike, delta: ArrayLike) -> jax.Array:
 
   Valid (the mechanism is ``(epsilon, delta)``-DP) for ``0 < epsilon <= 1``
   and ``0 < delta < 1``. For ``epsilon > 1`` the theorem does not apply; use
-  :func:`jaxrdp.analytic_gaussian_sigma`, which is exact for every epsilon
+  :func:`jaxrdp.mechanisms.analytic_gaussian_sigma`, which is exact for every epsilon
   and never larger.
 
   Args:
@@ -79,11 +79,11 @@ def classical_gaussian_sigma(epsilon: ArrayLike, delta: ArrayLike) -> jax.Array:
       outside ``(0, 1)`` or NaN.
 
   References:
-    Seed 002, "Classical Gaussian mechanism"; Dwork and Roth (2014), Thm A.1.
+    Wang, lecture notes 6, "Classical Gaussian mechanism"; Dwork and Roth (2014), Thm A.1.
 
   Examples:
     >>> import jaxrdp
-    >>> round(float(jaxrdp.classical_gaussian_sigma(1.0, 1e-5)), 6)
+    >>> round(float(jaxrdp.classical.classical_gaussian_sigma(1.0, 1e-5)), 6)
     4.844805
   """
   # Domain of the classical theorem (Dwork and Roth 2014, Thm A.1).
@@ -98,16 +98,16 @@ def classical_gaussian_sigma(epsilon: ArrayLike, delta: ArrayLike) -> jax.Array:
 
 
 def gaussian_tail_delta(epsilon: ArrayLike, sigma: ArrayLike) -> jax.Array:
-  r"""Tail-bound delta of the Gaussian mechanism, seed 004 eq. (6.8).
+  r"""Tail-bound delta of the Gaussian mechanism, Pei 2019 eq. (6.8).
 
   .. math:: \delta = \exp\left(-\tfrac12 (\epsilon\sigma - \tfrac{1}{2\sigma})^2\right)
 
   The privacy loss of the Gaussian mechanism is ``N(eta, 2 eta)`` with
   ``eta = 1/(2 sigma^2)``, so ``P(L > epsilon) = P(xi > t)`` with
   ``t = epsilon sigma - 1/(2 sigma)`` and the Chernoff bound
-  ``P(xi > t) < exp(-t^2/2)`` (seed 004 eq. (6.5)) gives (6.8). It needs
+  ``P(xi > t) < exp(-t^2/2)`` (Pei 2019 eq. (6.5)) gives (6.8). It needs
   ``t > 0``; where ``t <= 0`` this returns ``1`` (a trivially valid delta).
-  Always at least the exact delta (:func:`jaxrdp.analytic_gaussian_delta`).
+  Always at least the exact delta (:func:`jaxrdp.mechanisms.analytic_gaussian_delta`).
 
   Args:
     epsilon: epsilon, ``>= 0``.
@@ -120,11 +120,11 @@ def gaussian_tail_delta(epsilon: ArrayLike, sigma: ArrayLike) -> jax.Array:
     ValueError: for concrete ``epsilon < 0``, ``sigma <= 0`` or NaN.
 
   References:
-    Seed 004, Claim 9, eq. (6.8).
+    Pei 2019, Claim 9, eq. (6.8).
 
   Examples:
     >>> import jaxrdp
-    >>> round(float(jaxrdp.gaussian_tail_delta(1.0, 5.0)), 8)
+    >>> round(float(jaxrdp.classical.gaussian_tail_delta(1.0, 5.0)), 8)
     6.11e-06
   """
   check_range("epsilon", epsilon, lower=0.0, allow_inf=True)
@@ -138,25 +138,32 @@ def gaussian_tail_delta(epsilon: ArrayLike, sigma: ArrayLike) -> jax.Array:
   return scope.finalize(out)
 
 
-_TAIL_EQUATIONS = ("6.8", "6.81", "6.82", "6.83", "6.84")
+# Names of the bounds, with their equation numbers in Pei 2019, Claim 9.
+_TAIL_BOUNDS = {
+    "chernoff": "6.8",
+    "chernoff_split": "6.81",
+    "mills_split": "6.82",
+    "chernoff_concave": "6.83",
+    "mills_concave": "6.84",
+}
 
 
-def gaussian_tail_sigma(epsilon: ArrayLike, delta: ArrayLike, equation: str = "6.8") -> jax.Array:
-  r"""Gaussian-mechanism calibrations from tail bounds, seed 004 Claim 9.
+def gaussian_tail_sigma(epsilon: ArrayLike, delta: ArrayLike, bound: str = "chernoff") -> jax.Array:
+  r"""Gaussian-mechanism calibrations from tail bounds, Pei 2019 Claim 9.
 
   Each returns a threshold: any ``sigma`` above it makes the Gaussian
   mechanism ``(epsilon, delta)``-DP, for every ``epsilon > 0``. With
   ``t = epsilon sigma - 1/(2 sigma)``:
 
-  * ``"6.8"``: the exact inverse of (6.8), i.e. the root of
-    ``t = sqrt(2 log(1/delta))`` (seed 004 (6.91)):
+  * ``"chernoff"`` (eq. (6.8)): the exact inverse of (6.8), i.e. the root of
+    ``t = sqrt(2 log(1/delta))`` (Pei 2019 (6.91)):
     ``sigma = (c + sqrt(c^2 + 2 epsilon)) / (2 epsilon)``, ``c = sqrt(2 log(1/delta))``.
-  * ``"6.81"``: ``sigma = sqrt(2 log(1/delta)) / epsilon + (2 epsilon)^(-1/2)``
+  * ``"chernoff_split"`` (eq. (6.81)): ``sigma = sqrt(2 log(1/delta)) / epsilon + (2 epsilon)^(-1/2)``
     (from (6.91) with ``sqrt(a + b) <= sqrt(a) + sqrt(b)``).
-  * ``"6.82"``: ``sigma = max(1, sqrt((log(1/(2 pi delta^2)))_+)) / epsilon + (2 epsilon)^(-1/2)``.
-  * ``"6.83"``: ``sigma = sqrt(log(e^epsilon / delta^2)) / epsilon``
+  * ``"mills_split"`` (eq. (6.82)): ``sigma = max(1, sqrt((log(1/(2 pi delta^2)))_+)) / epsilon + (2 epsilon)^(-1/2)``.
+  * ``"chernoff_concave"`` (eq. (6.83)): ``sigma = sqrt(log(e^epsilon / delta^2)) / epsilon``
     (from (6.91) by concavity of the square root).
-  * ``"6.84"``: ``sigma = max(sqrt(1 + epsilon), sqrt((log(e^epsilon / (2 pi delta^2)))_+)) / epsilon``.
+  * ``"mills_concave"`` (eq. (6.84)): ``sigma = max(sqrt(1 + epsilon), sqrt((log(e^epsilon / (2 pi delta^2)))_+)) / epsilon``.
 
   (6.8), (6.81) and (6.83) rest on the Chernoff bound
   ``P(xi > t) < exp(-t^2/2)``; (6.82) and (6.84) on the Mills-ratio bound
@@ -167,41 +174,42 @@ def gaussian_tail_sigma(epsilon: ArrayLike, delta: ArrayLike, equation: str = "6
   Args:
     epsilon: target epsilon, ``> 0``.
     delta: target delta, in ``(0, 1)``.
-    equation: one of ``"6.8"``, ``"6.81"``, ``"6.82"``, ``"6.83"``, ``"6.84"`` (static).
+    bound: one of ``"chernoff"`` (default), ``"chernoff_split"``, ``"mills_split"``,
+      ``"chernoff_concave"``, ``"mills_concave"`` (static).
 
   Returns:
     float64 array of the broadcast shape. Traced invalid inputs give NaN.
 
   Raises:
     ValueError: for concrete ``epsilon <= 0``, ``delta`` outside ``(0, 1)``,
-      NaN, or an unknown ``equation``.
+      NaN, or an unknown ``bound``.
 
   References:
-    Seed 004, Claim 9, eqs. (6.8), (6.81) to (6.84), and (6.91) to (6.95).
+    Pei 2019, Claim 9, eqs. (6.8), (6.81) to (6.84), and (6.91) to (6.95).
 
   Examples:
     >>> import jaxrdp
-    >>> round(float(jaxrdp.gaussian_tail_sigma(1.0, 1e-5, "6.83")), 6)
+    >>> round(float(jaxrdp.classical.gaussian_tail_sigma(1.0, 1e-5, "chernoff_concave")), 6)
     4.901617
   """
-  _check_kind("equation", equation, _TAIL_EQUATIONS)
+  _check_kind("bound", bound, tuple(_TAIL_BOUNDS))
   check_range("epsilon", epsilon, lower=0.0, lower_open=True)
   check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
   with _precision.Float64Scope() as scope:
     epsilon, delta = _f64(epsilon, delta)
     log_inv_delta = -jnp.log(delta)
-    if equation == "6.8":
+    if bound == "chernoff":
       c = jnp.sqrt(2.0 * log_inv_delta)
       out = (c + jnp.sqrt(c**2 + 2.0 * epsilon)) / (2.0 * epsilon)
-    elif equation == "6.81":
+    elif bound == "chernoff_split":
       out = jnp.sqrt(2.0 * log_inv_delta) / epsilon + jnp.sqrt(0.5 / epsilon)
-    elif equation == "6.82":
-      # log((2 pi)^-1 delta^-2), clipped at 0 by (.)_+ (seed 004 (6.95)).
+    elif bound == "mills_split":
+      # log((2 pi)^-1 delta^-2), clipped at 0 by (.)_+ (Pei 2019 (6.95)).
       c = jnp.sqrt(jnp.maximum(2.0 * log_inv_delta - _LOG_2PI, 0.0))
       out = jnp.maximum(1.0, c) / epsilon + jnp.sqrt(0.5 / epsilon)
-    elif equation == "6.83":
+    elif bound == "chernoff_concave":
       out = jnp.sqrt(epsilon + 2.0 * log_inv_delta) / epsilon
-    else:  # "6.84"
+    else:  # "mills_concave"
       c = jnp.sqrt(jnp.maximum(epsilon + 2.0 * log_inv_delta - _LOG_2PI, 0.0))
       out = jnp.maximum(jnp.sqrt(1.0 + epsilon), c) / epsilon
     invalid = ~((epsilon > 0) & (delta > 0) & (delta < 1))
@@ -212,7 +220,7 @@ def gaussian_tail_sigma(epsilon: ArrayLike, delta: ArrayLike, equation: str = "6
 def laplace_scale(epsilon: ArrayLike) -> jax.Array:
   r"""Scale of the Laplace mechanism that is ``epsilon``-DP: ``b = 1 / epsilon``.
 
-  Any ``b >= 1/epsilon`` works (seed 004, Claim (1.5)); the pure-DP epsilon of
+  Any ``b >= 1/epsilon`` works (Pei 2019, Claim (1.5)); the pure-DP epsilon of
   scale ``b`` is ``1/b``. ``epsilon = 0`` gives ``inf``.
 
   Args:
@@ -225,11 +233,11 @@ def laplace_scale(epsilon: ArrayLike) -> jax.Array:
     ValueError: for concrete ``epsilon < 0`` or NaN.
 
   References:
-    Seed 004, Laplace mechanism claim (1.5); Dwork and Roth (2014), Thm 3.6.
+    Pei 2019, Laplace mechanism claim (1.5); Dwork and Roth (2014), Thm 3.6.
 
   Examples:
     >>> import jaxrdp
-    >>> float(jaxrdp.laplace_scale(0.5))
+    >>> float(jaxrdp.classical.laplace_scale(0.5))
     2.0
   """
   check_range("epsilon", epsilon, lower=0.0, allow_inf=True)
@@ -258,11 +266,11 @@ def basic_composition(epsilon: ArrayLike, delta: ArrayLike, k: ArrayLike = 1) ->
     ValueError: for concrete negative or NaN inputs, or ``delta > 1``.
 
   References:
-    Seed 004, Claim 10 (Dwork-Lei 2009; Dwork and Roth 2014, Thm 3.16).
+    Pei 2019, Claim 10 (Dwork-Lei 2009; Dwork and Roth 2014, Thm 3.16).
 
   Examples:
     >>> import jaxrdp
-    >>> r = jaxrdp.basic_composition(0.1, 1e-6, 10)
+    >>> r = jaxrdp.classical.basic_composition(0.1, 1e-6, 10)
     >>> round(float(r.epsilon), 12), round(float(r.delta), 18)
     (1.0, 1e-05)
   """
@@ -277,15 +285,15 @@ def basic_composition(epsilon: ArrayLike, delta: ArrayLike, k: ArrayLike = 1) ->
   return scope.finalize(out)
 
 
-_KL_BOUNDS = ("dwork_roth", "seed002", "bun_steinke", "tanh")
+_KL_BOUNDS = ("dwork_roth", "two_epsilon_squared", "bun_steinke", "tanh")
 
 
 def _kl_bound(epsilon, kind):
-  # Bounds on D(P||Q) for P, Q with |log(p/q)| <= epsilon (seed 002,
+  # Bounds on D(P||Q) for P, Q with |log(p/q)| <= epsilon (Wang, lecture notes 6,
   # "Improved bounds of the KL-divergence").
   if kind == "dwork_roth":
     return epsilon * jnp.expm1(epsilon)
-  if kind == "seed002":
+  if kind == "two_epsilon_squared":
     return 2.0 * epsilon**2
   if kind == "bun_steinke":
     return 0.5 * epsilon**2
@@ -301,15 +309,15 @@ def advanced_composition(epsilon: ArrayLike, delta: ArrayLike, k: ArrayLike,
       \qquad \tilde\delta = k\delta + \delta'
 
   where ``KL(epsilon)`` bounds the KL divergence between two distributions
-  whose log-ratio is at most ``epsilon`` (seed 002, "Improved bounds of the
+  whose log-ratio is at most ``epsilon`` (Wang, lecture notes 6, "Improved bounds of the
   KL-divergence"; the ``sqrt`` term is Azuma-Hoeffding on the summed privacy
   losses):
 
   * ``"dwork_roth"``: ``epsilon (e^epsilon - 1)`` (Dwork, Rothblum, Vadhan
     2010; Dwork and Roth 2014, Thm 3.20);
-  * ``"seed002"``: ``2 epsilon^2``, the clean form stated in seed 002;
+  * ``"two_epsilon_squared"``: ``2 epsilon^2``, the clean form stated in Wang, lecture notes 6;
   * ``"bun_steinke"``: ``epsilon^2 / 2`` (Bun and Steinke 2016);
-  * ``"tanh"``: ``epsilon tanh(epsilon/2)``, the tight bound (seed 002, after
+  * ``"tanh"``: ``epsilon tanh(epsilon/2)``, the tight bound (Wang, lecture notes 6, after
     A. Smith; attained by randomized response). The default, and never larger
     than the others.
 
@@ -327,13 +335,13 @@ def advanced_composition(epsilon: ArrayLike, delta: ArrayLike, k: ArrayLike,
     ValueError: for concrete out-of-range or NaN inputs, or unknown ``kl_bound``.
 
   References:
-    Seed 002, "Recap: Advanced Composition" and "Improved bounds of the
+    Wang, lecture notes 6, "Recap: Advanced Composition" and "Improved bounds of the
     KL-divergence"; C. Dwork, G. Rothblum, S. Vadhan, Boosting and
     Differential Privacy, FOCS 2010; Dwork and Roth (2014), Thm 3.20.
 
   Examples:
     >>> import jaxrdp
-    >>> r = jaxrdp.advanced_composition(0.1, 0.0, 100, 1e-5, kl_bound="bun_steinke")
+    >>> r = jaxrdp.classical.advanced_composition(0.1, 0.0, 100, 1e-5, kl_bound="bun_steinke")
     >>> round(float(r.epsilon), 6)  # 0.1 * sqrt(200 log 1e5) + 100 * 0.005
     5.298526
   """
@@ -355,17 +363,17 @@ def advanced_composition(epsilon: ArrayLike, delta: ArrayLike, k: ArrayLike,
 
 
 def _a_of_epsilon(epsilon):
-  # Seed 004 (6.98): a(eps) = eps (e^eps - 1) if eps <= log 2 else eps, which is
+  # Pei 2019 (6.98): a(eps) = eps (e^eps - 1) if eps <= log 2 else eps, which is
   # min(eps (e^eps - 1), eps): a bound on both KL divergences of an eps-DP pair.
   return jnp.where(epsilon <= jnp.log(2.0), epsilon * jnp.expm1(epsilon), epsilon)
 
 
-def advanced_composition_seed004(epsilon: ArrayLike, delta: ArrayLike, k: ArrayLike,
+def advanced_composition_capped_kl(epsilon: ArrayLike, delta: ArrayLike, k: ArrayLike,
                                  beta: ArrayLike, *, adaptive: bool = False) -> EpsilonDelta:
-  r"""Advanced composition as stated in seed 004, Claims 17 and 18.
+  r"""Advanced composition with the capped KL bound min(eps (e^eps - 1), eps) (Pei 2019, Claims 17, 18).
 
   With ``a(epsilon) = epsilon (e^epsilon - 1)`` for ``epsilon <= log 2`` and
-  ``epsilon`` otherwise (seed 004 (6.98)):
+  ``epsilon`` otherwise (Pei 2019 (6.98)):
 
   * independent composition (Claim 17, via Hoeffding, Claim 14):
     ``(k a(eps) + sqrt(2 k log(1/beta)) eps, k delta + beta)``;
@@ -387,11 +395,11 @@ def advanced_composition_seed004(epsilon: ArrayLike, delta: ArrayLike, k: ArrayL
     ValueError: for concrete out-of-range or NaN inputs.
 
   References:
-    Seed 004, eq. (6.98), Claims 14, 16, 17 and 18.
+    Pei 2019, eq. (6.98), Claims 14, 16, 17 and 18.
 
   Examples:
     >>> import jaxrdp
-    >>> r = jaxrdp.advanced_composition_seed004(0.1, 0.0, 100, 1e-5)
+    >>> r = jaxrdp.advanced_composition_capped_kl(0.1, 0.0, 100, 1e-5)
     >>> round(float(r.epsilon), 6)
     5.850235
   """
@@ -432,11 +440,11 @@ def amplify_by_subsampling(epsilon: ArrayLike, delta: ArrayLike, rate: ArrayLike
     ValueError: for concrete out-of-range or NaN inputs.
 
   References:
-    Seed 004, Claim 19 (Ullman 2017); Kasiviswanathan et al. (2011).
+    Pei 2019, Claim 19 (Ullman 2017); Kasiviswanathan et al. (2011).
 
   Examples:
     >>> import jaxrdp
-    >>> r = jaxrdp.amplify_by_subsampling(1.0, 1e-5, 0.01)
+    >>> r = jaxrdp.classical.amplify_by_subsampling(1.0, 1e-5, 0.01)
     >>> round(float(r.epsilon), 8), round(float(r.delta), 15)
     (0.01703686, 1e-07)
   """

@@ -66,7 +66,7 @@ def analytic_gaussian_delta(epsilon: ArrayLike, sigma: ArrayLike) -> jax.Array:
 
   Examples:
     >>> import jaxrdp
-    >>> round(float(jaxrdp.analytic_gaussian_delta(1.0, 3.730632)), 10)
+    >>> round(float(jaxrdp.mechanisms.analytic_gaussian_delta(1.0, 3.730632)), 10)
     1e-05
   """
   check_range("epsilon", epsilon, lower=0.0, allow_inf=True)
@@ -87,7 +87,7 @@ def _delta_impl(epsilon, sigma):
 
 def _sigma_upper_bracket(epsilon, delta):
   # Two sigmas known to meet (epsilon, delta):
-  # * the tail bound (seed 004 (6.81)), an upper bound on delta(eps, sigma):
+  # * the tail bound (Pei 2019 (6.81)), an upper bound on delta(eps, sigma):
   #   sigma = sqrt(2 log(1/delta)) / eps + 1/sqrt(2 eps);
   # * total variation: delta(eps, sigma) <= delta(0, sigma) = 2 Phi(1/(2 sigma)) - 1
   #   <= 1/(sigma sqrt(2 pi)), so sigma = 1/(delta sqrt(2 pi)) (covers eps = 0).
@@ -103,7 +103,7 @@ def analytic_gaussian_sigma(epsilon: ArrayLike, delta: ArrayLike) -> jax.Array:
   Solves :func:`analytic_gaussian_delta` ``(epsilon, sigma) = delta`` for
   ``sigma`` (delta is strictly decreasing in sigma) by a vectorized
   geometric bisection with a fixed number of steps, on the log of delta. The
-  bracket's upper end is the tail-bound calibration (6.81) of seed 004 (or
+  bracket's upper end is the tail-bound calibration (6.81) of Pei 2019 (or
   the total-variation bound at ``epsilon = 0``). The returned sigma is
   conservative: it aims at ``delta (1 - 1e-13)`` so that
   ``analytic_gaussian_delta(epsilon, sigma) <= delta`` holds despite rounding,
@@ -127,7 +127,7 @@ def analytic_gaussian_sigma(epsilon: ArrayLike, delta: ArrayLike) -> jax.Array:
 
   Examples:
     >>> import jaxrdp
-    >>> round(float(jaxrdp.analytic_gaussian_sigma(1.0, 1e-5)), 6)
+    >>> round(float(jaxrdp.mechanisms.analytic_gaussian_sigma(1.0, 1e-5)), 6)
     3.730632
   """
   check_range("epsilon", epsilon, lower=0.0, allow_inf=True)

@@ -1,13 +1,13 @@
 """RDP curves of the Gaussian, Laplace and randomized-response mechanisms, and zCDP.
 
 The curves are those of the table "Examples of Renyi-DP" in Yu-Xiang Wang's
-lecture 6 (seed 002), originally Mironov (2017), "Renyi Differential Privacy",
+lecture 6 (Wang, lecture notes 6), originally Mironov (2017), "Renyi Differential Privacy",
 arXiv:1702.07476, Table II. RDP of different mechanisms adds, so each curve can
 be composed with SGM steps in the accountant::
 
     state = jaxrdp.accountant_init()
     state = jaxrdp.accountant_compose_sgm(state, q=0.01, sigma=1.0, count=1000)
-    state = jaxrdp.accountant_compose_rdp(state, jaxrdp.laplace_rdp(2.0, state.orders))
+    state = jaxrdp.accountant_compose_rdp(state, jaxrdp.mechanisms.laplace_rdp(2.0, state.orders))
 """
 
 from __future__ import annotations
@@ -55,12 +55,12 @@ def gaussian_rdp(sigma: ArrayLike, alpha: ArrayLike) -> jax.Array:
     ValueError: for concrete ``sigma < 0``, ``alpha <= 1`` or NaN.
 
   References:
-    Yu-Xiang Wang, lecture notes 6 (seed 002), table "Examples of Renyi-DP";
+    Yu-Xiang Wang, lecture notes 6, table "Examples of Renyi-DP";
     I. Mironov, Renyi Differential Privacy, arXiv:1702.07476, Table II.
 
   Examples:
     >>> import jaxrdp
-    >>> float(jaxrdp.gaussian_rdp(2.0, 4.0))
+    >>> float(jaxrdp.mechanisms.gaussian_rdp(2.0, 4.0))
     0.5
   """
   check_range("sigma", sigma, lower=0.0)
@@ -85,7 +85,7 @@ def _laplace_impl(scale, alpha):
   u_s = jnp.where(finite, u, 1.0)
   t_s = jnp.where(finite, t, 1.0)
   a_s = t_s + 1.0
-  # Seed 002: D = log(a/(2a-1) e^{t u} + t/(2a-1) e^{-a u}) / t with t = a - 1.
+  # Wang, lecture notes 6: D = log(a/(2a-1) e^{t u} + t/(2a-1) e^{-a u}) / t with t = a - 1.
   # Since a/(2a-1) + t/(2a-1) = 1, the argument of the log is
   # 1 + [a g(t u) + t g(-a u)] / (2a - 1), with g(x) = e^x - 1 - x >= 0: the
   # linear terms cancel exactly, leaving a sum of non-negative terms. This keeps
@@ -130,12 +130,12 @@ def laplace_rdp(scale: ArrayLike, alpha: ArrayLike) -> jax.Array:
     ValueError: for concrete ``scale < 0``, ``alpha <= 1`` or NaN.
 
   References:
-    Yu-Xiang Wang, lecture notes 6 (seed 002), table "Examples of Renyi-DP";
+    Yu-Xiang Wang, lecture notes 6, table "Examples of Renyi-DP";
     I. Mironov, Renyi Differential Privacy, arXiv:1702.07476, Table II.
 
   Examples:
     >>> import jaxrdp
-    >>> round(float(jaxrdp.laplace_rdp(1.0, float("inf"))), 12)
+    >>> round(float(jaxrdp.mechanisms.laplace_rdp(1.0, float("inf"))), 12)
     1.0
   """
   check_range("scale", scale, lower=0.0, allow_inf=True)
@@ -159,7 +159,7 @@ def _randomized_response_impl(p, alpha):
   finite = jnp.isfinite(alpha)
   t = jnp.where(finite, alpha - 1.0, 1.0)
   s = t * ell
-  # Seed 002: D = log(p^a (1-p)^(1-a) + (1-p)^a p^(1-a)) / (a - 1)
+  # Wang, lecture notes 6: D = log(p^a (1-p)^(1-a) + (1-p)^a p^(1-a)) / (a - 1)
   #             = log(p e^s + (1-p) e^-s) / t,  s = (a-1) ell.
   # With p = big and g(x) = e^x - 1 - x,
   # big e^s + small e^-s = 1 + (big - small) s + big g(s) + small g(-s),
@@ -202,12 +202,12 @@ def randomized_response_rdp(p: ArrayLike, alpha: ArrayLike) -> jax.Array:
     ValueError: for concrete ``p`` outside ``[0, 1]``, ``alpha <= 1`` or NaN.
 
   References:
-    Yu-Xiang Wang, lecture notes 6 (seed 002), table "Examples of Renyi-DP";
+    Yu-Xiang Wang, lecture notes 6, table "Examples of Renyi-DP";
     I. Mironov, Renyi Differential Privacy, arXiv:1702.07476, Table II.
 
   Examples:
     >>> import jaxrdp
-    >>> float(jaxrdp.randomized_response_rdp(0.5, 2.0))
+    >>> float(jaxrdp.mechanisms.randomized_response_rdp(0.5, 2.0))
     0.0
   """
   check_range("p", p, lower=0.0, upper=1.0)
@@ -235,13 +235,13 @@ def zcdp_to_epsilon(rho: ArrayLike, delta: ArrayLike) -> jax.Array:
     ValueError: for concrete ``rho < 0``, ``delta`` outside ``(0, 1)`` or NaN.
 
   References:
-    Yu-Xiang Wang, lecture notes 6 (seed 002), "Properties of Renyi DP / CDP";
+    Yu-Xiang Wang, lecture notes 6, "Properties of Renyi DP / CDP";
     M. Bun, T. Steinke, Concentrated Differential Privacy, arXiv:1605.02065,
     Proposition 1.3.
 
   Examples:
     >>> import jaxrdp
-    >>> round(float(jaxrdp.zcdp_to_epsilon(0.01, 1e-5)), 6)
+    >>> round(float(jaxrdp.classical.zcdp_to_epsilon(0.01, 1e-5)), 6)
     0.688614
   """
   check_range("rho", rho, lower=0.0)

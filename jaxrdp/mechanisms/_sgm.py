@@ -194,7 +194,7 @@ def sgm_log_a(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.Array:
 
   Examples:
     >>> import jaxrdp
-    >>> round(float(jaxrdp.sgm_log_a(1.0, 2.0, 3.0)), 12)   # 3 * 2 / (2 * 4)
+    >>> round(float(jaxrdp.mechanisms.sgm_log_a(1.0, 2.0, 3.0)), 12)   # 3 * 2 / (2 * 4)
     0.75
   """
   _validate(q, sigma, alpha)
@@ -224,7 +224,7 @@ def sgm_rdp(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.Array:
 
   Examples:
     >>> import jaxrdp
-    >>> float(jaxrdp.sgm_rdp(1.0, 2.0, 3.0))   # 3 / (2 * 4)
+    >>> float(jaxrdp.mechanisms.sgm_rdp(1.0, 2.0, 3.0))   # 3 / (2 * 4)
     0.375
   """
   _validate(q, sigma, alpha)

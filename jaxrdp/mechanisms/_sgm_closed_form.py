@@ -63,7 +63,7 @@ def sgm_rdp_closed_form(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax
 
   Where the conditions do not hold the theorem says nothing, and this function
   returns ``+inf`` (a trivially valid bound), so the result is always an upper
-  bound on the exact RDP (:func:`jaxrdp.sgm_rdp`). Exceptions to the
+  bound on the exact RDP (:func:`jaxrdp.mechanisms.sgm_rdp`). Exceptions to the
   conditions: ``q = 0`` gives ``0`` (the exact value), ``alpha = inf`` or
   ``sigma = 0`` (with ``q > 0``) give ``inf``. Fractional orders are allowed.
 
@@ -86,9 +86,9 @@ def sgm_rdp_closed_form(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax
 
   Examples:
       >>> import jaxrdp
-      >>> float(jaxrdp.sgm_rdp_closed_form(0.01, 5.0, 8.0))  # 2 * 0.01**2 * 8 / 25
+      >>> float(jaxrdp.mechanisms.sgm_rdp_closed_form(0.01, 5.0, 8.0))  # 2 * 0.01**2 * 8 / 25
       6.4e-05
-      >>> float(jaxrdp.sgm_rdp_closed_form(0.5, 5.0, 8.0))  # q > 1/5: no bound
+      >>> float(jaxrdp.mechanisms.sgm_rdp_closed_form(0.5, 5.0, 8.0))  # q > 1/5: no bound
       inf
   """
   check_range("q", q, lower=0.0, upper=1.0)

@@ -1,6 +1,6 @@
 """Exact (epsilon, delta) of one step of the Sampled Gaussian Mechanism, and its calibration.
 
-N. P. Kalinin (2024), "Notes on Sampled Gaussian Mechanism" (seed 001), eq. (1)
+N. P. Kalinin (2024), "Notes on Sampled Gaussian Mechanism", eq. (1)
 and Lemma 1; the add direction is derived below.
 
 With ``mu0 = N(0, sigma^2)``, ``mu1 = N(1, sigma^2)`` and the mixture
@@ -9,7 +9,7 @@ the two hockey-stick divergences of one step are
 
 * remove: ``H_{e^eps}(mu || mu0) = int (q mu1 - h mu0)_+`` with ``h = e^eps - 1 + q``.
   The integrand is positive for ``z > sigma^2 log(h/q) + 1/2``, which gives
-  seed 001 eq. (1):
+  Kalinin 2024 eq. (1):
   ``q Phi(-sigma log(h/q) + 1/(2 sigma)) - h Phi(-sigma log(h/q) - 1/(2 sigma))``.
 * add: ``H_{e^eps}(mu0 || mu) = e^eps int (c mu0 - q mu1)_+`` with
   ``c = q - (1 - e^-eps)``. It is 0 when ``c <= 0``; otherwise the integrand is
@@ -39,7 +39,7 @@ _DIRECTIONS = ("remove", "add", "max")
 
 
 def _log_delta_remove(epsilon, q, sigma):
-  # Seed 001 eq. (1): q Phi(x) - h Phi(x - 1/sigma), x = -sigma log(h/q) + 1/(2 sigma),
+  # Kalinin 2024 eq. (1): q Phi(x) - h Phi(x - 1/sigma), x = -sigma log(h/q) + 1/(2 sigma),
   # where h phi(x - 1/sigma) = q phi(x). log(h/q) = log1p(expm1(eps)/q) is
   # accurate for small eps.
   ell = jnp.log1p(jnp.expm1(epsilon) / q)
@@ -124,7 +124,7 @@ def sgm_single_step_delta(epsilon: ArrayLike, q: ArrayLike, sigma: ArrayLike,
                           direction: str = "max") -> jax.Array:
   r"""Exact delta(epsilon) of one step of the Sampled Gaussian Mechanism.
 
-  ``direction="remove"`` is seed 001 eq. (1), ``H_{e^eps}(mu || mu0)``:
+  ``direction="remove"`` is Kalinin 2024 eq. (1), ``H_{e^eps}(mu || mu0)``:
 
   .. math::
       \delta = q\,\Phi\left(-\sigma\log\tfrac{h}{q} + \tfrac{1}{2\sigma}\right)
@@ -142,7 +142,7 @@ def sgm_single_step_delta(epsilon: ArrayLike, q: ArrayLike, sigma: ArrayLike,
   guarantee of one step. All are computed in log space (``log_ndtr``) with a
   clamped log-difference, so the result is never negative or NaN. Limits:
   ``q = 0`` or ``epsilon = inf`` give 0; ``q = 1`` gives the Gaussian
-  mechanism (:func:`jaxrdp.analytic_gaussian_delta`); ``sigma = 0`` gives
+  mechanism (:func:`jaxrdp.mechanisms.analytic_gaussian_delta`); ``sigma = 0`` gives
   ``q`` (remove) and ``(1 - e^eps (1 - q))_+`` (add).
 
   Args:
@@ -164,7 +164,7 @@ def sgm_single_step_delta(epsilon: ArrayLike, q: ArrayLike, sigma: ArrayLike,
 
   Examples:
     >>> import jaxrdp
-    >>> d = jaxrdp.sgm_single_step_delta(1.0, 1.0, 3.730632)  # q = 1: Gaussian
+    >>> d = jaxrdp.mechanisms.sgm_single_step_delta(1.0, 1.0, 3.730632)  # q = 1: Gaussian
     >>> round(float(d), 10)
     1e-05
   """
@@ -182,13 +182,13 @@ def sgm_single_step_sigma(epsilon: ArrayLike, delta: ArrayLike, q: ArrayLike,
   r"""Smallest sigma for which one SGM step with rate ``q`` is ``(epsilon, delta)``-DP.
 
   Solves :func:`sgm_single_step_delta` ``(epsilon, q, sigma) = delta`` for
-  sigma. delta is strictly decreasing in sigma (seed 001, Lemma 1, for the
+  sigma. delta is strictly decreasing in sigma (Kalinin 2024, Lemma 1, for the
   remove direction; for both directions the data-processing inequality gives
   at least non-increasing, since adding noise to both distributions is a
   post-processing, and the tests check strictness numerically), so this is a
   1-D root find: a fixed-step vectorized
   geometric bisection on log delta. The upper end of the bracket is the
-  tail-bound Gaussian calibration (seed 004 (6.81)) at ``delta / q``, valid
+  tail-bound Gaussian calibration (Pei 2019 (6.81)) at ``delta / q``, valid
   because one SGM step's delta is at most ``q`` times the Gaussian
   mechanism's (joint convexity of the hockey-stick divergence). The result is
   conservative: it aims at ``delta (1 - 1e-13)`` so that
@@ -217,8 +217,8 @@ def sgm_single_step_sigma(epsilon: ArrayLike, delta: ArrayLike, q: ArrayLike,
 
   Examples:
     >>> import jaxrdp
-    >>> s = jaxrdp.sgm_single_step_sigma(3.82e-6, 1e-6, 3.82e-6, direction="remove")
-    >>> round(float(s), 6)  # seed 001: "sigma ~ 0.8478"
+    >>> s = jaxrdp.mechanisms.sgm_single_step_sigma(3.82e-6, 1e-6, 3.82e-6, direction="remove")
+    >>> round(float(s), 6)  # Kalinin 2024: "sigma ~ 0.8478"
     0.847856
   """
   _check_direction(direction)

@@ -1,1 +1,47 @@
-"""DP-SGD training: sampling, clipped noisy gradients, the step with in-loop accounting, checkpoints."""
+"""DP-SGD training with privacy accounting inside the jitted step.
+
+:func:`make_dpsgd_step` builds a jittable step (Poisson sampling, per-example
+clipping, Gaussian noise, an optax update, and the accountant composed with the
+step's mechanism, refusing steps that would exceed a budget); :func:`dpsgd_init`
+builds its state. :func:`save_checkpoint` and :func:`load_checkpoint` store that
+state atomically and refuse a damaged or mismatched file. The parts are public
+too: :func:`poisson_sample_mask`, :func:`dp_gradient`, :func:`per_example_grads`,
+:func:`clip_per_example`, :func:`privacy_guard`; and the dataset arithmetic
+:func:`sampling_rate` and :func:`epochs_to_steps`.
+"""
+
+from ._checkpoint import CheckpointError as CheckpointError
+from ._checkpoint import load_checkpoint as load_checkpoint
+from ._checkpoint import save_checkpoint as save_checkpoint
+from ._dataset import epochs_to_steps as epochs_to_steps
+from ._dataset import sampling_rate as sampling_rate
+from ._dp_gradient import clip_per_example as clip_per_example
+from ._dp_gradient import dp_gradient as dp_gradient
+from ._dp_gradient import per_example_grads as per_example_grads
+from ._poisson import poisson_sample_mask as poisson_sample_mask
+from ._step import DPSGDState as DPSGDState
+from ._step import PrivacyGuard as PrivacyGuard
+from ._step import SGMCache as SGMCache
+from ._step import StepInfo as StepInfo
+from ._step import dpsgd_init as dpsgd_init
+from ._step import make_dpsgd_step as make_dpsgd_step
+from ._step import privacy_guard as privacy_guard
+
+__all__ = [
+    "CheckpointError",
+    "DPSGDState",
+    "PrivacyGuard",
+    "SGMCache",
+    "StepInfo",
+    "clip_per_example",
+    "dp_gradient",
+    "dpsgd_init",
+    "epochs_to_steps",
+    "load_checkpoint",
+    "make_dpsgd_step",
+    "per_example_grads",
+    "poisson_sample_mask",
+    "privacy_guard",
+    "sampling_rate",
+    "save_checkpoint",
+]

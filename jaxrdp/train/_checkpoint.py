@@ -17,7 +17,7 @@ Windows) and fsyncs the directory, so a crash leaves either the old or the new
 checkpoint, never a partial one.
 
 Loading needs a *template* state of the expected structure (for example a fresh
-:func:`jaxrdp.dpsgd_init` with the run's orders). Anything unexpected raises
+:func:`jaxrdp.train.dpsgd_init` with the run's orders). Anything unexpected raises
 :class:`CheckpointError`: unreadable, truncated or corrupted file, checksum
 mismatch, other format or version, different tree structure, leaf dtype or
 shape, accountant orders that differ from the template's, or accountant values
@@ -136,7 +136,7 @@ def save_checkpoint(path: str | os.PathLike, state: PyTree) -> None:
     Args:
       path: destination file (conventionally ``*.npz``); its directory must
         exist. An existing file is replaced only once the new one is complete.
-      state: a pytree of arrays, e.g. a :class:`jaxrdp.DPSGDState`; any
+      state: a pytree of arrays, e.g. a :class:`jaxrdp.train.DPSGDState`; any
         :class:`jaxrdp.AccountantState` inside is stored with its orders.
 
     Raises:
@@ -209,7 +209,7 @@ def load_checkpoint(path: str | os.PathLike, template: PyTree) -> PyTree:
       path: checkpoint file.
       template: a state with the expected structure, leaf dtypes and shapes,
         and accountant orders (its values are not used), e.g. a fresh
-        :func:`jaxrdp.dpsgd_init` built with the same model, optimizer and orders.
+        :func:`jaxrdp.train.dpsgd_init` built with the same model, optimizer and orders.
 
     Returns:
       The saved state, with the template's tree structure. Array leaves are jax

@@ -4,7 +4,7 @@ One DP-SGD step releases
 
     g = (sum_{i in B} clip_C(grad_i) + N(0, sigma^2 C^2 I)) / (q n)
 
-where B is a Poisson sample of rate q (:func:`jaxrdp.poisson_sample_mask`),
+where B is a Poisson sample of rate q (:func:`jaxrdp.train.poisson_sample_mask`),
 clip_C(v) = v * min(1, C / ||v||_2), and ``q n`` is the expected batch size.
 The sum has L2 sensitivity C under add/remove-one adjacency, so with noise std
 sigma * C it is one step of the Sampled Gaussian Mechanism with noise multiplier
@@ -151,7 +151,7 @@ def dp_gradient(
       loss_fn: scalar loss of one example, ``loss_fn(params, example)``.
       params: model parameters (a pytree of float arrays).
       batch: pytree of arrays with a common leading axis n (all examples).
-      mask: ``bool[n]`` from :func:`jaxrdp.poisson_sample_mask`.
+      mask: ``bool[n]`` from :func:`jaxrdp.train.poisson_sample_mask`.
       key: PRNG key for the noise.
       clip_norm: C > 0.
       noise_multiplier: sigma >= 0; noise std is sigma * C.

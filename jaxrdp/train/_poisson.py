@@ -57,13 +57,13 @@ def poisson_sample_mask(key: jax.Array, n: int, q: ArrayLike) -> jax.Array:
 
     A traced ``q`` outside [0, 1] cannot be reported through a boolean mask: it
     selects nothing (q < 0, NaN) or everything (q > 1). The accountant returns
-    NaN for such a q in the same step, and :func:`jaxrdp.privacy_guard` refuses
+    NaN for such a q in the same step, and :func:`jaxrdp.train.privacy_guard` refuses
     a step whose epsilon is NaN, so no step with an invalid q is ever applied by
-    :func:`jaxrdp.make_dpsgd_step`.
+    :func:`jaxrdp.train.make_dpsgd_step`.
 
     Examples:
       >>> import jax, jaxrdp
-      >>> mask = jaxrdp.poisson_sample_mask(jax.random.PRNGKey(0), 1000, 0.1)
+      >>> mask = jaxrdp.train.poisson_sample_mask(jax.random.PRNGKey(0), 1000, 0.1)
       >>> mask.shape, mask.dtype
       ((1000,), dtype('bool'))
     """

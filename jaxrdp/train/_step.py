@@ -169,7 +169,7 @@ def privacy_guard(
     Examples:
       >>> import jaxrdp
       >>> acc = jaxrdp.accountant_init()
-      >>> g = jaxrdp.privacy_guard(acc, 0.01, 1.0, delta=1e-5, target_epsilon=1.0)
+      >>> g = jaxrdp.train.privacy_guard(acc, 0.01, 1.0, delta=1e-5, target_epsilon=1.0)
       >>> bool(g.allowed)
       True
     """
@@ -314,8 +314,8 @@ def make_dpsgd_step(
        NaN, or q_t <= 0), the step is refused: the state is returned unchanged
        and ``info.applied`` is False (the stop signal).
     2. otherwise: a Poisson mask of rate q_t over all n examples of ``data``
-       (:func:`jaxrdp.poisson_sample_mask`), the DP gradient with clip C and
-       noise std sigma_t * C normalized by q_t * n (:func:`jaxrdp.dp_gradient`),
+       (:func:`jaxrdp.train.poisson_sample_mask`), the DP gradient with clip C and
+       noise std sigma_t * C normalized by q_t * n (:func:`jaxrdp.train.dp_gradient`),
        one optimizer update, and the composed accountant.
 
     The branch is a ``lax.cond`` on the traced flag (a select under vmap), so

@@ -1,4 +1,4 @@
-"""Shared helpers for the seed-toolkit tests (issue 5): variants runner and mpmath oracles."""
+"""Shared helpers for the tests of the mechanisms and classical theorems: a plain/jit/vmap runner and mpmath oracles."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Execute the seed-reproduction notebooks (issue 5) in their small configuration.
+"""Execute the reproduction notebooks in their small configuration.
 
 Each notebook reads JAXRDP_NOTEBOOK_SMALL=1 and shrinks its grids; a cell that
 raises (including the notebooks' own assertions) fails the test. The committed
@@ -22,7 +22,7 @@ NOTEBOOKS = sorted((ROOT / "notebooks").glob("seed_*.ipynb"))
 
 def test_seed_notebooks_exist():
     names = {p.name for p in NOTEBOOKS}
-    assert {"seed_rdp_bounds.ipynb", "seed_sigma_eff.ipynb", "seed_composition.ipynb"} <= names
+    assert {"rdp_closed_form_bound.ipynb", "sgm_sigma_eff.ipynb", "composition_comparison.ipynb"} <= names
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)

@@ -1,4 +1,4 @@
-"""Seed toolkit (issue 5): exact single-step SGM profile (Kalinin 2024, seed 001).
+"""exact single-step SGM profile (Kalinin 2024).
 
 The divergences are checked against mpmath quadrature of their definition
 int (P - e^eps Q)_+, and the calibration against 50-digit evaluations.
@@ -12,7 +12,7 @@ import jax
 import mpmath
 import numpy as np
 import pytest
-from _seed_helpers import assert_plain_jit_vmap, mp_log_gauss
+from _oracle_helpers import assert_plain_jit_vmap, mp_log_gauss
 
 import jaxrdp
 
@@ -20,7 +20,7 @@ mpmath.mp.dps = 50
 
 
 def mp_remove(eps, q, sigma):
-    """Seed 001 eq. (1) in 50-digit arithmetic."""
+    """Kalinin 2024 eq. (1) in 50-digit arithmetic."""
     e, q, s = mpmath.mpf(eps), mpmath.mpf(q), mpmath.mpf(sigma)
     h = mpmath.exp(e) - 1 + q
     ell = mpmath.log(h / q)
@@ -72,7 +72,7 @@ def mp_hockey_stick_quad(eps, q, sigma, direction):
 @pytest.mark.parametrize("sigma", [0.4, 1.0, 4.0])
 def test_single_step_delta_is_the_hockey_stick_divergence(direction, eps, q, sigma):
     want = mp_hockey_stick_quad(eps, q, sigma, direction)
-    got = float(jaxrdp.sgm_single_step_delta(eps, q, sigma, direction))
+    got = float(jaxrdp.mechanisms.sgm_single_step_delta(eps, q, sigma, direction))
     assert got == pytest.approx(float(want), rel=1e-9, abs=1e-25)
 
 
@@ -82,7 +82,7 @@ def test_single_step_delta_is_the_hockey_stick_divergence(direction, eps, q, sig
 def test_single_step_delta_matches_mpmath_formulas(eps, q, sigma):
     remove, add = mp_remove(eps, q, sigma), mp_add(eps, q, sigma)
     for direction, want in [("remove", remove), ("add", add), ("max", max(remove, add))]:
-        got = float(jaxrdp.sgm_single_step_delta(eps, q, sigma, direction))
+        got = float(jaxrdp.mechanisms.sgm_single_step_delta(eps, q, sigma, direction))
         if want < 1e-300:
             assert 0.0 <= got < 1e-290
         else:
@@ -91,24 +91,24 @@ def test_single_step_delta_matches_mpmath_formulas(eps, q, sigma):
 
 def test_single_step_delta_limits():
     eps, sigma = 1.0, 3.0
-    gauss = float(jaxrdp.analytic_gaussian_delta(eps, sigma))
+    gauss = float(jaxrdp.mechanisms.analytic_gaussian_delta(eps, sigma))
     for direction in ["remove", "add", "max"]:
-        d = jaxrdp.sgm_single_step_delta
+        d = jaxrdp.mechanisms.sgm_single_step_delta
         assert float(d(eps, 1.0, sigma, direction)) == pytest.approx(gauss, rel=1e-13)
         assert float(d(eps, 0.0, sigma, direction)) == 0.0
         assert float(d(math.inf, 0.3, sigma, direction)) == 0.0
-    assert float(jaxrdp.sgm_single_step_delta(0.5, 0.3, 0.0, "remove")) == 0.3
-    assert float(jaxrdp.sgm_single_step_delta(0.1, 0.3, 0.0, "add")) == pytest.approx(
+    assert float(jaxrdp.mechanisms.sgm_single_step_delta(0.5, 0.3, 0.0, "remove")) == 0.3
+    assert float(jaxrdp.mechanisms.sgm_single_step_delta(0.1, 0.3, 0.0, "add")) == pytest.approx(
         1 - math.exp(0.1) * 0.7, rel=1e-14)
-    assert float(jaxrdp.sgm_single_step_delta(1.0, 0.3, 0.0, "add")) == 0.0
+    assert float(jaxrdp.mechanisms.sgm_single_step_delta(1.0, 0.3, 0.0, "add")) == 0.0
 
 
 def test_single_step_delta_monotone_in_sigma_lemma1():
-    # Seed 001, Lemma 1: Psi is strictly decreasing in sigma.
+    # Kalinin 2024, Lemma 1: Psi is strictly decreasing in sigma.
     sigma = np.geomspace(0.05, 200.0, 400)
     for eps, q in [(0.01, 1e-3), (1.0, 0.01), (3.0, 0.5), (1e-5, 1e-5)]:
         for direction in ["remove", "add", "max"]:
-            d = np.asarray(jaxrdp.sgm_single_step_delta(eps, q, sigma, direction))
+            d = np.asarray(jaxrdp.mechanisms.sgm_single_step_delta(eps, q, sigma, direction))
             assert np.all(np.diff(d) <= 0), (eps, q, direction)
             # Strict where delta is neither saturated at its sigma -> 0 limit nor underflowed.
             inner = (d > 1e-300) & (d < 0.999 * d[0])
@@ -121,7 +121,7 @@ def test_single_step_delta_monotone_in_sigma_lemma1():
 @pytest.mark.parametrize("eps,delta,q", [(1.0, 1e-5, 0.01), (0.1, 1e-8, 0.3), (3.0, 1e-6, 1e-4),
                                          (0.5, 1e-3, 1.0), (1e-4, 1e-9, 1e-3)])
 def test_single_step_sigma_is_tight_and_conservative(direction, eps, delta, q):
-    sigma = float(jaxrdp.sgm_single_step_sigma(eps, delta, q, direction))
+    sigma = float(jaxrdp.mechanisms.sgm_single_step_sigma(eps, delta, q, direction))
     mp_delta = {"remove": mp_remove, "add": mp_add,
                 "max": lambda *a: max(mp_remove(*a), mp_add(*a))}[direction]
     if sigma == 0.0:  # no noise needed: only possible in the add direction here
@@ -132,27 +132,27 @@ def test_single_step_sigma_is_tight_and_conservative(direction, eps, delta, q):
 
 
 def test_single_step_sigma_no_noise_cases():
-    assert float(jaxrdp.sgm_single_step_sigma(1.0, 0.2, 0.1)) == 0.0  # delta >= q
-    assert float(jaxrdp.sgm_single_step_sigma(1.0, 1e-5, 0.0)) == 0.0
-    assert float(jaxrdp.sgm_single_step_sigma(math.inf, 1e-5, 0.5)) == 0.0
+    assert float(jaxrdp.mechanisms.sgm_single_step_sigma(1.0, 0.2, 0.1)) == 0.0  # delta >= q
+    assert float(jaxrdp.mechanisms.sgm_single_step_sigma(1.0, 1e-5, 0.0)) == 0.0
+    assert float(jaxrdp.mechanisms.sgm_single_step_sigma(math.inf, 1e-5, 0.5)) == 0.0
     # q = 1 is the Gaussian mechanism.
-    assert float(jaxrdp.sgm_single_step_sigma(1.0, 1e-5, 1.0)) == pytest.approx(
-        float(jaxrdp.analytic_gaussian_sigma(1.0, 1e-5)), rel=1e-13)
+    assert float(jaxrdp.mechanisms.sgm_single_step_sigma(1.0, 1e-5, 1.0)) == pytest.approx(
+        float(jaxrdp.mechanisms.analytic_gaussian_sigma(1.0, 1e-5)), rel=1e-13)
 
 
-# --- Reproducing seed 001 -------------------------------------------------------
+# --- Reproducing Kalinin 2024 -------------------------------------------------------
 
 
 def _a_minus_b(sigma, eps, q):
-    """Seed 001 eq. (2): a - b = 1/(2 sqrt2 sigma) - (sigma/sqrt2) log((e^eps - 1 + q)/q)."""
+    """Kalinin 2024 eq. (2): a - b = 1/(2 sqrt2 sigma) - (sigma/sqrt2) log((e^eps - 1 + q)/q)."""
     s, e, q = mpmath.mpf(sigma), mpmath.mpf(eps), mpmath.mpf(q)
     return 1 / (2 * mpmath.sqrt(2) * s) - s / mpmath.sqrt(2) * mpmath.log((mpmath.exp(e) - 1 + q) / q)
 
 
 def test_kalinin_remark_counterexample():
-    # Seed 001, Remark: delta = 1e-6, q = eps = 3.82e-6 gives sigma ~ 0.8478, a - b ~ 0.0015.
+    # Kalinin 2024, Remark: delta = 1e-6, q = eps = 3.82e-6 gives sigma ~ 0.8478, a - b ~ 0.0015.
     delta, q = 1e-6, 3.82e-6
-    sigma = float(jaxrdp.sgm_single_step_sigma(q, delta, q, "remove"))
+    sigma = float(jaxrdp.mechanisms.sgm_single_step_sigma(q, delta, q, "remove"))
     root = mpmath.findroot(lambda s: mp_remove(q, q, s) - delta, mpmath.mpf("0.85"))
     assert sigma == pytest.approx(float(root), rel=1e-12)
     assert abs(sigma - 0.8478) < 1e-4  # 0.847856...
@@ -160,11 +160,11 @@ def test_kalinin_remark_counterexample():
     assert 0.0014 < gap < 0.0015  # a > b: the conjecture's conclusion fails here
     assert round(float(_a_minus_b(0.8478, q, q)), 4) == 0.0015  # the paper's rounded sigma
     # The add direction needs no noise here, so the max equals the remove direction.
-    assert float(jaxrdp.sgm_single_step_sigma(q, delta, q, "max")) == sigma
+    assert float(jaxrdp.mechanisms.sgm_single_step_sigma(q, delta, q, "max")) == sigma
 
 
 def test_kalinin_constant_3_8319():
-    # Seed 001, Remark: constants above ~3.8319 suffice. The extracted text prints the
+    # Kalinin 2024, Remark: constants above ~3.8319 suffice. The extracted text prints the
     # constant as 1 / (3/2 - 2 Phi(-sqrt(2 log 2))) (= 0.793); T(sqrt(2 log 2)) < 0 in
     # Lemma 2 with 4 replaced by C gives C > 1 / (1/2 - 2 Phi(-sqrt(2 log 2))) = 3.8319.
     const = 1 / (mpmath.mpf(1) / 2 - 2 * mpmath.ncdf(-mpmath.sqrt(2 * mpmath.log(2))))
@@ -172,19 +172,19 @@ def test_kalinin_constant_3_8319():
     delta = 1e-6
     for ratio, sign in [(3.82, 1), (3.84, -1), (4.0, -1)]:
         q = eps = ratio * delta
-        sigma = float(jaxrdp.sgm_single_step_sigma(eps, delta, q, "remove"))
+        sigma = float(jaxrdp.mechanisms.sgm_single_step_sigma(eps, delta, q, "remove"))
         assert np.sign(float(_a_minus_b(sigma, eps, q))) == sign, ratio
 
 
 @pytest.mark.parametrize("delta", [1e-6, 1e-3])
 @pytest.mark.parametrize("eps_factor", [4.0, 100.0, None])
 def test_sigma_eff_decreases_in_q(delta, eps_factor):
-    # Seed 001 (proof of Raisa et al.'s Conjecture 6.3): sigma_eff = sigma(q)/q is
+    # Kalinin 2024 (proof of Raisa et al.'s Conjecture 6.3): sigma_eff = sigma(q)/q is
     # decreasing in q when eps, q >= 4 delta.
     eps_values = [1.0, 4.0] if eps_factor is None else [eps_factor * delta]
     q = np.geomspace(4 * delta, 1.0, 30)
     for eps in eps_values:
-        sigma = np.asarray(jaxrdp.sgm_single_step_sigma(eps, delta, q, "remove"))
+        sigma = np.asarray(jaxrdp.mechanisms.sgm_single_step_sigma(eps, delta, q, "remove"))
         sigma_eff = sigma / q
         assert np.all(np.diff(sigma_eff) < 0), eps
         for qi, si in zip(q[::5], sigma[::5]):
@@ -196,25 +196,25 @@ def test_sigma_eff_decreases_in_q(delta, eps_factor):
 
 @pytest.mark.parametrize("direction", ["remove", "add"])
 def test_plain_jit_vmap_delta(direction):
-    assert_plain_jit_vmap(lambda e, q, s: jaxrdp.sgm_single_step_delta(e, q, s, direction),
+    assert_plain_jit_vmap(lambda e, q, s: jaxrdp.mechanisms.sgm_single_step_delta(e, q, s, direction),
                           (1.0, 0.01, 1.0), (0.05, 0.7, 3.0))
 
 
 def test_plain_jit_vmap_default_direction():
     # The default direction ("max") runs both kernels; the functions are passed
     # directly so that their compilations are shared with the tests below.
-    assert_plain_jit_vmap(jaxrdp.sgm_single_step_delta, (1.0, 0.01, 1.0), (0.05, 0.7, 3.0))
-    assert_plain_jit_vmap(jaxrdp.sgm_single_step_sigma, (1.0, 1e-5, 0.01), (0.05, 1e-8, 0.7))
+    assert_plain_jit_vmap(jaxrdp.mechanisms.sgm_single_step_delta, (1.0, 0.01, 1.0), (0.05, 0.7, 3.0))
+    assert_plain_jit_vmap(jaxrdp.mechanisms.sgm_single_step_sigma, (1.0, 1e-5, 0.01), (0.05, 1e-8, 0.7))
 
 
 @pytest.mark.parametrize("fn,args,kwargs,name", [
-    (jaxrdp.sgm_single_step_delta, (-1.0, 0.1, 1.0), {}, "epsilon"),
-    (jaxrdp.sgm_single_step_delta, (1.0, 1.1, 1.0), {}, "q"),
-    (jaxrdp.sgm_single_step_delta, (1.0, 0.1, -1.0), {}, "sigma"),
-    (jaxrdp.sgm_single_step_delta, (1.0, 0.1, 1.0), {"direction": "both"}, "direction"),
-    (jaxrdp.sgm_single_step_sigma, (1.0, 0.0, 0.1), {}, "delta"),
-    (jaxrdp.sgm_single_step_sigma, (1.0, 1e-5, float("nan")), {}, "q"),
-    (jaxrdp.sgm_single_step_sigma, (-1.0, 1e-5, 0.1), {}, "epsilon"),
+    (jaxrdp.mechanisms.sgm_single_step_delta, (-1.0, 0.1, 1.0), {}, "epsilon"),
+    (jaxrdp.mechanisms.sgm_single_step_delta, (1.0, 1.1, 1.0), {}, "q"),
+    (jaxrdp.mechanisms.sgm_single_step_delta, (1.0, 0.1, -1.0), {}, "sigma"),
+    (jaxrdp.mechanisms.sgm_single_step_delta, (1.0, 0.1, 1.0), {"direction": "both"}, "direction"),
+    (jaxrdp.mechanisms.sgm_single_step_sigma, (1.0, 0.0, 0.1), {}, "delta"),
+    (jaxrdp.mechanisms.sgm_single_step_sigma, (1.0, 1e-5, float("nan")), {}, "q"),
+    (jaxrdp.mechanisms.sgm_single_step_sigma, (-1.0, 1e-5, 0.1), {}, "epsilon"),
 ])
 def test_bad_input_raises(fn, args, kwargs, name):
     with pytest.raises(ValueError, match=name):
@@ -222,11 +222,11 @@ def test_bad_input_raises(fn, args, kwargs, name):
 
 
 def test_traced_bad_input_gives_nan():
-    assert math.isnan(float(jax.jit(jaxrdp.sgm_single_step_delta)(1.0, 1.5, 1.0)))
-    assert math.isnan(float(jax.jit(jaxrdp.sgm_single_step_sigma)(1.0, 1e-5, -0.5)))
+    assert math.isnan(float(jax.jit(jaxrdp.mechanisms.sgm_single_step_delta)(1.0, 1.5, 1.0)))
+    assert math.isnan(float(jax.jit(jaxrdp.mechanisms.sgm_single_step_sigma)(1.0, 1e-5, -0.5)))
 
 
 def test_single_step_delta_gradient_is_finite_and_negative_in_sigma():
-    g = jax.grad(jaxrdp.sgm_single_step_delta, argnums=(0, 1, 2))(1.0, 0.01, 1.0)
+    g = jax.grad(jaxrdp.mechanisms.sgm_single_step_delta, argnums=(0, 1, 2))(1.0, 0.01, 1.0)
     assert all(np.isfinite(float(x)) for x in g)
     assert float(g[2]) < 0

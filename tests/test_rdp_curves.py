@@ -1,4 +1,4 @@
-"""Seed toolkit (issue 5): closed-form SGM bound, Theorem 5, and the other RDP curves.
+"""closed-form SGM bound, Theorem 5, and the other RDP curves.
 
 Every expected value comes from mpmath (50 digits) or a hand computation with the
 ``math`` module, never from jaxrdp itself.
@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import jaxrdp
-from _seed_helpers import assert_plain_jit_vmap, mp_log_gauss, mp_log_mixture, mp_renyi
+from _oracle_helpers import assert_plain_jit_vmap, mp_log_gauss, mp_log_mixture, mp_renyi
 from oracle import rdp_binomial, rdp_quad
 
 mpmath.mp.dps = 50
@@ -39,7 +39,7 @@ def _thm11_conditions_hold(q, sigma, alpha):
 @pytest.mark.parametrize("sigma", [2.0, 4.0, 10.0])
 @pytest.mark.parametrize("alpha", [1.5, 8.0, 64.0, 1000.0])
 def test_closed_form_value_and_conditions(q, sigma, alpha):
-    got = float(jaxrdp.sgm_rdp_closed_form(q, sigma, alpha))
+    got = float(jaxrdp.mechanisms.sgm_rdp_closed_form(q, sigma, alpha))
     if _thm11_conditions_hold(q, sigma, alpha):
         assert got == pytest.approx(2 * q * q * alpha / sigma**2, rel=1e-14)
     else:
@@ -47,10 +47,10 @@ def test_closed_form_value_and_conditions(q, sigma, alpha):
 
 
 def test_closed_form_edges():
-    assert float(jaxrdp.sgm_rdp_closed_form(0.0, 5.0, 8.0)) == 0.0
-    assert float(jaxrdp.sgm_rdp_closed_form(0.01, 5.0, math.inf)) == math.inf
-    assert float(jaxrdp.sgm_rdp_closed_form(0.01, 0.0, 8.0)) == math.inf
-    assert float(jaxrdp.sgm_rdp_closed_form(1.0, 5.0, 8.0)) == math.inf
+    assert float(jaxrdp.mechanisms.sgm_rdp_closed_form(0.0, 5.0, 8.0)) == 0.0
+    assert float(jaxrdp.mechanisms.sgm_rdp_closed_form(0.01, 5.0, math.inf)) == math.inf
+    assert float(jaxrdp.mechanisms.sgm_rdp_closed_form(0.01, 0.0, 8.0)) == math.inf
+    assert float(jaxrdp.mechanisms.sgm_rdp_closed_form(1.0, 5.0, 8.0)) == math.inf
 
 
 def _closed_form_grid():
@@ -63,7 +63,7 @@ def _closed_form_grid():
 def test_closed_form_upper_bounds_exact_rdp_on_grid():
     grid = _closed_form_grid()
     q, s, a = (np.array(v, np.float64) for v in zip(*grid))
-    bound = np.asarray(jaxrdp.sgm_rdp_closed_form(q, s, a))
+    bound = np.asarray(jaxrdp.mechanisms.sgm_rdp_closed_form(q, s, a))
     finite = np.isfinite(bound)
     assert finite.sum() >= 150  # the theorem's region is well covered
     ratios = []
@@ -81,14 +81,14 @@ def test_closed_form_upper_bounds_exact_rdp_on_grid():
        alpha=st.integers(2, 300))
 def test_closed_form_upper_bounds_exact_rdp_property(log10_q, sigma, alpha):
     q = 10.0**log10_q
-    bound = float(jaxrdp.sgm_rdp_closed_form(q, sigma, float(alpha)))
+    bound = float(jaxrdp.mechanisms.sgm_rdp_closed_form(q, sigma, float(alpha)))
     if math.isfinite(bound):
         assert bound >= float(rdp_binomial(q, sigma, alpha))
 
 
 @pytest.mark.parametrize("q,sigma,alpha", [(0.01, 5.0, 1.5), (0.05, 8.0, 7.5), (1e-3, 4.0, 20.5)])
 def test_closed_form_upper_bounds_exact_rdp_fractional(q, sigma, alpha):
-    bound = float(jaxrdp.sgm_rdp_closed_form(q, sigma, alpha))
+    bound = float(jaxrdp.mechanisms.sgm_rdp_closed_form(q, sigma, alpha))
     assert math.isfinite(bound)
     assert bound >= float(rdp_quad(q, sigma, alpha, dps=30))
 
@@ -99,8 +99,8 @@ def test_closed_form_upper_bounds_core_sgm_rdp():
     q = np.array([1e-3, 0.05])[:, None, None]
     s = np.array([4.0, 10.0])[None, :, None]
     a = np.asarray(jaxrdp.DEFAULT_ORDERS)[None, None, :]
-    bound = np.asarray(jaxrdp.sgm_rdp_closed_form(q, s, a))
-    exact = np.asarray(jaxrdp.sgm_rdp(q, s, a))
+    bound = np.asarray(jaxrdp.mechanisms.sgm_rdp_closed_form(q, s, a))
+    exact = np.asarray(jaxrdp.mechanisms.sgm_rdp(q, s, a))
     finite = np.isfinite(bound)
     assert finite.sum() > 150
     assert np.all(bound[finite] >= exact[finite])
@@ -136,13 +136,13 @@ def test_gaussian_rdp_matches_quadrature(sigma, alpha):
     pts = [mpmath.mpf(float(p)) for p in np.linspace(-10 * sigma, alpha + 10 * sigma, 20)]
     want = mp_renyi(lambda z: mp_log_gauss(z, 1, s), lambda z: mp_log_gauss(z, 0, s), alpha, pts)
     mpmath.mp.dps = 50
-    assert float(jaxrdp.gaussian_rdp(sigma, alpha)) == pytest.approx(float(want), rel=1e-13)
+    assert float(jaxrdp.mechanisms.gaussian_rdp(sigma, alpha)) == pytest.approx(float(want), rel=1e-13)
 
 
 def test_gaussian_rdp_edges():
-    assert float(jaxrdp.gaussian_rdp(0.0, 2.0)) == math.inf
-    assert float(jaxrdp.gaussian_rdp(1.0, math.inf)) == math.inf
-    assert float(jaxrdp.gaussian_rdp(2.0, 3.0)) == 3.0 / 8.0
+    assert float(jaxrdp.mechanisms.gaussian_rdp(0.0, 2.0)) == math.inf
+    assert float(jaxrdp.mechanisms.gaussian_rdp(1.0, math.inf)) == math.inf
+    assert float(jaxrdp.mechanisms.gaussian_rdp(2.0, 3.0)) == 3.0 / 8.0
 
 
 def _mp_laplace_formula(scale, alpha):
@@ -156,7 +156,7 @@ def _mp_laplace_formula(scale, alpha):
 @pytest.mark.parametrize("alpha", [1 + 1e-9, 1.01, 1.5, 2.0, 10.0, 300.0, 1e5])
 def test_laplace_rdp_matches_mpmath_formula(scale, alpha):
     want = float(_mp_laplace_formula(scale, alpha))
-    assert float(jaxrdp.laplace_rdp(scale, alpha)) == pytest.approx(want, rel=1e-12)
+    assert float(jaxrdp.mechanisms.laplace_rdp(scale, alpha)) == pytest.approx(want, rel=1e-12)
 
 
 @pytest.mark.parametrize("scale,alpha", [(0.5, 1.5), (1.0, 3.0), (4.0, 20.0)])
@@ -170,17 +170,17 @@ def test_laplace_rdp_matches_quadrature(scale, alpha):
 
     want = mp_renyi(log_lap(0), log_lap(1), alpha, [mpmath.mpf(0), mpmath.mpf(1)])
     mpmath.mp.dps = 50
-    assert float(jaxrdp.laplace_rdp(scale, alpha)) == pytest.approx(float(want), rel=1e-12)
+    assert float(jaxrdp.mechanisms.laplace_rdp(scale, alpha)) == pytest.approx(float(want), rel=1e-12)
 
 
 def test_laplace_rdp_limits():
     for scale in [0.3, 1.0, 50.0]:
-        kl = 1 / scale + math.expm1(-1 / scale)  # seed 002: alpha = 1 entry
-        near_one = float(jaxrdp.laplace_rdp(scale, 1 + 1e-12))
+        kl = 1 / scale + math.expm1(-1 / scale)  # Wang, lecture notes 6: alpha = 1 entry
+        near_one = float(jaxrdp.mechanisms.laplace_rdp(scale, 1 + 1e-12))
         assert near_one == pytest.approx(kl, rel=1e-9)
-        assert float(jaxrdp.laplace_rdp(scale, math.inf)) == pytest.approx(1 / scale, rel=1e-15)
-        assert float(jaxrdp.laplace_rdp(scale, 1e12)) == pytest.approx(1 / scale, rel=1e-9)
-    assert float(jaxrdp.laplace_rdp(0.0, 2.0)) == math.inf
+        assert float(jaxrdp.mechanisms.laplace_rdp(scale, math.inf)) == pytest.approx(1 / scale, rel=1e-15)
+        assert float(jaxrdp.mechanisms.laplace_rdp(scale, 1e12)) == pytest.approx(1 / scale, rel=1e-9)
+    assert float(jaxrdp.mechanisms.laplace_rdp(0.0, 2.0)) == math.inf
 
 
 def _mp_rr_formula(p, alpha):
@@ -194,24 +194,24 @@ def test_randomized_response_rdp_matches_mpmath(p, alpha):
     mpmath.mp.dps = 80  # p^alpha for alpha = 1e4 and tiny (1-p) needs the exponent range
     want = float(_mp_rr_formula(p, alpha))
     mpmath.mp.dps = 50
-    assert float(jaxrdp.randomized_response_rdp(p, alpha)) == pytest.approx(want, rel=1e-12)
+    assert float(jaxrdp.mechanisms.randomized_response_rdp(p, alpha)) == pytest.approx(want, rel=1e-12)
 
 
 def test_randomized_response_rdp_limits():
     for p in [0.6, 0.9]:
         ell = math.log(p / (1 - p))
-        assert float(jaxrdp.randomized_response_rdp(p, 1 + 1e-12)) == pytest.approx(
-            (2 * p - 1) * ell, rel=1e-9)  # seed 002: alpha = 1 entry
-        assert float(jaxrdp.randomized_response_rdp(p, math.inf)) == pytest.approx(ell, rel=1e-15)
-        assert float(jaxrdp.randomized_response_rdp(1 - p, 3.0)) == pytest.approx(
-            float(jaxrdp.randomized_response_rdp(p, 3.0)), rel=1e-15)
-    assert float(jaxrdp.randomized_response_rdp(0.5, 7.0)) == 0.0
-    assert float(jaxrdp.randomized_response_rdp(1.0, 2.0)) == math.inf
-    assert float(jaxrdp.randomized_response_rdp(0.0, 2.0)) == math.inf
+        assert float(jaxrdp.mechanisms.randomized_response_rdp(p, 1 + 1e-12)) == pytest.approx(
+            (2 * p - 1) * ell, rel=1e-9)  # Wang, lecture notes 6: alpha = 1 entry
+        assert float(jaxrdp.mechanisms.randomized_response_rdp(p, math.inf)) == pytest.approx(ell, rel=1e-15)
+        assert float(jaxrdp.mechanisms.randomized_response_rdp(1 - p, 3.0)) == pytest.approx(
+            float(jaxrdp.mechanisms.randomized_response_rdp(p, 3.0)), rel=1e-15)
+    assert float(jaxrdp.mechanisms.randomized_response_rdp(0.5, 7.0)) == 0.0
+    assert float(jaxrdp.mechanisms.randomized_response_rdp(1.0, 2.0)) == math.inf
+    assert float(jaxrdp.mechanisms.randomized_response_rdp(0.0, 2.0)) == math.inf
 
 
-@pytest.mark.parametrize("fn,arg", [(jaxrdp.laplace_rdp, 0.7), (jaxrdp.randomized_response_rdp, 0.8),
-                                    (jaxrdp.gaussian_rdp, 1.3)])
+@pytest.mark.parametrize("fn,arg", [(jaxrdp.mechanisms.laplace_rdp, 0.7), (jaxrdp.mechanisms.randomized_response_rdp, 0.8),
+                                    (jaxrdp.mechanisms.gaussian_rdp, 1.3)])
 def test_rdp_curves_non_decreasing_in_alpha(fn, arg):
     alphas = np.concatenate([1 + np.geomspace(1e-9, 1e4, 200), [np.inf]])
     values = np.asarray(fn(arg, alphas))
@@ -224,7 +224,7 @@ def test_rdp_curves_non_decreasing_in_alpha(fn, arg):
 @pytest.mark.parametrize("rho,delta", [(0.01, 1e-5), (0.5, 1e-6), (2.0, 0.1)])
 def test_zcdp_to_epsilon_hand_value(rho, delta):
     want = rho + 2 * math.sqrt(rho * math.log(1 / delta))
-    assert float(jaxrdp.zcdp_to_epsilon(rho, delta)) == pytest.approx(want, rel=1e-15)
+    assert float(jaxrdp.classical.zcdp_to_epsilon(rho, delta)) == pytest.approx(want, rel=1e-15)
 
 
 @pytest.mark.parametrize("sigma", [0.7, 2.0, 10.0])
@@ -232,7 +232,7 @@ def test_zcdp_to_epsilon_hand_value(rho, delta):
 def test_zcdp_epsilon_is_valid_for_gaussian(sigma, delta):
     # The Gaussian mechanism is 1/(2 sigma^2)-zCDP; its exact delta at the zCDP
     # epsilon (mpmath, Balle-Wang Thm 8) must be <= delta.
-    eps = float(jaxrdp.zcdp_to_epsilon(1 / (2 * sigma**2), delta))
+    eps = float(jaxrdp.classical.zcdp_to_epsilon(1 / (2 * sigma**2), delta))
     s, e = mpmath.mpf(sigma), mpmath.mpf(eps)
     exact = mpmath.ncdf(1 / (2 * s) - e * s) - mpmath.exp(e) * mpmath.ncdf(-1 / (2 * s) - e * s)
     assert exact <= delta
@@ -244,9 +244,9 @@ def test_zcdp_epsilon_is_valid_for_gaussian(sigma, delta):
 def test_accountant_composes_sgm_with_gaussian_and_laplace():
     sgm_only = jaxrdp.accountant_compose_sgm(jaxrdp.accountant_init(), 0.01, 1.1, count=1000)
     orders = np.asarray(sgm_only.orders)
-    state = jaxrdp.accountant_compose_rdp(sgm_only, jaxrdp.gaussian_rdp(5.0, sgm_only.orders), count=3)
-    state = jaxrdp.accountant_compose_rdp(state, jaxrdp.laplace_rdp(20.0, state.orders))
-    state = jaxrdp.accountant_compose_rdp(state, jaxrdp.randomized_response_rdp(0.6, state.orders))
+    state = jaxrdp.accountant_compose_rdp(sgm_only, jaxrdp.mechanisms.gaussian_rdp(5.0, sgm_only.orders), count=3)
+    state = jaxrdp.accountant_compose_rdp(state, jaxrdp.mechanisms.laplace_rdp(20.0, state.orders))
+    state = jaxrdp.accountant_compose_rdp(state, jaxrdp.mechanisms.randomized_response_rdp(0.6, state.orders))
     # RDP of different mechanisms adds: expected is the SGM part plus the Gaussian,
     # Laplace and randomized-response curves computed independently (by hand and
     # in mpmath) at each order.
@@ -265,11 +265,11 @@ def test_accountant_composes_sgm_with_gaussian_and_laplace():
 # --- plain / jit / vmap, validation, traced invalid input ------------------------
 
 _VARIANT_CASES = [
-    (jaxrdp.sgm_rdp_closed_form, (0.01, 5.0, 8.0), (0.001, 6.0, 3.5)),
-    (jaxrdp.gaussian_rdp, (1.0, 2.0), (3.0, 7.5)),
-    (jaxrdp.laplace_rdp, (1.0, 2.0), (30.0, 1.0001)),
-    (jaxrdp.randomized_response_rdp, (0.75, 2.0), (0.2, 50.0)),
-    (jaxrdp.zcdp_to_epsilon, (0.1, 1e-5), (2.0, 0.3)),
+    (jaxrdp.mechanisms.sgm_rdp_closed_form, (0.01, 5.0, 8.0), (0.001, 6.0, 3.5)),
+    (jaxrdp.mechanisms.gaussian_rdp, (1.0, 2.0), (3.0, 7.5)),
+    (jaxrdp.mechanisms.laplace_rdp, (1.0, 2.0), (30.0, 1.0001)),
+    (jaxrdp.mechanisms.randomized_response_rdp, (0.75, 2.0), (0.2, 50.0)),
+    (jaxrdp.classical.zcdp_to_epsilon, (0.1, 1e-5), (2.0, 0.3)),
 ]
 
 
@@ -279,19 +279,19 @@ def test_plain_jit_vmap(fn, args, other):
 
 
 @pytest.mark.parametrize("fn,args,name", [
-    (jaxrdp.sgm_rdp_closed_form, (1.5, 5.0, 8.0), "q"),
-    (jaxrdp.sgm_rdp_closed_form, (0.1, -1.0, 8.0), "sigma"),
-    (jaxrdp.sgm_rdp_closed_form, (0.1, 5.0, 1.0), "alpha"),
-    (jaxrdp.sgm_rdp_closed_form, (float("nan"), 5.0, 8.0), "q"),
-    (jaxrdp.gaussian_rdp, (-1.0, 2.0), "sigma"),
-    (jaxrdp.gaussian_rdp, (1.0, 0.5), "alpha"),
-    (jaxrdp.laplace_rdp, (-0.1, 2.0), "scale"),
-    (jaxrdp.laplace_rdp, (1.0, float("nan")), "alpha"),
-    (jaxrdp.randomized_response_rdp, (1.2, 2.0), "p"),
-    (jaxrdp.randomized_response_rdp, (0.7, 1.0), "alpha"),
-    (jaxrdp.zcdp_to_epsilon, (-1.0, 1e-5), "rho"),
-    (jaxrdp.zcdp_to_epsilon, (1.0, 1.0), "delta"),
-    (jaxrdp.zcdp_to_epsilon, (1.0, 0.0), "delta"),
+    (jaxrdp.mechanisms.sgm_rdp_closed_form, (1.5, 5.0, 8.0), "q"),
+    (jaxrdp.mechanisms.sgm_rdp_closed_form, (0.1, -1.0, 8.0), "sigma"),
+    (jaxrdp.mechanisms.sgm_rdp_closed_form, (0.1, 5.0, 1.0), "alpha"),
+    (jaxrdp.mechanisms.sgm_rdp_closed_form, (float("nan"), 5.0, 8.0), "q"),
+    (jaxrdp.mechanisms.gaussian_rdp, (-1.0, 2.0), "sigma"),
+    (jaxrdp.mechanisms.gaussian_rdp, (1.0, 0.5), "alpha"),
+    (jaxrdp.mechanisms.laplace_rdp, (-0.1, 2.0), "scale"),
+    (jaxrdp.mechanisms.laplace_rdp, (1.0, float("nan")), "alpha"),
+    (jaxrdp.mechanisms.randomized_response_rdp, (1.2, 2.0), "p"),
+    (jaxrdp.mechanisms.randomized_response_rdp, (0.7, 1.0), "alpha"),
+    (jaxrdp.classical.zcdp_to_epsilon, (-1.0, 1e-5), "rho"),
+    (jaxrdp.classical.zcdp_to_epsilon, (1.0, 1.0), "delta"),
+    (jaxrdp.classical.zcdp_to_epsilon, (1.0, 0.0), "delta"),
 ])
 def test_bad_input_raises(fn, args, name):
     with pytest.raises(ValueError, match=name):
@@ -299,21 +299,21 @@ def test_bad_input_raises(fn, args, name):
 
 
 @pytest.mark.parametrize("fn,args", [
-    (jaxrdp.sgm_rdp_closed_form, (1.5, 5.0, 8.0)),
-    (jaxrdp.gaussian_rdp, (1.0, 0.5)),
-    (jaxrdp.laplace_rdp, (-1.0, 2.0)),
-    (jaxrdp.randomized_response_rdp, (0.7, 1.0)),
-    (jaxrdp.zcdp_to_epsilon, (1.0, 2.0)),
+    (jaxrdp.mechanisms.sgm_rdp_closed_form, (1.5, 5.0, 8.0)),
+    (jaxrdp.mechanisms.gaussian_rdp, (1.0, 0.5)),
+    (jaxrdp.mechanisms.laplace_rdp, (-1.0, 2.0)),
+    (jaxrdp.mechanisms.randomized_response_rdp, (0.7, 1.0)),
+    (jaxrdp.classical.zcdp_to_epsilon, (1.0, 2.0)),
 ])
 def test_traced_bad_input_gives_nan(fn, args):
     assert math.isnan(float(jax.jit(fn)(*args)))
 
 
 @pytest.mark.parametrize("fn,args", [
-    (jaxrdp.laplace_rdp, (2.0, 3.0)),
-    (jaxrdp.randomized_response_rdp, (0.7, 3.0)),
-    (jaxrdp.gaussian_rdp, (2.0, 3.0)),
-    (jaxrdp.sgm_rdp_closed_form, (0.01, 5.0, 8.0)),
+    (jaxrdp.mechanisms.laplace_rdp, (2.0, 3.0)),
+    (jaxrdp.mechanisms.randomized_response_rdp, (0.7, 3.0)),
+    (jaxrdp.mechanisms.gaussian_rdp, (2.0, 3.0)),
+    (jaxrdp.mechanisms.sgm_rdp_closed_form, (0.01, 5.0, 8.0)),
 ])
 def test_gradients_are_finite(fn, args):
     grads = jax.grad(lambda *a: fn(*a), argnums=tuple(range(len(args))))(*args)
