@@ -40,3 +40,20 @@ __all__ = [
     "sgm_single_step_delta",
     "sgm_single_step_sigma",
 ]
+
+# Sampling without replacement (fixed-size batches) and neighbouring relations.
+from ._sampled_without_replacement import RELATIONS as RELATIONS
+from ._sampled_without_replacement import WOR_MAX_ORDER as WOR_MAX_ORDER
+from ._sampled_without_replacement import effective_noise_multiplier as effective_noise_multiplier
+from ._sampled_without_replacement import (
+    sampled_without_replacement_gaussian_log_a as sampled_without_replacement_gaussian_log_a)
+from ._sampled_without_replacement import (
+    sampled_without_replacement_gaussian_rdp as sampled_without_replacement_gaussian_rdp)
+
+__all__ += [
+    "RELATIONS",
+    "WOR_MAX_ORDER",
+    "effective_noise_multiplier",
+    "sampled_without_replacement_gaussian_log_a",
+    "sampled_without_replacement_gaussian_rdp",
+]
