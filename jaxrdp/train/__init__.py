@@ -45,3 +45,26 @@ __all__ = [
     "sampling_rate",
     "save_checkpoint",
 ]
+
+# Batch samplers with static shapes and the gathered gradient (O(batch) per step).
+from ._dp_gradient import gather_batch as gather_batch
+from ._dp_gradient import gathered_dp_gradient as gathered_dp_gradient
+from ._samplers import FixedSizeSampler as FixedSizeSampler
+from ._samplers import PoissonSampler as PoissonSampler
+from ._samplers import ShuffleSampler as ShuffleSampler
+from ._samplers import binomial_log_sf as binomial_log_sf
+from ._samplers import default_capacity as default_capacity
+from ._samplers import truncated_poisson_delta as truncated_poisson_delta
+from ._samplers import truncation_delta as truncation_delta
+
+__all__ += [
+    "FixedSizeSampler",
+    "PoissonSampler",
+    "ShuffleSampler",
+    "binomial_log_sf",
+    "default_capacity",
+    "gather_batch",
+    "gathered_dp_gradient",
+    "truncated_poisson_delta",
+    "truncation_delta",
+]

@@ -34,12 +34,13 @@ from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from .._core.validation import check_range
 from .._core.precision import x64_context
 
-__all__ = ["clip_per_example", "per_example_grads", "dp_gradient"]
+__all__ = ["clip_per_example", "per_example_grads", "dp_gradient", "gather_batch", "gathered_dp_gradient"]
 
 PyTree = Any
 
@@ -207,3 +208,98 @@ def dp_gradient(
             denom_l = denom.astype(s.dtype)
         noisy.append((s + std_l * jax.random.normal(k, s.shape, s.dtype)) / denom_l)
     return jax.tree.unflatten(treedef, noisy)
+
+
+def gather_batch(data: PyTree, indices: ArrayLike) -> PyTree:
+    """``data[indices]`` on every leaf: the examples of one batch, O(batch) work.
+
+    Works where the data is: numpy leaves with numpy indices are gathered on
+    the host (then only the batch is transferred to the device); JAX arrays,
+    or any traced argument, are gathered on the device with ``jnp.take``
+    (inside ``jit`` for a dataset kept on the device).
+
+    Args:
+      data: pytree of arrays with a common leading axis n.
+      indices: ``int[B_max]`` indices into that axis (padding entries must be
+        valid indices, e.g. 0; they are masked later).
+
+    Returns:
+      Pytree like ``data`` with leading axis B_max.
+
+    Examples:
+      >>> import numpy as np
+      >>> from jaxrdp.train import gather_batch
+      >>> gather_batch({"x": np.arange(10) * 2}, np.array([3, 0]))["x"].tolist()
+      [6, 0]
+    """
+    host_indices = isinstance(indices, np.ndarray)
+
+    def take(x):
+        if host_indices and isinstance(x, np.ndarray):
+            return np.take(x, indices, axis=0)
+        return jnp.take(jnp.asarray(x), jnp.asarray(indices), axis=0)
+
+    return jax.tree.map(take, data)
+
+
+def gathered_dp_gradient(
+    loss_fn: Callable[[PyTree, PyTree], jax.Array],
+    params: PyTree,
+    data: PyTree,
+    indices: ArrayLike,
+    mask: ArrayLike,
+    key: jax.Array,
+    *,
+    clip_norm: ArrayLike,
+    noise_multiplier: ArrayLike,
+    expected_batch_size: ArrayLike,
+) -> PyTree:
+    """One noisy DP-SGD gradient from the B_max gathered examples of a sampler.
+
+        g = (sum_{i < B_max} mask_i clip_C(grad(data[indices_i])) + N(0, sigma^2 C^2 I)) / m
+
+    Per-example gradients are computed for the B_max gathered examples only,
+    so the cost is O(B_max), independent of the dataset size n. ``indices``
+    and ``mask`` come from a sampler in :mod:`jaxrdp.train`
+    (``PoissonSampler``, ``FixedSizeSampler``, ``ShuffleSampler``); the
+    divisor m is the sampler's ``expected_batch_size``: q n for Poisson
+    sampling, B for fixed-size and shuffled batches (constants, so the
+    division is post-processing; never the realized batch size, see
+    :func:`dp_gradient`). Same clipping, noise and precision rules as
+    :func:`dp_gradient`, to which this delegates after the gather
+    (Abadi et al. 2016, arXiv:1607.00133, Algorithm 1).
+
+    Args:
+      loss_fn: scalar loss of one example, ``loss_fn(params, example)``.
+      params: model parameters (a pytree of float arrays).
+      data: the dataset, a pytree of arrays with leading axis n, on the host
+        (numpy) or on the device (see :func:`gather_batch`).
+      indices: ``int[B_max]`` indices of the batch (padding: any valid index).
+      mask: ``bool[B_max]``, True for the entries in the batch.
+      key: PRNG key for the noise.
+      clip_norm: C > 0.
+      noise_multiplier: sigma >= 0; noise std sigma * C.
+      expected_batch_size: the normalizer m > 0 (q n or B).
+
+    Returns:
+      Pytree like ``params``: the noisy, clipped, normalized gradient.
+
+    Raises:
+      ValueError: as :func:`dp_gradient`.
+
+    Examples:
+      >>> import jax, jax.numpy as jnp, numpy as np
+      >>> from jaxrdp.train import PoissonSampler, gathered_dp_gradient
+      >>> data = {"x": np.ones((1000, 3), np.float32), "y": np.zeros(1000, np.float32)}
+      >>> loss = lambda w, ex: (ex["x"] @ w - ex["y"]) ** 2
+      >>> s = PoissonSampler(n=1000, q=0.01, capacity=32, seed=0)
+      >>> idx, mask = s.sample(0)
+      >>> g = gathered_dp_gradient(loss, jnp.zeros(3), data, idx, mask, jax.random.PRNGKey(0),
+      ...                          clip_norm=1.0, noise_multiplier=1.0,
+      ...                          expected_batch_size=s.expected_batch_size)
+      >>> g.shape
+      (3,)
+    """
+    batch = gather_batch(data, indices)
+    return dp_gradient(loss_fn, params, batch, mask, key, clip_norm=clip_norm,
+                       noise_multiplier=noise_multiplier, expected_batch_size=expected_batch_size)
