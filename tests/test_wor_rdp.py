@@ -124,9 +124,11 @@ def test_vectorized_grid_equals_elementwise():
   orders = np.array([1.25, 2.0, 7.0, 33.5, 100.0])
   grid = np.asarray(rdp(gammas, sigmas, orders))
   assert grid.shape == (3, 5)
-  for i in range(3):
-    for k in range(5):
-      assert grid[i, k] == pytest.approx(float(rdp(gammas[i, 0], sigmas[i, 0], orders[k])), rel=1e-13)
+  # The same 15 elements as a flat batch (one element per configuration and order).
+  g, s, a = (np.broadcast_to(x, (3, 5)).ravel() for x in (gammas, sigmas, orders))
+  flat = np.asarray(rdp(g, s, a))
+  np.testing.assert_allclose(grid.ravel(), flat, rtol=1e-13)
+  assert grid[1, 2] == pytest.approx(float(rdp(0.02, 3.0, 7.0)), rel=1e-13)
 
 
 def test_jit_vmap_grad():
