@@ -134,11 +134,8 @@ from .calibration._calibration import NoiseCalibration as NoiseCalibration
 from .calibration._calibration import SamplingRateCalibration as SamplingRateCalibration
 from .calibration._calibration import StepsCalibration as StepsCalibration
 from .calibration._calibration import calibrate_noise as calibrate_noise
-from .calibration._calibration import calibrate_noise_for_delta as calibrate_noise_for_delta
 from .calibration._calibration import calibrate_sampling_rate as calibrate_sampling_rate
-from .calibration._calibration import calibrate_sampling_rate_for_delta as calibrate_sampling_rate_for_delta
 from .calibration._calibration import calibrate_steps as calibrate_steps
-from .calibration._calibration import calibrate_steps_for_delta as calibrate_steps_for_delta
 from .train._dataset import epochs_to_steps as epochs_to_steps
 from .train._dataset import sampling_rate as sampling_rate
 from .sweeps._plot import plot_sweep as plot_sweep
@@ -151,11 +148,8 @@ __all__ += [
     "StepsCalibration",
     "SweepResult",
     "calibrate_noise",
-    "calibrate_noise_for_delta",
     "calibrate_sampling_rate",
-    "calibrate_sampling_rate_for_delta",
     "calibrate_steps",
-    "calibrate_steps_for_delta",
     "epochs_to_steps",
     "plot_sweep",
     "sampling_rate",
