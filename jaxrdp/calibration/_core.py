@@ -54,7 +54,8 @@ from the search, not recomputed.
 from __future__ import annotations
 
 import enum
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 import jax
