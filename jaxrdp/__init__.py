@@ -47,13 +47,8 @@ from .calibration._calibration import NoiseCalibration as NoiseCalibration
 from .calibration._calibration import SamplingRateCalibration as SamplingRateCalibration
 from .calibration._calibration import StepsCalibration as StepsCalibration
 from .calibration._calibration import calibrate_noise as calibrate_noise
-from .calibration._calibration import calibrate_noise_for_delta as calibrate_noise_for_delta
 from .calibration._calibration import calibrate_sampling_rate as calibrate_sampling_rate
-from .calibration._calibration import (
-    calibrate_sampling_rate_for_delta as calibrate_sampling_rate_for_delta,
-)
 from .calibration._calibration import calibrate_steps as calibrate_steps
-from .calibration._calibration import calibrate_steps_for_delta as calibrate_steps_for_delta
 
 # Sweeps.
 from .sweeps import SweepResult as SweepResult
@@ -88,11 +83,8 @@ __all__ = [
     "SamplingRateCalibration",
     "StepsCalibration",
     "calibrate_noise",
-    "calibrate_noise_for_delta",
     "calibrate_sampling_rate",
-    "calibrate_sampling_rate_for_delta",
     "calibrate_steps",
-    "calibrate_steps_for_delta",
     # sweeps
     "SweepResult",
     "plot_sweep",

@@ -314,20 +314,23 @@ def _cmd_calibrate(args, parser) -> int:
   tgt, given = ("delta", "epsilon") if by_delta else ("epsilon", "delta")
   target_name = "target_" + tgt
 
+  def budget_of(cols):
+    # The budget as the calibrations' keywords: target_epsilon and delta, or
+    # target_delta and epsilon.
+    return {target_name: cols[tgt], given: cols[given]}
+
   from .calibration import _calibration as cal
 
   if solve == "sigma":
     axes = {**sampling, **duration}
     cols = _derived(_grid({**axes, "epsilon": args.epsilon, "delta": args.delta}))
-    fn = cal.calibrate_noise_for_delta if by_delta else cal.calibrate_noise
-    res = fn(cols[tgt], cols[given], cols["q"], cols["steps"])
+    res = cal.calibrate_noise(q=cols["q"], steps=cols["steps"], **budget_of(cols))
     out = {"sigma": np.asarray(res.sigma)}
   elif solve == "steps":
     axes = dict(sampling)
     cols = _derived(_grid({**axes, "sigma": args.sigma, "epsilon": args.epsilon,
                            "delta": args.delta}))
-    fn = cal.calibrate_steps_for_delta if by_delta else cal.calibrate_steps
-    res = fn(cols[tgt], cols[given], cols["q"], cols["sigma"])
+    res = cal.calibrate_steps(q=cols["q"], sigma=cols["sigma"], **budget_of(cols))
     out = {"steps": np.asarray(res.steps)}
     if "batch_size" in cols:
       out["epochs"] = out["steps"] * cols["batch_size"] / cols["dataset_size"]
@@ -335,8 +338,7 @@ def _cmd_calibrate(args, parser) -> int:
     axes = {"dataset_size": args.dataset_size} if args.dataset_size else {}
     cols = _grid({**axes, "sigma": args.sigma, "steps": args.steps,
                   "epsilon": args.epsilon, "delta": args.delta})
-    fn = cal.calibrate_sampling_rate_for_delta if by_delta else cal.calibrate_sampling_rate
-    res = fn(cols[tgt], cols[given], cols["sigma"], cols["steps"])
+    res = cal.calibrate_sampling_rate(sigma=cols["sigma"], steps=cols["steps"], **budget_of(cols))
     out = {"q": np.asarray(res.q)}
     if "dataset_size" in cols:
       from .rdp._dpsgd import dpsgd_delta, dpsgd_epsilon

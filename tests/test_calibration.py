@@ -1,4 +1,4 @@
-"""Calibration: budgets met, tight to 1e-6, closed-form oracles, jit/vmap, errors.
+"""Calibration: budgets met, tight to 1e-6, closed-form oracles, jit/vmap, errors; the core.
 
 The SGM kernel takes seconds to compile, so every call here uses arrays of one
 shape (N cells) and each solver compiles once for it (plus once under jit and
@@ -14,7 +14,9 @@ import jax.numpy as jnp
 
 import jaxrdp
 from helpers import run_fresh_python
+from jaxrdp._core.precision import x64_context
 from jaxrdp.calibration import _calibration
+from jaxrdp.calibration._core import Budget, Domain, Evaluator, Known, calibrate
 
 DELTA = 1e-5
 N = 32
@@ -128,12 +130,12 @@ def test_noise_monotone_mnist_and_degenerate():
 
 
 # --------------------------------------------------------------------------------------
-# calibrate_noise_for_delta
+# calibrate_noise, delta budget
 
 
-def test_noise_for_delta_meets_budget_and_is_tight(grid):
+def test_noise_delta_budget_meets_budget_and_is_tight(grid):
   q, steps, delta, eps, _ = grid
-  res = jaxrdp.calibrate_noise_for_delta(delta, eps, q, steps)
+  res = jaxrdp.calibrate_noise(q=q, steps=steps, target_delta=delta, epsilon=eps)
   ok = np.asarray(res.feasible)
   sigma = np.asarray(res.sigma)
   assert ok.sum() >= N - 2
@@ -181,9 +183,9 @@ def test_steps_closed_form_and_degenerate():
   assert np.mean(got == expected) > 0.9
 
 
-def test_steps_for_delta(grid):
+def test_steps_delta_budget(grid):
   q, _, delta, eps, sigma = grid
-  res = jaxrdp.calibrate_steps_for_delta(delta, eps, q, sigma)
+  res = jaxrdp.calibrate_steps(q=q, sigma=sigma, target_delta=delta, epsilon=eps)
   steps = np.asarray(res.steps)
   ok = np.asarray(res.feasible) & np.isfinite(steps)
   assert ok.sum() >= 3
@@ -212,9 +214,9 @@ def test_sampling_rate_largest(grid):
   assert np.all(np.isnan(q[~ok]))
 
 
-def test_sampling_rate_for_delta(grid):
+def test_sampling_rate_delta_budget(grid):
   _, steps, delta, eps, sigma = grid
-  res = jaxrdp.calibrate_sampling_rate_for_delta(delta, eps, sigma, steps)
+  res = jaxrdp.calibrate_sampling_rate(sigma=sigma, steps=steps, target_delta=delta, epsilon=eps)
   q = np.asarray(res.q)
   ok = np.asarray(res.feasible) & (q < 1)
   assert ok.sum() >= 5
@@ -226,37 +228,43 @@ def test_sampling_rate_for_delta(grid):
 # Transformations, recompilation, validation.
 
 
-def _args(name, grid):
+def _kwargs(name, by_delta, grid):
   q, steps, delta, eps, sigma = grid
-  budget, given = (delta, eps) if name.endswith("for_delta") else (eps, delta)
-  if name.startswith("calibrate_noise"):
-    return budget, given, q, steps
-  if name.startswith("calibrate_steps"):
-    return budget, given, q, sigma
-  return budget, given, sigma, steps
+  budget = dict(target_delta=delta, epsilon=eps) if by_delta else dict(target_epsilon=eps,
+                                                                       delta=delta)
+  if name == "calibrate_noise":
+    return dict(budget, q=q, steps=steps)
+  if name == "calibrate_steps":
+    return dict(budget, q=q, sigma=sigma)
+  return dict(budget, sigma=sigma, steps=steps)
 
 
-FIELDS = {"noise": "sigma", "steps": "steps", "sampling": "q"}
+FIELDS = {"calibrate_noise": "sigma", "calibrate_steps": "steps", "calibrate_sampling_rate": "q"}
 
 
-@pytest.mark.parametrize("name", ["calibrate_noise", "calibrate_steps", "calibrate_sampling_rate",
-                                  "calibrate_noise_for_delta", "calibrate_steps_for_delta",
-                                  "calibrate_sampling_rate_for_delta"])
-def test_plain_jit_vmap_agree(name, grid):
+@pytest.mark.parametrize("by_delta", [False, True], ids=["epsilon_budget", "delta_budget"])
+@pytest.mark.parametrize("name", ["calibrate_noise", "calibrate_steps", "calibrate_sampling_rate"])
+def test_plain_jit_vmap_agree(name, by_delta, grid):
   fn = getattr(jaxrdp, name)
-  field = FIELDS[name.split("_")[1]]
-  args = [jnp.asarray(a) for a in _args(name, grid)]
-  plain = np.asarray(getattr(fn(*args), field))
+  field = FIELDS[name]
+  kwargs = {k: jnp.asarray(a) for k, a in _kwargs(name, by_delta, grid).items()}
+  keys = list(kwargs)
+  args = [kwargs[k] for k in keys]
+
+  def positional(*a):
+    return fn(**dict(zip(keys, a)))
+
+  plain = np.asarray(getattr(fn(**kwargs), field))
   with jax.enable_x64(True):  # float64 under the transformations, to compare at 1e-12
     # jit of vmap: both transformations in one compilation (the SGM kernel takes
     # seconds to compile).
-    transformed = jax.jit(jax.vmap(fn))
+    transformed = jax.jit(jax.vmap(positional))
     both = np.asarray(getattr(transformed(*args), field))
     np.testing.assert_allclose(both, plain, rtol=1e-12, equal_nan=True)
-    if name == "calibrate_noise":
+    if name == "calibrate_noise" and not by_delta:
       # Traced invalid input gives NaN with feasible == False, never a number.
       bad = list(args)
-      bad[2] = bad[2].at[0].set(2.0)  # q = 2
+      bad[keys.index("q")] = bad[keys.index("q")].at[0].set(2.0)  # q = 2
       res = transformed(*bad)
       assert np.isnan(float(res.sigma[0])) and not bool(res.feasible[0])
       np.testing.assert_allclose(np.asarray(res.sigma)[1:], plain[1:], rtol=1e-12, equal_nan=True)
@@ -310,4 +318,169 @@ def test_invalid_sigma_raises():
   with pytest.raises(ValueError, match="sigma"):
     jaxrdp.calibrate_steps(1.0, 1e-5, 0.1, -1.0)
   with pytest.raises(ValueError, match="target_delta"):
-    jaxrdp.calibrate_sampling_rate_for_delta(1.5, 1.0, 1.0, 10)
+    jaxrdp.calibrate_sampling_rate(sigma=1.0, steps=10, target_delta=1.5, epsilon=1.0)
+  with pytest.raises(ValueError, match="epsilon"):
+    jaxrdp.calibrate_noise(q=0.1, steps=10, target_delta=1e-5, epsilon=-1.0)
+
+
+@pytest.mark.parametrize(
+    "kwargs,match",
+    [
+        (dict(q=0.1, steps=10), "either target_epsilon and delta"),
+        (dict(target_epsilon=1.0, delta=1e-5, target_delta=1e-5, epsilon=1.0, q=0.1, steps=10),
+         "either target_epsilon and delta"),
+        (dict(target_epsilon=1.0, q=0.1, steps=10), "'delta'"),
+        (dict(epsilon=1.0, q=0.1, steps=10), "'target_delta'"),
+        (dict(target_epsilon=1.0, delta=1e-5, q=0.1), "'steps'"),
+    ],
+)
+def test_budget_arguments(kwargs, match):
+  # One budget per call: target_epsilon with delta, or target_delta with epsilon.
+  with pytest.raises(TypeError, match=match):
+    jaxrdp.calibrate_noise(**kwargs)
+
+
+def test_unknown_accountant_raises():
+  with pytest.raises(ValueError, match="accountant"):
+    jaxrdp.calibrate_steps(1.0, 1e-5, 0.1, 1.0, accountant="unknown")
+
+
+# --------------------------------------------------------------------------------------
+# The core on its own: synthetic monotone evaluators with known thresholds, value only.
+
+MARGIN = 1 - 1e-12  # the core's budget margin
+_rng = np.random.default_rng(99)
+C = 10 ** _rng.uniform(-2, 2, N)   # one scale per cell
+TARGET = 10 ** _rng.uniform(-1, 1, N)
+
+
+def _zeros_order(p):
+  return jnp.zeros_like(p)
+
+
+def _run_core(make_ev, budget, target, given, known=None):
+  # jit, so that the loops compile once per test; float64 inside.
+  with x64_context():
+    fn = jax.jit(lambda t, g, c: calibrate(make_ev(c), budget, t, g, known=known))
+    return jax.tree_util.tree_map(np.asarray, fn(jnp.asarray(target), jnp.asarray(given),
+                                                 jnp.asarray(C)))
+
+
+def _decreasing(c):
+  # value = c / p: the smallest p meeting the budget is c / (target * margin).
+  return Evaluator(lambda p, live: (c / p, _zeros_order(p)), increasing=False,
+                   domain=Domain(1e-3, 1e6, "log"))
+
+
+def _increasing(c):
+  # value = c p^2: the largest p meeting the budget is sqrt(target * margin / c), or 1.
+  return Evaluator(lambda p, live: (c * p * p, _zeros_order(p)), increasing=True,
+                   domain=Domain(1e-10, 1.0, "log"))
+
+
+def test_core_decreasing_log_parameter():
+  res = _run_core(_decreasing, Budget.EPSILON, TARGET, np.full(N, DELTA))
+  expected = C / (TARGET * MARGIN)
+  feasible = (expected >= 1e-3) & (expected <= 1e6)
+  np.testing.assert_array_equal(res.feasible, feasible)
+  p = res.param[feasible]
+  # Conservative: the margin absorbs a different rounding of the recomputation.
+  assert np.all(C[feasible] / p <= TARGET[feasible])
+  assert np.all(C[feasible] / (p * (1 - 1e-6)) > TARGET[feasible])  # tight
+  np.testing.assert_allclose(p, expected[feasible], rtol=1e-7)
+  np.testing.assert_allclose(res.epsilon[feasible], C[feasible] / p, rtol=1e-15)
+  np.testing.assert_array_equal(res.delta[feasible], DELTA)
+
+
+def test_core_increasing_log_parameter_caps_and_infeasible():
+  target = TARGET.copy()
+  target[:3] = [1e-30, 1e3, 5.0]  # q below 1e-10: infeasible; q above 1: capped at 1
+  c = C.copy()
+  res = _run_core(_increasing, Budget.EPSILON, target, np.full(N, DELTA))
+  expected = np.sqrt(target * MARGIN / c)
+  assert not res.feasible[0] and np.isnan(res.param[0]) and np.isnan(res.epsilon[0])
+  inner = (expected > 1e-10) & (expected < 1)
+  assert inner.sum() >= 5
+  np.testing.assert_array_equal(res.feasible, expected > 1e-10)
+  np.testing.assert_array_equal(res.param[expected >= 1], 1.0)
+  p = res.param[inner]
+  assert np.all(c[inner] * p * p <= target[inner])
+  assert np.all(c[inner] * (p * (1 + 1e-6)) ** 2 > target[inner])
+  np.testing.assert_allclose(p, expected[inner], rtol=1e-7)
+
+
+def test_core_delta_budget_and_invalid_cells():
+  # A delta budget: the value is a delta, the given half an epsilon.
+  target = 10 ** np.random.default_rng(3).uniform(-6, -1, N)
+  given = np.full(N, 2.0)
+  target[0], given[1] = 1.5, np.nan  # out of range: not searched, NaN
+  res = _run_core(_decreasing, Budget.DELTA, target, given)
+  assert not res.feasible[:2].any() and np.all(np.isnan(res.param[:2]))
+  ok = res.feasible
+  np.testing.assert_array_equal(ok[2:], (C / (target * MARGIN) <= 1e6)[2:])
+  assert ok.sum() >= 5
+  np.testing.assert_allclose(res.param[ok], (C / (target * MARGIN))[ok], rtol=1e-7)
+  np.testing.assert_allclose(res.delta[ok], (C / res.param)[ok], rtol=1e-15)
+  np.testing.assert_array_equal(res.epsilon[ok], 2.0)
+
+
+def test_core_integer_parameter_both_directions():
+  bound = TARGET * MARGIN
+
+  def more_is_worse(c):  # value = c n: the largest n with c n <= bound
+    return Evaluator(lambda n, live: (c * n, _zeros_order(n)), True,
+                     Domain(1.0, 2.0 ** 52, "integer"))
+
+  def more_is_better(c):  # value = c / n: the smallest n with c / n <= bound
+    return Evaluator(lambda n, live: (c / n, _zeros_order(n)), False,
+                     Domain(1.0, 1e6, "integer"))
+
+  res = _run_core(more_is_worse, Budget.EPSILON, TARGET, np.full(N, DELTA))
+  expected = np.floor(bound / C)
+  np.testing.assert_array_equal(res.feasible, expected >= 1)
+  assert 0 < (expected < 1).sum() < N
+  ok = res.feasible
+  # Tight to one step: n meets the budget, n + 1 does not (floor may round either way).
+  assert np.all(C[ok] * res.param[ok] <= bound[ok])
+  assert np.all(C[ok] * (res.param[ok] + 1) > bound[ok])
+  assert np.all(np.abs(res.param[ok] - expected[ok]) <= 1)
+
+  res = _run_core(more_is_better, Budget.EPSILON, TARGET, np.full(N, DELTA))
+  expected = np.maximum(np.ceil(C / bound), 1.0)
+  assert np.all(res.feasible)
+  n = res.param
+  assert np.all(C / n <= bound)
+  assert np.all((n == 1) | (C / np.maximum(n - 1, 1) > bound))
+  assert np.all(np.abs(n - expected) <= 1)
+
+
+def test_core_known_cells_and_accelerators():
+  # Cells answered in closed form are feasible and untouched by the search; a proxy
+  # (never below the value) and a memo change the work, not the answer.
+  known = Known(jnp.arange(N) < 2, jnp.full(N, 7.0), jnp.full(N, 0.25), jnp.full(N, 3.0))
+
+  def plain(c):
+    return _decreasing(c)
+
+  def accelerated(c):
+    def value(p, live, hint):
+      # The memo is the value at the best acceptable point; beyond it, the value is
+      # at least that (more budget is spent there).
+      v = c / p
+      assert hint.beyond.shape == p.shape
+      return v, _zeros_order(p), jnp.maximum(v, jnp.where(hint.beyond, 0.0, 0.0))[..., None]
+
+    return Evaluator(value, False, Domain(1e-3, 1e6, "log"), start=c,
+                     proxy=lambda p: 1.05 * c / p,
+                     memo_like=jax.ShapeDtypeStruct((N, 1), jnp.float64))
+
+  a = _run_core(plain, Budget.EPSILON, TARGET, np.full(N, DELTA), known)
+  b = _run_core(accelerated, Budget.EPSILON, TARGET, np.full(N, DELTA), known)
+  for res in (a, b):
+    np.testing.assert_array_equal(res.param[:2], 7.0)
+    np.testing.assert_array_equal(res.epsilon[:2], 0.25)
+    np.testing.assert_array_equal(res.order[:2], 3.0)
+  np.testing.assert_array_equal(a.feasible, b.feasible)
+  ok = b.feasible
+  assert np.all(C[ok][2:] / b.param[ok][2:] <= TARGET[ok][2:])
+  np.testing.assert_allclose(b.param, a.param, rtol=1e-7)
