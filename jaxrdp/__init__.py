@@ -1,19 +1,11 @@
 """jaxrdp: exact, vectorized Renyi-DP accounting for the Sampled Gaussian Mechanism.
 
 Kernels: :func:`sgm_log_a`, :func:`sgm_rdp`. Conversions: :func:`rdp_to_epsilon`,
-:func:`rdp_to_delta`. One call for DP-SGD: :func:`dpsgd_epsilon`. A functional,
-jittable accountant (``accountant_*``) and an eager :class:`RdpAccountant`.
+:func:`rdp_to_delta`. One call for DP-SGD: :func:`dpsgd_epsilon`. Events (``jaxrdp.events``) and
+accountants (``jaxrdp.accountants``): :func:`epsilon_from_event`, the eager
+:class:`PrivacyAccountant`.
 """
 
-from .rdp._accountant import AccountantState as AccountantState
-from .rdp._accountant import RdpAccountant as RdpAccountant
-from .rdp._accountant import accountant_compose_rdp as accountant_compose_rdp
-from .rdp._accountant import accountant_compose_sgm as accountant_compose_sgm
-from .rdp._accountant import accountant_delta as accountant_delta
-from .rdp._accountant import accountant_epsilon as accountant_epsilon
-from .rdp._accountant import accountant_from_dict as accountant_from_dict
-from .rdp._accountant import accountant_init as accountant_init
-from .rdp._accountant import accountant_to_dict as accountant_to_dict
 from .rdp._conversions import DeltaResult as DeltaResult
 from .rdp._conversions import EpsilonResult as EpsilonResult
 from .rdp._conversions import rdp_to_delta as rdp_to_delta
@@ -29,19 +21,10 @@ from .mechanisms._sgm import sgm_rdp as sgm_rdp
 __version__ = "0.1.0"
 
 __all__ = [
-    "AccountantState",
     "DEFAULT_ORDERS",
     "DP_ACCOUNTING_ORDERS",
     "DeltaResult",
     "EpsilonResult",
-    "RdpAccountant",
-    "accountant_compose_rdp",
-    "accountant_compose_sgm",
-    "accountant_delta",
-    "accountant_epsilon",
-    "accountant_from_dict",
-    "accountant_init",
-    "accountant_to_dict",
     "dpsgd_delta",
     "dpsgd_epsilon",
     "rdp_to_delta",
@@ -162,3 +145,23 @@ __all__ += [
     "sweep",
 ]
 # --- end issue 3 ---
+
+# --- events and accountants ---
+from . import accountants as accountants
+from . import events as events
+from .accountants._api import PrivacyAccountant as PrivacyAccountant
+from .accountants._api import delta_from_event as delta_from_event
+from .accountants._api import epsilon_from_event as epsilon_from_event
+from .rdp._accountant import RdpAccountant as RdpAccountant
+from .rdp._accountant import RdpState as RdpState
+
+__all__ += [
+    "PrivacyAccountant",
+    "RdpAccountant",
+    "RdpState",
+    "accountants",
+    "delta_from_event",
+    "epsilon_from_event",
+    "events",
+]
+# --- end events and accountants ---
