@@ -171,7 +171,8 @@ def validate_event(event: Event, path: str = "") -> None:
       ``PoissonSampled.q must be in [0.0, 1.0], got 1.5``).
   """
   if not isinstance(event, Event):
-    raise TypeError(f"{path or 'event'} must be a jaxrdp event, got {type(event).__name__}")
+    where = f"{path}child" if path else "event"
+    raise TypeError(f"{where} must be a jaxrdp event, got {type(event).__name__}")
   name = type(event).__name__
   prefix = f"{path}{name}"
   for field, kwargs in event._ranges.items():
