@@ -153,12 +153,10 @@ from .accountants._api import PrivacyAccountant as PrivacyAccountant
 from .accountants._api import delta_from_event as delta_from_event
 from .accountants._api import epsilon_from_event as epsilon_from_event
 from .rdp._accountant import RdpAccountant as RdpAccountant
-from .rdp._accountant import RdpState as RdpState
 
 __all__ += [
     "PrivacyAccountant",
     "RdpAccountant",
-    "RdpState",
     "accountants",
     "delta_from_event",
     "epsilon_from_event",

@@ -114,5 +114,5 @@ def to_dp_accounting(event: Event):
     return dpa.NoOpDpEvent()
   if isinstance(event, RandomizedResponse):
     p = _scalar(event, "p")
-    return dpa.RandomizedResponseDpEvent(2.0 * (1.0 - max(p, 1.0 - p)), 2)
+    return dpa.RandomizedResponseDpEvent(2.0 * min(p, 1.0 - p), 2)
   raise TypeError(f"no dp_accounting equivalent for a {type(event).__name__} event")

@@ -7,9 +7,10 @@ CRC-32) with
   ``jax.tree.flatten`` order (typed PRNG keys as their key data);
 * ``header``: UTF-8 JSON, stored as ``uint8[...]``, with the format name and
   version, ``str`` of the treedef, per-leaf kind / dtype / shape, each
-  :class:`jaxrdp.RdpState` as its orders (the state's static metadata) and
-  RDP values, lossless (``float.hex``), and a SHA-256 over the canonical JSON of all that
-  followed by every array leaf's dtype, shape and bytes.
+  :class:`jaxrdp.accountants.RdpState` as its orders (the state's static
+  metadata) and RDP values, lossless (``float.hex``), and a SHA-256 over the
+  canonical JSON of all that followed by every array leaf's dtype, shape and
+  bytes.
 
 Saving writes a temporary file in the destination directory, flushes and
 fsyncs it, ``os.replace``-s it over the destination (atomic on POSIX and
@@ -137,7 +138,7 @@ def save_checkpoint(path: str | os.PathLike, state: PyTree) -> None:
       path: destination file (conventionally ``*.npz``); its directory must
         exist. An existing file is replaced only once the new one is complete.
       state: a pytree of arrays, e.g. a :class:`jaxrdp.DPSGDState`; any
-        :class:`jaxrdp.RdpState` inside is stored with its orders.
+        :class:`jaxrdp.accountants.RdpState` inside is stored with its orders.
 
     Raises:
       TypeError: if a leaf is not array-like.

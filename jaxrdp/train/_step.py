@@ -1,9 +1,10 @@
 """Privacy accounting inside a jitted DP-SGD training step.
 
-The accountant state (:class:`jaxrdp.RdpState`: a float64 array of RDP values,
-with the orders as static pytree metadata) lives in the train state. Each
-jitted step composes that step's Sampled Gaussian Mechanism into it, reads epsilon(delta) from it, and can refuse the
-step before a target epsilon would be exceeded. RDP composes additively
+The accountant state (:class:`jaxrdp.accountants.RdpState`: a float64 array of
+RDP values, with the orders as static pytree metadata) lives in the train
+state. Each jitted step composes that step's Sampled Gaussian Mechanism into
+it, reads epsilon(delta) from it, and can refuse the step before a target
+epsilon would be exceeded. RDP composes additively
 (Mironov 2017, arXiv:1702.07476, Prop. 1), so a step with sampling rate q_t and
 noise multiplier sigma_t adds sgm_rdp(q_t, sigma_t, alpha) at every order alpha,
 whatever schedule produced q_t and sigma_t.
@@ -140,7 +141,7 @@ def privacy_guard(
     (:func:`tree_select` or ``lax.cond``) and as the stop signal.
 
     Args:
-      accountant: current :class:`jaxrdp.RdpState`.
+      accountant: current :class:`jaxrdp.accountants.RdpState`.
       q: sampling rate of the prospective step, in [0, 1].
       sigma: noise multiplier of the prospective step, >= 0.
       delta: target delta in (0, 1).
@@ -201,7 +202,7 @@ class DPSGDState(NamedTuple):
     Attributes:
       params: model parameters.
       opt_state: optax optimizer state.
-      accountant: privacy spent so far (:class:`jaxrdp.RdpState`).
+      accountant: privacy spent so far (:class:`jaxrdp.accountants.RdpState`).
       key: PRNG key for sampling and noise (advances only on applied steps).
       step: int32 number of applied private steps.
       sgm_cache: :class:`SGMCache` used when q or sigma is a schedule
