@@ -147,3 +147,13 @@ def test_eager_accountant_history_and_events():
 def test_bad_arguments(call, match):
   with pytest.raises((ValueError, TypeError), match=match):
     call(ACCT.init())
+
+
+def test_checkpoint_restores_state_and_refuses_other_orders(tmp_path):
+  state = ACCT.compose(ACCT.init(), SelfComposed(Gaussian(2.0), 3))
+  path = tmp_path / "acc.npz"
+  jaxrdp.save_checkpoint(path, {"acc": state})
+  back = jaxrdp.load_checkpoint(path, {"acc": ACCT.init()})["acc"]
+  assert back.orders == ACCT.orders and np.array_equal(back.rdp, state.rdp)
+  with pytest.raises(jaxrdp.CheckpointError, match="orders mismatch"):
+    jaxrdp.load_checkpoint(path, {"acc": jaxrdp.RdpAccountant(ORDERS[:-1]).init()})
