@@ -545,6 +545,19 @@ def test_make_dpsgd_step_validates_concrete_arguments():
         jaxrdp.privacy_guard(jaxrdp.RdpAccountant().init(), 0.1, -1.0, delta=DELTA)
 
 
+def test_step_refuses_a_state_with_other_orders_when_traced():
+    # The orders are static metadata of the accountant state: a mismatch is an
+    # error when the step is traced, never a run-time comparison.
+    data, params = _tiny_problem()
+    opt = optax.sgd(0.1)
+    step = jaxrdp.make_dpsgd_step(
+        _tiny_loss, opt, clip_norm=1.0, q=lambda t: 0.1, sigma=lambda t: 1.0, delta=DELTA
+    )
+    state = jaxrdp.dpsgd_init(params, opt, jax.random.PRNGKey(0), orders=np.array([2.0, 4.0]))
+    with pytest.raises(ValueError, match="orders"):
+        jax.eval_shape(step, state, data)
+
+
 def test_step_under_vmap_and_without_recompilation():
     data, params = _tiny_problem()
     opt = optax.adam(0.1)
