@@ -35,6 +35,7 @@ import numpy as np
 
 import jaxrdp
 from jaxrdp.train._step import tree_select
+from jaxrdp.rdp._accountant import add_rdp_curve
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
@@ -111,20 +112,22 @@ def main(argv=None) -> None:
     with jax.enable_x64(True):
         curve = jaxrdp.mechanisms.sgm_rdp(q, sigma, jnp.asarray(jaxrdp.DEFAULT_ORDERS))
 
+    acct = jaxrdp.RdpAccountant()
+
     @jax.jit
     def run_accounting(acc):
         def body(a, _):
             with jax.enable_x64(True):
-                new = jaxrdp.accountant_compose_rdp(a, curve)
-                after = jaxrdp.accountant_epsilon(new, cfg["delta"])
-                now = jaxrdp.accountant_epsilon(a, cfg["delta"])
+                new = add_rdp_curve(a, curve)
+                after = acct.get_epsilon(new, cfg["delta"])
+                now = acct.get_epsilon(a, cfg["delta"])
                 ok = after.epsilon <= 1e9
                 a = tree_select(ok, new, a)
                 return a, jnp.where(ok, after.epsilon, now.epsilon)
 
         return jax.lax.scan(body, acc, None, length=args.steps)
 
-    acc0 = jaxrdp.accountant_init()
+    acc0 = acct.init()
     jax.block_until_ready(run_accounting(acc0))
 
     variants = (("with accounting", run_acc), ("without", run_plain))

@@ -168,7 +168,7 @@ def train_private(
         # corrupted or mismatched file raises instead of restarting at zero.
         state = jaxrdp.train.load_checkpoint(checkpoint, state)
         start = int(state.step) // per_epoch
-        eps = float(jaxrdp.accountant_epsilon(state.accountant, cfg["delta"]).epsilon)
+        eps = float(jaxrdp.RdpAccountant().get_epsilon(state.accountant, cfg["delta"]).epsilon)
         log(f"resumed from {checkpoint} at epoch {start} (step {int(state.step)}, epsilon={eps:.4f})")
     xy = (data.x_train, data.y_train)
     history = []
@@ -265,7 +265,7 @@ def main(argv=None) -> int:
     )
     state, history = train_private(cfg, data, checkpoint=args.checkpoint, resume=args.resume)
     _, base_accs = train_baseline(cfg, data)
-    eps = jaxrdp.accountant_epsilon(state.accountant, cfg["delta"])
+    eps = jaxrdp.RdpAccountant().get_epsilon(state.accountant, cfg["delta"])
     test_acc = float(accuracy(state.params, data.x_test, data.y_test))
     print(f"baseline (non-private) test_accuracy={base_accs[-1]:.4f}")
     print(f"epsilon attained at RDP order {float(eps.order):g}; runtime {time.perf_counter() - t0:.1f} s")

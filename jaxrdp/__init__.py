@@ -3,6 +3,10 @@
 The top level holds what a model owner needs to publish an epsilon:
 
 * DP-SGD in one call: :func:`dpsgd_epsilon`, :func:`dpsgd_delta`.
+* Any mechanism described as an event (:mod:`jaxrdp.events`; one event can
+  describe a whole grid): :func:`epsilon_from_event`, :func:`delta_from_event`,
+  with an accountant (:class:`RdpAccountant`, or the eager
+  :class:`PrivacyAccountant`).
 * The Renyi-DP accountant and its conversions: :func:`rdp_to_epsilon`,
   :func:`rdp_to_delta`, with the default orders :data:`DEFAULT_ORDERS`.
 * Calibration of the noise, the number of steps or the sampling rate to a
@@ -10,12 +14,15 @@ The top level holds what a model owner needs to publish an epsilon:
   :func:`calibrate_sampling_rate`.
 * Sweeps over grids: :func:`sweep`, :func:`plot_sweep`.
 
-Submodules: :mod:`jaxrdp.mechanisms` (the kernels: the SGM's Renyi DP and other
+Submodules: :mod:`jaxrdp.events` (mechanism descriptions),
+:mod:`jaxrdp.accountants` (the accountant protocol), :mod:`jaxrdp.mechanisms` (the kernels: the SGM's Renyi DP and other
 mechanisms' curves), :mod:`jaxrdp.train` (the optax DP-SGD step, sampling,
 checkpoints), :mod:`jaxrdp.classical` (classical (epsilon, delta) theorems).
 """
 
+from . import accountants as accountants
 from . import classical as classical
+from . import events as events
 from . import mechanisms as mechanisms
 from . import train as train
 
@@ -31,16 +38,12 @@ from .rdp._conversions import EpsilonResult as EpsilonResult
 from .rdp._conversions import rdp_to_delta as rdp_to_delta
 from .rdp._conversions import rdp_to_epsilon as rdp_to_epsilon
 
-# The accountant.
-from .rdp._accountant import AccountantState as AccountantState
+# Events and accountants: one event describes a whole grid; an accountant turns it
+# into epsilon or delta.
+from .accountants._api import PrivacyAccountant as PrivacyAccountant
+from .accountants._api import delta_from_event as delta_from_event
+from .accountants._api import epsilon_from_event as epsilon_from_event
 from .rdp._accountant import RdpAccountant as RdpAccountant
-from .rdp._accountant import accountant_compose_rdp as accountant_compose_rdp
-from .rdp._accountant import accountant_compose_sgm as accountant_compose_sgm
-from .rdp._accountant import accountant_delta as accountant_delta
-from .rdp._accountant import accountant_epsilon as accountant_epsilon
-from .rdp._accountant import accountant_from_dict as accountant_from_dict
-from .rdp._accountant import accountant_init as accountant_init
-from .rdp._accountant import accountant_to_dict as accountant_to_dict
 
 # Calibration to a budget.
 from .calibration._calibration import NoiseCalibration as NoiseCalibration
@@ -68,16 +71,11 @@ __all__ = [
     "EpsilonResult",
     "rdp_to_delta",
     "rdp_to_epsilon",
-    # the accountant
-    "AccountantState",
+    # events and accountants
+    "PrivacyAccountant",
     "RdpAccountant",
-    "accountant_compose_rdp",
-    "accountant_compose_sgm",
-    "accountant_delta",
-    "accountant_epsilon",
-    "accountant_from_dict",
-    "accountant_init",
-    "accountant_to_dict",
+    "delta_from_event",
+    "epsilon_from_event",
     # calibration
     "NoiseCalibration",
     "SamplingRateCalibration",
@@ -90,7 +88,9 @@ __all__ = [
     "plot_sweep",
     "sweep",
     # submodules
+    "accountants",
     "classical",
+    "events",
     "mechanisms",
     "train",
 ]

@@ -26,8 +26,10 @@ def test_float32_jit_context_rounds_up_and_leaves_config_alone():
 
       @jax.jit
       def step(q, s):                                   # a float32 program
-        st = jaxrdp.accountant_compose_sgm(jaxrdp.accountant_init(), q, s, 1000)
-        return jaxrdp.accountant_epsilon(st, 1e-5).epsilon, jaxrdp.dpsgd_epsilon(q, s, 1000, 1e-5).epsilon
+        acct = jaxrdp.RdpAccountant()
+        event = jaxrdp.events.SelfComposed(jaxrdp.events.PoissonSampled(q, jaxrdp.events.Gaussian(s)), 1000)
+        st = acct.compose(acct.init(), event)
+        return acct.get_epsilon(st, 1e-5).epsilon, jaxrdp.dpsgd_epsilon(q, s, 1000, 1e-5).epsilon
 
       qs, ss = jnp.geomspace(1e-3, 0.1, 7).astype(jnp.float32), jnp.linspace(0.6, 3, 7).astype(jnp.float32)
       for q, s, r in zip(qs, ss, ref):

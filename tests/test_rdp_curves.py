@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import jaxrdp
-from _oracle_helpers import assert_plain_jit_vmap, mp_log_gauss, mp_log_mixture, mp_renyi
+from _seed_helpers import assert_plain_jit_vmap, mp_log_gauss, mp_log_mixture, mp_renyi
 from oracle import rdp_binomial, rdp_quad
 
 mpmath.mp.dps = 50
@@ -242,11 +242,14 @@ def test_zcdp_epsilon_is_valid_for_gaussian(sigma, delta):
 
 
 def test_accountant_composes_sgm_with_gaussian_and_laplace():
-    sgm_only = jaxrdp.accountant_compose_sgm(jaxrdp.accountant_init(), 0.01, 1.1, count=1000)
+    from jaxrdp.events import Gaussian, Laplace, PoissonSampled, RandomizedResponse, SelfComposed
+
+    acct = jaxrdp.RdpAccountant()
+    sgm_only = acct.compose(acct.init(), SelfComposed(PoissonSampled(0.01, Gaussian(1.1)), 1000))
     orders = np.asarray(sgm_only.orders)
-    state = jaxrdp.accountant_compose_rdp(sgm_only, jaxrdp.mechanisms.gaussian_rdp(5.0, sgm_only.orders), count=3)
-    state = jaxrdp.accountant_compose_rdp(state, jaxrdp.mechanisms.laplace_rdp(20.0, state.orders))
-    state = jaxrdp.accountant_compose_rdp(state, jaxrdp.mechanisms.randomized_response_rdp(0.6, state.orders))
+    state = acct.compose(sgm_only, SelfComposed(Gaussian(5.0), 3))
+    state = acct.compose(state, Laplace(20.0))
+    state = acct.compose(state, RandomizedResponse(0.6))
     # RDP of different mechanisms adds: expected is the SGM part plus the Gaussian,
     # Laplace and randomized-response curves computed independently (by hand and
     # in mpmath) at each order.
@@ -256,10 +259,10 @@ def test_accountant_composes_sgm_with_gaussian_and_laplace():
                       for a in orders[finite]]
     expected = np.asarray(sgm_only.rdp) + others
     np.testing.assert_allclose(np.asarray(state.rdp), expected, rtol=1e-12)
-    eps = jaxrdp.accountant_epsilon(state, 1e-5)
+    eps = acct.get_epsilon(state, 1e-5)
     direct = jaxrdp.rdp_to_epsilon(expected, orders, 1e-5)
     assert float(eps.epsilon) == pytest.approx(float(direct.epsilon), rel=1e-12)
-    assert float(eps.epsilon) > float(jaxrdp.accountant_epsilon(sgm_only, 1e-5).epsilon)
+    assert float(eps.epsilon) > float(acct.get_epsilon(sgm_only, 1e-5).epsilon)
 
 
 # --- plain / jit / vmap, validation, traced invalid input ------------------------

@@ -26,6 +26,7 @@ import pytest
 from scipy import stats
 
 import jaxrdp
+from jaxrdp.rdp._accountant import add_rdp_curve
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "dpsgd_digits.py"
@@ -142,7 +143,7 @@ def _vguard():
 
 def _acc_after(q, sigma, steps):
     """Accountant after ``steps`` SGM steps, built from the reference curve."""
-    return jaxrdp.accountant_compose_rdp(jaxrdp.accountant_init(), ref_curve(q, sigma), steps)
+    return add_rdp_curve(jaxrdp.RdpAccountant().init(), ref_curve(q, sigma), steps)
 
 
 def _tree_equal(a, b):
@@ -428,7 +429,7 @@ def test_in_jit_epsilon_equals_dpsgd_epsilon_constant_schedule():
     ref_eps, ref_order = ref_dpsgd_epsilon(q, sigma, np.arange(1, steps + 1))
     np.testing.assert_allclose(np.asarray(info.epsilon), ref_eps, rtol=1e-11)
     np.testing.assert_array_equal(np.asarray(info.order), ref_order)
-    outside = jaxrdp.accountant_epsilon(state.accountant, DELTA)
+    outside = jaxrdp.RdpAccountant().get_epsilon(state.accountant, DELTA)
     assert float(outside.epsilon) == float(info.epsilon[-1])
 
 
@@ -513,7 +514,7 @@ def test_privacy_guard_plain_jit_vmap():
     np.testing.assert_allclose(np.asarray(g.epsilon)[:3], [now, nxt, now], rtol=1e-9)
     assert float(g.epsilon[3]) > nxt and float(g.proposed_epsilon[2]) > nxt
     # count composes several steps at once.
-    many = jaxrdp.train.privacy_guard(jaxrdp.accountant_init(), 0.05, 1.0, delta=DELTA, count=101)
+    many = jaxrdp.train.privacy_guard(jaxrdp.RdpAccountant().init(), 0.05, 1.0, delta=DELTA, count=101)
     np.testing.assert_allclose(float(many.epsilon), nxt, rtol=1e-11)
 
 
@@ -537,11 +538,24 @@ def test_make_dpsgd_step_validates_concrete_arguments():
         with pytest.raises(ValueError, match=name):
             jaxrdp.train.make_dpsgd_step(_tiny_loss, opt, **{**good, name: bad})
     with pytest.raises(ValueError, match="delta"):
-        jaxrdp.train.privacy_guard(jaxrdp.accountant_init(), 0.1, 1.0, delta=0.0)
+        jaxrdp.train.privacy_guard(jaxrdp.RdpAccountant().init(), 0.1, 1.0, delta=0.0)
     with pytest.raises(ValueError, match="q"):
-        jaxrdp.train.privacy_guard(jaxrdp.accountant_init(), 1.1, 1.0, delta=DELTA)
+        jaxrdp.train.privacy_guard(jaxrdp.RdpAccountant().init(), 1.1, 1.0, delta=DELTA)
     with pytest.raises(ValueError, match="sigma"):
-        jaxrdp.train.privacy_guard(jaxrdp.accountant_init(), 0.1, -1.0, delta=DELTA)
+        jaxrdp.train.privacy_guard(jaxrdp.RdpAccountant().init(), 0.1, -1.0, delta=DELTA)
+
+
+def test_step_refuses_a_state_with_other_orders_when_traced():
+    # The orders are static metadata of the accountant state: a mismatch is an
+    # error when the step is traced, never a run-time comparison.
+    data, params = _tiny_problem()
+    opt = optax.sgd(0.1)
+    step = jaxrdp.train.make_dpsgd_step(
+        _tiny_loss, opt, clip_norm=1.0, q=lambda t: 0.1, sigma=lambda t: 1.0, delta=DELTA
+    )
+    state = jaxrdp.train.dpsgd_init(params, opt, jax.random.PRNGKey(0), orders=np.array([2.0, 4.0]))
+    with pytest.raises(ValueError, match="orders"):
+        jax.eval_shape(step, state, data)
 
 
 def test_step_under_vmap_and_without_recompilation():
@@ -565,7 +579,7 @@ def test_step_under_vmap_and_without_recompilation():
 def test_tree_select():
     from jaxrdp.train._step import tree_select
 
-    a = {"x": jnp.ones(3), "acc": jaxrdp.accountant_init()}
+    a = {"x": jnp.ones(3), "acc": jaxrdp.RdpAccountant().init()}
     b = {"x": jnp.zeros(3), "acc": _acc_after(0.1, 1.0, 1)}
     assert _tree_equal(tree_select(True, a, b), a)
     out = jax.jit(tree_select)(False, a, b)
@@ -594,8 +608,9 @@ def test_resume_equals_uninterrupted(tmp_path):
     resumed, info_res = _run_steps(step, resumed, data, 6)
     assert _tree_equal(resumed, full)
     assert float(info_res.epsilon[-1]) == float(info_full.epsilon[-1])
-    assert float(jaxrdp.accountant_epsilon(resumed.accountant, DELTA).epsilon) == float(
-        jaxrdp.accountant_epsilon(full.accountant, DELTA).epsilon
+    acct = jaxrdp.RdpAccountant()
+    assert float(acct.get_epsilon(resumed.accountant, DELTA).epsilon) == float(
+        acct.get_epsilon(full.accountant, DELTA).epsilon
     )
     np.testing.assert_allclose(float(info_res.epsilon[-1]), ref_dpsgd_epsilon(0.2, 1.0, 12)[0][0], rtol=1e-11)
 

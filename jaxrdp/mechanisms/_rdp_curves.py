@@ -3,11 +3,12 @@
 The curves are those of the table "Examples of Renyi-DP" in Yu-Xiang Wang's
 lecture 6 (Wang, lecture notes 6), originally Mironov (2017), "Renyi Differential Privacy",
 arXiv:1702.07476, Table II. RDP of different mechanisms adds, so each curve can
-be composed with SGM steps in the accountant::
+be composed with SGM steps in the accountant (the events ``Gaussian``,
+``Laplace`` and ``RandomizedResponse`` of ``jaxrdp.events`` use them)::
 
-    state = jaxrdp.accountant_init()
-    state = jaxrdp.accountant_compose_sgm(state, q=0.01, sigma=1.0, count=1000)
-    state = jaxrdp.accountant_compose_rdp(state, jaxrdp.mechanisms.laplace_rdp(2.0, state.orders))
+    acct = jaxrdp.RdpAccountant()
+    state = acct.compose(acct.init(), SelfComposed(PoissonSampled(0.01, Gaussian(1.0)), 1000))
+    state = acct.compose(state, Laplace(2.0))
 """
 
 from __future__ import annotations

@@ -1,16 +1,20 @@
-"""A functional RDP accountant whose state is a pytree.
+"""The RDP accountant: an immutable configuration (the orders) and a pytree state.
 
 RDP composes additively: k steps of a mechanism with RDP curve r(alpha) add
 k * r(alpha), and different mechanisms add their curves (Mironov 2017,
-arXiv:1702.07476, Prop. 1). The state is therefore just the running RDP curve on
-a fixed set of orders, which makes it a plain pytree: it can live inside a
-training state, be updated inside ``jax.jit`` with traced q and sigma, and be
-saved and restored exactly.
+arXiv:1702.07476, Prop. 1). The state is therefore just the running RDP curve
+on the accountant's orders. The orders are static configuration: they are
+metadata of the state's pytree (part of its treedef), not traced values, so
+nothing compares them at run time inside a training step; a state with other
+orders has another tree structure, and a checkpoint of one is refused when it
+is loaded.
 """
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+import dataclasses
+import functools
+from typing import Any
 
 import numpy as np
 import jax
@@ -18,140 +22,206 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from .._core import precision as _precision
-from ..rdp._conversions import DeltaResult, EpsilonResult, delta_from_rdp_f64, epsilon_from_rdp_f64
-from ..rdp._dpsgd import DEFAULT_ORDERS, _orders_or_default
-from ..mechanisms._sgm import _rdp_f64, _validate as _validate_sgm
-from .._core.validation import check_range, static_or_none
+from .._core.validation import StaticArray, check_range
+from ..events._events import Event, validate_event
+from ..rdp._conversions import (
+    DeltaResult, EpsilonResult, _check_method, delta_from_rdp_f64, epsilon_from_rdp_f64)
+from ..rdp._dpsgd import _orders_or_default, dpsgd_delta, dpsgd_epsilon
+from ..rdp._event_curves import as_sgm, rdp_curve_f64
 
-__all__ = [
-    "AccountantState", "accountant_init", "accountant_compose_sgm", "accountant_compose_rdp",
-    "accountant_epsilon", "accountant_delta", "accountant_to_dict", "accountant_from_dict",
-    "RdpAccountant",
-]
+__all__ = ["RdpAccountant", "RdpState", "add_rdp_curve", "state_to_dict", "state_from_dict"]
 
+# Tag of the stored form of a state (unchanged, so older checkpoints still load).
 _FORMAT = "jaxrdp.AccountantState/1"
 
 
-class AccountantState(NamedTuple):
-  """Running RDP curve. ``orders`` and ``rdp`` are float64 arrays of shape [n]."""
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["rdp"], meta_fields=["orders"])
+@dataclasses.dataclass(frozen=True, eq=False)
+class RdpState:
+  """Running RDP curve of an :class:`RdpAccountant` (a pytree).
 
-  orders: jax.Array
-  rdp: jax.Array
-
-
-def accountant_init(orders: ArrayLike | None = None) -> AccountantState:
-  """A fresh accountant: zero privacy spent at each order.
-
-  Args:
-    orders: Renyi orders in (1, inf]; default :data:`jaxrdp.DEFAULT_ORDERS`.
-
-  Examples:
-    >>> import jaxrdp
-    >>> state = jaxrdp.accountant_init()
-    >>> state = jaxrdp.accountant_compose_sgm(state, q=256 / 60000, sigma=1.1, count=14063)
-    >>> round(float(jaxrdp.accountant_epsilon(state, 1e-5).epsilon), 3)
-    2.597
+  Attributes:
+    rdp: float64 array ``[..., n]``: the RDP spent at each order (a leaf; a
+      leading batch shape when grid events were composed).
+    orders: the ``n`` orders, a tuple of floats: static pytree metadata.
   """
+
+  rdp: jax.Array
+  orders: tuple[float, ...]
+
+
+def _orders_tuple(orders) -> tuple[float, ...]:
   orders = _orders_or_default(orders)
+  return tuple(float(x) for x in np.asarray(orders, dtype=np.float64))
+
+
+def add_rdp_curve(state: RdpState, curve, count=1) -> RdpState:
+  """``state`` plus ``count`` times the RDP curve ``curve`` (given at ``state.orders``).
+
+  Traceable, no validation: for callers that compute a curve once and add it
+  many times (the training step).
+  """
   with _precision.x64_context():
-    orders = _precision.as_float64(orders)
-    return AccountantState(orders, jnp.zeros_like(orders))
+    curve = _precision.as_float64(curve)
+    count = _precision.as_float64(count)
+    added = jnp.where(count == 0, 0.0, count * curve)
+    return RdpState(state.rdp + added, state.orders)
 
 
-def _check_state(state):
-  if not isinstance(state, AccountantState):
-    raise TypeError(f"state must be an AccountantState, got {type(state).__name__}")
+def _compose_f64(rdp, event, orders_static):
+  orders = jnp.asarray(orders_static.array)
+  return _precision.as_float64(rdp) + rdp_curve_f64(event, orders, orders_static)
 
 
-def _compose_sgm_f64(rdp, orders, q, sigma, count, orders_static):
-  count = _precision.as_float64(count)
-  step = _rdp_f64(q, sigma, orders, orders_static)
-  return rdp + jnp.where(count == 0, 0.0, count * step)
+def _event_epsilon_f64(delta, event, orders_static, method):
+  orders = jnp.asarray(orders_static.array)
+  return epsilon_from_rdp_f64(rdp_curve_f64(event, orders, orders_static), orders, delta, method)
 
 
-_compose_sgm_jit = jax.jit(_compose_sgm_f64, static_argnames=("orders_static",))
+def _event_delta_f64(epsilon, event, orders_static, method):
+  orders = jnp.asarray(orders_static.array)
+  return delta_from_rdp_f64(rdp_curve_f64(event, orders, orders_static), orders, epsilon, method)
+
+
+_compose_jit = jax.jit(_compose_f64, static_argnames=("orders_static",))
+_event_epsilon_jit = jax.jit(_event_epsilon_f64, static_argnames=("orders_static", "method"))
+_event_delta_jit = jax.jit(_event_delta_f64, static_argnames=("orders_static", "method"))
 _epsilon_jit = jax.jit(epsilon_from_rdp_f64, static_argnames=("method",))
 _delta_jit = jax.jit(delta_from_rdp_f64, static_argnames=("method",))
 
 
-def accountant_compose_sgm(state: AccountantState, q: ArrayLike, sigma: ArrayLike,
-                           count: ArrayLike = 1) -> AccountantState:
-  """Adds ``count`` steps of the Sampled Gaussian Mechanism with rate q, noise sigma.
+def _one_shot(kernel, value, event, orders_static, method):
+  """kernel(value, event) over the event's leaves, elementwise in float64."""
+  leaves, treedef = jax.tree.flatten(event)
+  return _precision.elementwise_float64(
+      lambda value, *leaves: kernel(value, jax.tree.unflatten(treedef, leaves),
+                                    orders_static=orders_static, method=method),
+      (value, *leaves))
 
-  q, sigma and count must be scalars (possibly traced): each call is one phase
-  of training. Jittable; under ``jit`` invalid traced values give NaN RDP,
-  which makes every later epsilon NaN rather than silently wrong.
+
+@dataclasses.dataclass(frozen=True)
+class RdpAccountant:
+  """Renyi-DP accountant over a fixed set of orders (immutable and hashable).
+
+  Args:
+    orders: Renyi orders in (1, inf]; default :data:`jaxrdp.DEFAULT_ORDERS`
+      (a superset of dp_accounting's 156, so never looser than it). Stored as
+      a tuple of floats: static configuration.
+    method: RDP-to-DP conversion, ``"improved"`` (default) or ``"classic"``
+      (see :func:`jaxrdp.rdp_to_epsilon`).
+
+  One-shot ``epsilon``/``delta`` of ``SelfComposed(PoissonSampled(q,
+  Gaussian(sigma)), T)`` (or ``PoissonSampled`` alone) run
+  :func:`jaxrdp.dpsgd_epsilon`'s search over orders: the same values at the
+  same speed. Other events sum their RDP curves at every order, then convert.
+
+  Examples:
+    >>> import jaxrdp
+    >>> from jaxrdp.events import Gaussian, Laplace, PoissonSampled, SelfComposed
+    >>> acct = jaxrdp.accountants.RdpAccountant()
+    >>> state = acct.init()
+    >>> state = acct.compose(state, SelfComposed(PoissonSampled(256 / 60000, Gaussian(1.1)), 14063))
+    >>> round(float(acct.get_epsilon(state, 1e-5).epsilon), 3)
+    2.597
+    >>> state = acct.compose(state, Laplace(20.0))
+    >>> round(float(acct.get_epsilon(state, 1e-5).epsilon), 3)
+    2.606
   """
-  _check_state(state)
-  _validate_sgm(q, sigma, 2.0)
-  check_range("count", count, lower=0.0)
-  for name, x in (("q", q), ("sigma", sigma), ("count", count)):
-    if np.ndim(x) != 0:
-      raise ValueError(f"{name} must be a scalar, got shape {np.shape(x)}")
-  with _precision.Float64Scope():
-    # Concrete orders (eager use) let integer orders take the exact series.
-    rdp = _compose_sgm_jit(state.rdp, state.orders, q, sigma, count,
-                           orders_static=static_or_none(state.orders))
-    return AccountantState(state.orders, rdp)
+
+  orders: tuple[float, ...] | None = None
+  method: str = "improved"
+
+  def __post_init__(self):
+    _check_method(self.method)
+    object.__setattr__(self, "orders", _orders_tuple(self.orders))
+
+  def __repr__(self):
+    o = self.orders
+    shown = f"({o[0]:g}, {o[1]:g}, ..., {o[-1]:g})" if len(o) > 4 else repr(o)
+    return f"RdpAccountant(orders=<{len(o)} orders {shown}>, method={self.method!r})"
+
+  @functools.cached_property
+  def _static(self) -> StaticArray:
+    return StaticArray(np.asarray(self.orders, dtype=np.float64))
+
+  def _check_state(self, state):
+    if not isinstance(state, RdpState):
+      raise TypeError(f"state must be an RdpState, got {type(state).__name__}")
+    if state.orders != self.orders:
+      raise ValueError(
+          f"state was built with other orders ({len(state.orders)} orders) than this "
+          f"accountant's ({len(self.orders)} orders)")
+
+  def init(self) -> RdpState:
+    """A fresh state: zero RDP at every order."""
+    with _precision.x64_context():
+      return RdpState(jnp.zeros(len(self.orders), jnp.float64), self.orders)
+
+  def compose(self, state: RdpState, event: Event) -> RdpState:
+    """``state`` after ``event``: its RDP curve added at every order.
+
+    Jittable with traced event leaves; a grid event gives a state with the
+    event's batch shape. Concrete invalid fields raise ValueError naming the
+    field; traced invalid values give NaN RDP, so every later epsilon is NaN
+    rather than silently wrong.
+    """
+    self._check_state(state)
+    validate_event(event)
+    with _precision.x64_context():
+      rdp = _compose_jit(state.rdp, event, orders_static=self._static)
+    return RdpState(rdp, self.orders)
+
+  def get_epsilon(self, state: RdpState, delta: ArrayLike) -> EpsilonResult:
+    """epsilon spent so far at ``delta`` (jittable), and the order attaining it."""
+    self._check_state(state)
+    check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
+    with _precision.Float64Scope() as scope:
+      out = _epsilon_jit(state.rdp, self._static.array, delta, method=self.method)
+    return scope.finalize(out)
+
+  def get_delta(self, state: RdpState, epsilon: ArrayLike) -> DeltaResult:
+    """delta spent so far at ``epsilon`` (jittable), and the order attaining it."""
+    self._check_state(state)
+    check_range("epsilon", epsilon, lower=0.0)
+    with _precision.Float64Scope() as scope:
+      out = _delta_jit(state.rdp, self._static.array, epsilon, method=self.method)
+    return scope.finalize(out)
+
+  def epsilon(self, event: Event, delta: ArrayLike) -> EpsilonResult:
+    """epsilon of ``event`` at ``delta``, of the broadcast shape of its leaves and delta."""
+    validate_event(event)
+    check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
+    sgm = as_sgm(event)
+    if sgm is not None:
+      return dpsgd_epsilon(*sgm, delta, orders=self._static.array, method=self.method)
+    return _one_shot(_event_epsilon_jit, delta, event, self._static, self.method)
+
+  def delta(self, event: Event, epsilon: ArrayLike) -> DeltaResult:
+    """delta of ``event`` at ``epsilon``, of the broadcast shape of its leaves and epsilon."""
+    validate_event(event)
+    check_range("epsilon", epsilon, lower=0.0)
+    sgm = as_sgm(event)
+    if sgm is not None:
+      return dpsgd_delta(*sgm, epsilon, orders=self._static.array, method=self.method)
+    return _one_shot(_event_delta_jit, epsilon, event, self._static, self.method)
 
 
-def accountant_compose_rdp(state: AccountantState, rdp: ArrayLike,
-                           count: ArrayLike = 1) -> AccountantState:
-  """Adds ``count`` times an arbitrary RDP curve given at ``state.orders``.
 
-  Use it for any mechanism with a known RDP curve (Gaussian, Laplace, ...).
-  """
-  _check_state(state)
-  check_range("rdp", rdp, lower=0.0, allow_inf=True)
-  check_range("count", count, lower=0.0)
-  if np.shape(rdp) != np.shape(state.orders):
-    raise ValueError(f"rdp must have the shape of state.orders {np.shape(state.orders)}, "
-                     f"got {np.shape(rdp)}")
-  with _precision.Float64Scope():
-    rdp = _precision.as_float64(rdp)
-    count = _precision.as_float64(count)
-    added = jnp.where(count == 0, 0.0, count * rdp)
-    return AccountantState(state.orders, state.rdp + added)
-
-
-def accountant_epsilon(state: AccountantState, delta: ArrayLike, *,
-                       method: str = "improved") -> EpsilonResult:
-  """epsilon spent so far at ``delta`` (jittable; see :func:`jaxrdp.rdp_to_epsilon`)."""
-  _check_state(state)
-  check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
-  with _precision.Float64Scope() as scope:
-    out = _epsilon_jit(state.rdp, state.orders, delta, method=method)
-  return scope.finalize(out)
-
-
-def accountant_delta(state: AccountantState, epsilon: ArrayLike, *,
-                     method: str = "improved") -> DeltaResult:
-  """delta spent so far at ``epsilon`` (jittable; see :func:`jaxrdp.rdp_to_delta`)."""
-  _check_state(state)
-  check_range("epsilon", epsilon, lower=0.0)
-  with _precision.Float64Scope() as scope:
-    out = _delta_jit(state.rdp, state.orders, epsilon, method=method)
-  return scope.finalize(out)
-
-
-def accountant_to_dict(state: AccountantState) -> dict[str, Any]:
-  """A JSON-serialisable, lossless description of the state.
-
-  Floats are stored with ``float.hex`` so that the round trip is bit-exact.
-  """
-  _check_state(state)
-  orders = np.asarray(state.orders, dtype=np.float64)
+def state_to_dict(state: RdpState) -> dict[str, Any]:
+  """A JSON-serialisable, lossless description of a state (floats as ``float.hex``)."""
+  if not isinstance(state, RdpState):
+    raise TypeError(f"state must be an RdpState, got {type(state).__name__}")
   rdp = np.asarray(state.rdp, dtype=np.float64)
   return {
       "format": _FORMAT,
-      "orders": [float(x).hex() for x in orders],
+      "orders": [float(x).hex() for x in state.orders],
       "rdp": [float(x).hex() for x in rdp],
   }
 
 
-def accountant_from_dict(d: dict[str, Any], *, expected_orders: ArrayLike | None = None
-                         ) -> AccountantState:
-  """Restores a state saved by :func:`accountant_to_dict`, validating it.
+def state_from_dict(d: dict[str, Any], *, expected_orders: tuple[float, ...] | None = None
+                    ) -> RdpState:
+  """Restores a state saved by :func:`state_to_dict`, validating it.
 
   Raises ValueError for a wrong format tag, mismatched lengths, invalid numbers
   (NaN, negative RDP, orders <= 1), or orders that differ from
@@ -173,38 +243,4 @@ def accountant_from_dict(d: dict[str, Any], *, expected_orders: ArrayLike | None
     if exp.shape != orders.shape or not np.array_equal(exp, orders):
       raise ValueError("saved accountant orders differ from the expected orders")
   with _precision.x64_context():
-    return AccountantState(jnp.asarray(orders), jnp.asarray(rdp))
-
-
-class RdpAccountant:
-  """Eager convenience wrapper, for people coming from Opacus or dp_accounting.
-
-  Examples:
-    >>> import jaxrdp
-    >>> acc = jaxrdp.RdpAccountant()
-    >>> acc.step(q=256 / 60000, sigma=1.1, steps=14063)
-    >>> round(acc.get_epsilon(1e-5), 3)
-    2.597
-    >>> acc.history
-    [(0.004266666666666667, 1.1, 14063)]
-  """
-
-  def __init__(self, orders: ArrayLike | None = None):
-    self.state = accountant_init(orders)
-    self.history: list[tuple[float, float, int]] = []
-
-  def step(self, *, q: float, sigma: float, steps: int = 1) -> None:
-    """Records ``steps`` SGM steps with sampling rate q and noise multiplier sigma."""
-    self.state = accountant_compose_sgm(self.state, q, sigma, steps)
-    self.history.append((q, sigma, steps))
-
-  def get_epsilon(self, delta: float, *, method: str = "improved") -> float:
-    return float(accountant_epsilon(self.state, delta, method=method).epsilon)
-
-  def get_delta(self, epsilon: float, *, method: str = "improved") -> float:
-    return float(accountant_delta(self.state, epsilon, method=method).delta)
-
-  def get_privacy_spent(self, delta: float) -> tuple[float, float]:
-    """(epsilon, optimal order), as Opacus' ``get_privacy_spent`` reports it."""
-    res = accountant_epsilon(self.state, delta)
-    return float(res.epsilon), float(res.order)
+    return RdpState(jnp.asarray(rdp), tuple(float(x) for x in orders))

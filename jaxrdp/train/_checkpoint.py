@@ -7,9 +7,10 @@ CRC-32) with
   ``jax.tree.flatten`` order (typed PRNG keys as their key data);
 * ``header``: UTF-8 JSON, stored as ``uint8[...]``, with the format name and
   version, ``str`` of the treedef, per-leaf kind / dtype / shape, each
-  :class:`jaxrdp.AccountantState` as ``jaxrdp.accountant_to_dict`` (its orders
-  and RDP values, lossless), and a SHA-256 over the canonical JSON of all that
-  followed by every array leaf's dtype, shape and bytes.
+  :class:`jaxrdp.accountants.RdpState` as its orders (the state's static
+  metadata) and RDP values, lossless (``float.hex``), and a SHA-256 over the
+  canonical JSON of all that followed by every array leaf's dtype, shape and
+  bytes.
 
 Saving writes a temporary file in the destination directory, flushes and
 fsyncs it, ``os.replace``-s it over the destination (atomic on POSIX and
@@ -38,7 +39,7 @@ from typing import Any
 import jax
 import numpy as np
 
-from ..rdp._accountant import AccountantState, accountant_from_dict, accountant_to_dict
+from ..rdp._accountant import RdpState, state_from_dict, state_to_dict
 from .._core.precision import x64_context
 
 __all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint"]
@@ -54,7 +55,7 @@ class CheckpointError(ValueError):
 
 
 def _is_accountant(x: Any) -> bool:
-    return isinstance(x, AccountantState)
+    return isinstance(x, RdpState)
 
 
 def _is_prng_key(x: Any) -> bool:
@@ -70,7 +71,7 @@ def _flatten(state: PyTree) -> tuple[list[Any], Any]:
 def _describe(leaf: Any) -> tuple[dict, np.ndarray | None]:
     """Header entry and payload array of one leaf."""
     if _is_accountant(leaf):
-        return {"kind": "accountant", "state": accountant_to_dict(leaf)}, None
+        return {"kind": "accountant", "state": state_to_dict(leaf)}, None
     if _is_prng_key(leaf):
         data = np.asarray(jax.random.key_data(leaf))
         impl = str(jax.random.key_impl(leaf))
@@ -137,7 +138,7 @@ def save_checkpoint(path: str | os.PathLike, state: PyTree) -> None:
       path: destination file (conventionally ``*.npz``); its directory must
         exist. An existing file is replaced only once the new one is complete.
       state: a pytree of arrays, e.g. a :class:`jaxrdp.train.DPSGDState`; any
-        :class:`jaxrdp.AccountantState` inside is stored with its orders.
+        :class:`jaxrdp.accountants.RdpState` inside is stored with its orders.
 
     Raises:
       TypeError: if a leaf is not array-like.
@@ -250,7 +251,7 @@ def _restore_leaf(path: str, i: int, entry: dict, t_leaf: Any, arrays) -> Any:
         if not isinstance(saved, dict):
             raise CheckpointError(f"{path}: leaf {i}: accountant entry without a state")
         expected = np.asarray(t_leaf.orders, dtype=np.float64)
-        try:  # accountant_to_dict stores floats as float.hex strings (bit-exact)
+        try:  # state_to_dict stores floats as float.hex strings (bit-exact)
             got = np.array([float.fromhex(x) for x in saved.get("orders")], dtype=np.float64)
         except (TypeError, ValueError):
             got = np.full(1, np.nan)
@@ -262,7 +263,7 @@ def _restore_leaf(path: str, i: int, entry: dict, t_leaf: Any, arrays) -> Any:
             )
         try:
             # Validates the values too (no NaN, RDP >= 0, orders > 1).
-            return accountant_from_dict(saved, expected_orders=expected)
+            return state_from_dict(saved, expected_orders=expected)
         except ValueError as e:
             raise CheckpointError(f"{path}: invalid accountant state: {e}") from e
     if kind == "accountant":

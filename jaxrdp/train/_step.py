@@ -1,9 +1,10 @@
 """Privacy accounting inside a jitted DP-SGD training step.
 
-The accountant state (:class:`jaxrdp.AccountantState`, a pytree of two float64
-arrays) lives in the train state. Each jitted step composes that step's Sampled
-Gaussian Mechanism into it, reads epsilon(delta) from it, and can refuse the
-step before a target epsilon would be exceeded. RDP composes additively
+The accountant state (:class:`jaxrdp.accountants.RdpState`: a float64 array of
+RDP values, with the orders as static pytree metadata) lives in the train
+state. Each jitted step composes that step's Sampled Gaussian Mechanism into
+it, reads epsilon(delta) from it, and can refuse the step before a target
+epsilon would be exceeded. RDP composes additively
 (Mironov 2017, arXiv:1702.07476, Prop. 1), so a step with sampling rate q_t and
 noise multiplier sigma_t adds sgm_rdp(q_t, sigma_t, alpha) at every order alpha,
 whatever schedule produced q_t and sigma_t.
@@ -23,15 +24,11 @@ from typing import Any, Callable, NamedTuple, Union
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
 
-from ..rdp._accountant import (
-    AccountantState,
-    accountant_compose_rdp,
-    accountant_epsilon,
-    accountant_init,
-)
+from ..rdp._accountant import RdpAccountant, RdpState, add_rdp_curve
 from ..train._dp_gradient import dp_gradient
 from ..train._poisson import poisson_sample_mask
 from .._core.precision import x64_context
@@ -70,7 +67,7 @@ class PrivacyGuard(NamedTuple):
     epsilon: jax.Array
     order: jax.Array
     proposed_epsilon: jax.Array
-    accountant: AccountantState
+    accountant: RdpState
 
 
 def tree_select(pred: ArrayLike, on_true: PyTree, on_false: PyTree) -> PyTree:
@@ -103,10 +100,11 @@ def _guard(accountant, step_rdp, q, sigma, delta, target, valid, count=1) -> Pri
     Everything runs with float64 enabled: jaxrdp's functions hand float32
     results back to a float32 trace, and the accountant must stay float64.
     """
+    acct = RdpAccountant(accountant.orders)
     with x64_context():
-        proposed = accountant_compose_rdp(accountant, step_rdp, count)
-        after = accountant_epsilon(proposed, delta)
-        now = accountant_epsilon(accountant, delta)
+        proposed = add_rdp_curve(accountant, step_rdp, count)
+        after = acct.get_epsilon(proposed, delta)
+        now = acct.get_epsilon(accountant, delta)
         target = jnp.asarray(jnp.inf if target is None else target, jnp.float64)
         # Explicit range checks as well, so that an invalid step is refused
         # even where a particular RDP value would happen to be finite.
@@ -123,7 +121,7 @@ def _guard(accountant, step_rdp, q, sigma, delta, target, valid, count=1) -> Pri
 
 
 def privacy_guard(
-    accountant: AccountantState,
+    accountant: RdpState,
     q: ArrayLike,
     sigma: ArrayLike,
     *,
@@ -143,7 +141,7 @@ def privacy_guard(
     (:func:`tree_select` or ``lax.cond``) and as the stop signal.
 
     Args:
-      accountant: current :class:`jaxrdp.AccountantState`.
+      accountant: current :class:`jaxrdp.accountants.RdpState`.
       q: sampling rate of the prospective step, in [0, 1].
       sigma: noise multiplier of the prospective step, >= 0.
       delta: target delta in (0, 1).
@@ -168,7 +166,7 @@ def privacy_guard(
 
     Examples:
       >>> import jaxrdp
-      >>> acc = jaxrdp.accountant_init()
+      >>> acc = jaxrdp.RdpAccountant().init()
       >>> g = jaxrdp.train.privacy_guard(acc, 0.01, 1.0, delta=1e-5, target_epsilon=1.0)
       >>> bool(g.allowed)
       True
@@ -180,20 +178,21 @@ def privacy_guard(
         check_range("target_epsilon", target_epsilon, lower=0.0, allow_inf=True)
     with x64_context():
         q64, s64 = jnp.asarray(q, jnp.float64), jnp.asarray(sigma, jnp.float64)
-        step_rdp = _sgm_curve(q64, s64, accountant.orders)
+        step_rdp = _sgm_curve(q64, s64, jnp.asarray(accountant.orders, jnp.float64))
     return _guard(accountant, step_rdp, q, sigma, delta, target_epsilon, True, count)
 
 
 class SGMCache(NamedTuple):
     """Per-step RDP curve of the last (q, sigma) a schedule produced (a pytree).
 
-    ``rdp`` is ``sgm_rdp(q, sigma, orders)``; ``q = NaN`` marks an empty cache
-    (NaN equals nothing, so the first lookup always computes).
+    ``rdp`` is ``sgm_rdp(q, sigma, orders)`` at the accountant's orders (static
+    metadata of the accountant state, so they need no run-time comparison);
+    ``q = NaN`` marks an empty cache (NaN equals nothing, so the first lookup
+    always computes).
     """
 
     q: jax.Array
     sigma: jax.Array
-    orders: jax.Array
     rdp: jax.Array
 
 
@@ -203,17 +202,17 @@ class DPSGDState(NamedTuple):
     Attributes:
       params: model parameters.
       opt_state: optax optimizer state.
-      accountant: privacy spent so far (:class:`jaxrdp.AccountantState`).
+      accountant: privacy spent so far (:class:`jaxrdp.accountants.RdpState`).
       key: PRNG key for sampling and noise (advances only on applied steps).
       step: int32 number of applied private steps.
       sgm_cache: :class:`SGMCache` used when q or sigma is a schedule
         (derived data: saving and restoring it is harmless, and a stale entry
-        is never used because its q, sigma and orders are compared first).
+        is never used because its q and sigma are compared first).
     """
 
     params: PyTree
     opt_state: PyTree
-    accountant: AccountantState
+    accountant: RdpState
     key: jax.Array
     step: jax.Array
     sgm_cache: SGMCache
@@ -248,12 +247,11 @@ def dpsgd_init(
       key: PRNG key (raw ``uint32[2]`` keys checkpoint most simply).
       orders: RDP orders of the accountant (default ``jaxrdp.DEFAULT_ORDERS``).
     """
-    accountant = accountant_init(orders)
+    accountant = RdpAccountant(orders).init()
     with x64_context():
         cache = SGMCache(
             q=jnp.asarray(jnp.nan, jnp.float64),
             sigma=jnp.asarray(jnp.nan, jnp.float64),
-            orders=accountant.orders,
             rdp=jnp.zeros_like(accountant.rdp),
         )
     return DPSGDState(
@@ -280,7 +278,7 @@ def _evaluate(schedule: Schedule, step: jax.Array) -> jax.Array:
 
 
 def _cached_curve(cache: SGMCache, q, sigma, orders) -> tuple[jax.Array, SGMCache]:
-    """sgm_rdp(q, sigma, orders), recomputed only when (q, sigma, orders) changed.
+    """sgm_rdp(q, sigma, orders), recomputed only when (q, sigma) changed.
 
     ``lax.cond`` runs one branch (a select under vmap, which computes both), so
     a piecewise-constant schedule pays for one curve per phase, not per step.
@@ -288,9 +286,9 @@ def _cached_curve(cache: SGMCache, q, sigma, orders) -> tuple[jax.Array, SGMCach
     with x64_context():
         q64 = jnp.asarray(q, jnp.float64)
         s64 = jnp.asarray(sigma, jnp.float64)
-        hit = (cache.q == q64) & (cache.sigma == s64) & jnp.all(cache.orders == orders)
-        rdp = lax.cond(hit, lambda: cache.rdp, lambda: sgm_rdp(q64, s64, orders))
-        return rdp, SGMCache(q64, s64, orders, rdp)
+        hit = (cache.q == q64) & (cache.sigma == s64)
+        rdp = lax.cond(hit, lambda: cache.rdp, lambda: _sgm_curve(q64, s64, orders))
+        return rdp, SGMCache(q64, s64, rdp)
 
 
 def make_dpsgd_step(
@@ -339,8 +337,9 @@ def make_dpsgd_step(
       delta: delta in (0, 1) at which epsilon is read.
       target_epsilon: optional budget; steps that would exceed it are refused.
       orders: the accountant's RDP orders (default ``jaxrdp.DEFAULT_ORDERS``);
-        must equal those given to :func:`dpsgd_init`. With constant q and sigma
-        a state whose orders differ gets every step refused with a NaN epsilon.
+        must equal those given to :func:`dpsgd_init` (they are static metadata
+        of the state: a state with other orders raises ValueError when the
+        step is traced, and its checkpoint is refused when loaded).
 
     Returns:
       ``step(state: DPSGDState, data: PyTree) -> (DPSGDState, StepInfo)``,
@@ -359,24 +358,28 @@ def make_dpsgd_step(
     if not callable(sigma):
         check_range("sigma", sigma, lower=0.0)
     constant = not callable(q) and not callable(sigma)
+    orders_t = RdpAccountant(orders).orders
+    orders_a = np.asarray(orders_t, dtype=np.float64)
     if constant:
         # Computed once, eagerly: the step itself then only adds this curve.
-        orders_c = accountant_init(orders).orders
         with x64_context():
             q_c, sigma_c = jnp.asarray(q, jnp.float64), jnp.asarray(sigma, jnp.float64)
-        curve_c = _sgm_curve(q_c, sigma_c, orders_c)
+        curve_c = _sgm_curve(q_c, sigma_c, orders_a)
 
     def step(state: DPSGDState, data: PyTree) -> tuple[DPSGDState, StepInfo]:
         n = jax.tree.leaves(data)[0].shape[0]
         q_t = _evaluate(q, state.step)
         sigma_t = _evaluate(sigma, state.step)
+        if state.accountant.orders != orders_t:  # static metadata: checked when traced
+            raise ValueError(
+                f"the state's accountant has {len(state.accountant.orders)} orders, other than "
+                f"the {len(orders_t)} orders this step was built with"
+            )
         if constant:
-            with x64_context():
-                same = jnp.all(state.accountant.orders == orders_c)
-                step_rdp = jnp.where(same, curve_c, jnp.nan)
+            step_rdp = curve_c
             cache = state.sgm_cache
         else:
-            step_rdp, cache = _cached_curve(state.sgm_cache, q_t, sigma_t, state.accountant.orders)
+            step_rdp, cache = _cached_curve(state.sgm_cache, q_t, sigma_t, orders_a)
         # q_t = 0 is a valid accounting input but not a training step (the
         # normalization q n would be 0), so it is refused like a NaN epsilon.
         with x64_context():

@@ -1,0 +1,189 @@
+"""Mechanism descriptions ("events") as pytrees whose numeric fields broadcast.
+
+An event says *what* was released, never how its privacy is computed; an
+accountant (``jaxrdp.accountants``) turns it into epsilon or delta. Numeric
+fields are pytree leaves (arrays, possibly traced) and broadcast together with
+NumPy rules, so one event describes a whole grid of configurations::
+
+    SelfComposed(PoissonSampled(Q[:, None], Gaussian(S[None, :])), T)
+
+is T steps of DP-SGD at every (q, sigma) of the grid. The structure (which
+event contains which) is static pytree metadata, so events pass through
+``jax.jit`` and ``jax.vmap`` and can be built inside a jitted training step.
+
+Fields are not validated at construction (a pytree is rebuilt with arbitrary
+leaves by JAX's transformations); :func:`validate_event` checks concrete
+fields when an accountant evaluates the event, and raises ValueError naming
+the field. Traced invalid values make the accountant's result NaN.
+
+Adding an event type is a local change: define the dataclass with
+:func:`event_type` (its numeric fields, their valid ranges, its child events),
+and register how each accountant treats it (for the RDP accountant,
+``jaxrdp.rdp._event_curves.register_rdp_rule``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import jax
+import numpy as np
+from jax.typing import ArrayLike
+
+from .._core.validation import check_range
+
+__all__ = [
+    "Event", "Gaussian", "Laplace", "RandomizedResponse", "PoissonSampled", "SelfComposed",
+    "Composed", "NoOp", "event_type", "validate_event", "event_shape",
+]
+
+
+class Event:
+  """Base class of jaxrdp's mechanism descriptions (pytrees; see the module doc)."""
+
+  #: field name -> keyword arguments of ``check_range`` (the valid range).
+  _ranges: dict[str, dict[str, Any]] = {}
+  #: names of the fields that hold child events (an Event or a tuple of Events).
+  _children: tuple[str, ...] = ()
+
+
+def event_type(*, ranges: dict[str, dict[str, Any]] | None = None,
+               children: tuple[str, ...] = ()):
+  """Class decorator: a frozen dataclass registered as a pytree Event.
+
+  Every field is a pytree child (numeric leaves or child events): an event
+  has no static configuration besides its type and nesting.
+
+  Args:
+    ranges: valid range of each numeric field, as ``check_range`` keywords.
+    children: the fields that hold child events.
+  """
+
+  def wrap(cls):
+    cls = dataclasses.dataclass(frozen=True, eq=False)(cls)
+    cls._ranges = dict(ranges or {})
+    cls._children = tuple(children)
+    names = [f.name for f in dataclasses.fields(cls)]
+    return jax.tree_util.register_dataclass(cls, data_fields=names, meta_fields=[])
+
+  return wrap
+
+
+@event_type(ranges={"sigma": dict(lower=0.0, allow_inf=True)})
+class Gaussian(Event):
+  """The Gaussian mechanism: noise ``N(0, sigma^2)`` on a query of L2 sensitivity 1.
+
+  Attributes:
+    sigma: noise multiplier (noise standard deviation / sensitivity), ``>= 0``.
+
+  Examples:
+    >>> import jaxrdp
+    >>> round(float(jaxrdp.epsilon_from_event(jaxrdp.events.Gaussian(2.0), 1e-5).epsilon), 4)
+    2.1657
+  """
+
+  sigma: ArrayLike
+
+
+@event_type(ranges={"scale": dict(lower=0.0, allow_inf=True)})
+class Laplace(Event):
+  """The Laplace mechanism: noise of scale ``scale`` on a query of L1 sensitivity 1.
+
+  Attributes:
+    scale: Laplace scale (``b`` of ``exp(-|x| / b) / (2 b)``) / sensitivity, ``>= 0``.
+  """
+
+  scale: ArrayLike
+
+
+@event_type(ranges={"p": dict(lower=0.0, upper=1.0)})
+class RandomizedResponse(Event):
+  """Binary randomized response: the true bit with probability ``p``, else its flip.
+
+  The parametrisation of :func:`jaxrdp.mechanisms.randomized_response_rdp`; its RDP curve
+  is ``D_alpha(Bern(p) || Bern(1 - p))`` (one bit replaced), which also bounds
+  the add/remove relation.
+
+  Attributes:
+    p: probability of answering truthfully, in ``[0, 1]``.
+  """
+
+  p: ArrayLike
+
+
+@event_type(ranges={"q": dict(lower=0.0, upper=1.0)}, children=("inner",))
+class PoissonSampled(Event):
+  """``inner`` applied to a Poisson subsample: each record kept with probability ``q``.
+
+  Attributes:
+    q: sampling rate in ``[0, 1]``.
+    inner: the event applied to the subsample.
+  """
+
+  q: ArrayLike
+  inner: Event
+
+
+@event_type(ranges={"count": dict(lower=0.0)}, children=("event",))
+class SelfComposed(Event):
+  """``count`` adaptive repetitions of ``event``.
+
+  Attributes:
+    event: the repeated event.
+    count: number of repetitions, ``>= 0`` (need not be an integer for RDP).
+  """
+
+  event: Event
+  count: ArrayLike
+
+
+@event_type(children=("events",))
+class Composed(Event):
+  """Adaptive composition of several events (their leaves broadcast together).
+
+  Attributes:
+    events: a tuple of events.
+  """
+
+  events: tuple[Event, ...]
+
+
+@event_type()
+class NoOp(Event):
+  """An event that releases nothing about the data (zero privacy loss)."""
+
+
+def _child_events(event: Event) -> list[Event]:
+  out = []
+  for name in event._children:
+    value = getattr(event, name)
+    out.extend(value if isinstance(value, (tuple, list)) else [value])
+  return out
+
+
+def validate_event(event: Event, path: str = "") -> None:
+  """Checks the concrete fields of ``event`` and its children (tracers pass).
+
+  Raises:
+    TypeError: if ``event`` or a child is not a jaxrdp Event.
+    ValueError: naming the first field out of its range (e.g.
+      ``PoissonSampled.q must be in [0.0, 1.0], got 1.5``).
+  """
+  if not isinstance(event, Event):
+    where = f"{path}child" if path else "event"
+    raise TypeError(f"{where} must be a jaxrdp event, got {type(event).__name__}")
+  name = type(event).__name__
+  prefix = f"{path}{name}"
+  for field, kwargs in event._ranges.items():
+    check_range(f"{prefix}.{field}", getattr(event, field), **kwargs)
+  if isinstance(event, Composed) and not isinstance(event.events, (tuple, list)):
+    raise TypeError(f"{prefix}.events must be a tuple of events, got "
+                    f"{type(event.events).__name__}")
+  for child in _child_events(event):
+    validate_event(child, f"{prefix} > ")
+
+
+def event_shape(event: Event) -> tuple[int, ...]:
+  """The broadcast shape of all the numeric leaves of ``event`` (``()`` for scalars)."""
+  return tuple(np.broadcast_shapes(*(np.shape(x) for x in jax.tree.leaves(event)), ()))
