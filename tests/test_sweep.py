@@ -180,6 +180,25 @@ def test_invalid_arguments(kwargs, match):
     jaxrdp.sweep(**kwargs)
 
 
+def test_devices_argument(q_sweep):
+  kw = dict(q=[0.001, 0.01, 0.1], sigma=[0.8, 1.5], steps=[10, 1000], delta=[1e-5, 1e-3],
+            orders=ORDERS)
+  # A mesh of any shape is flattened into the cell axis.
+  mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("a", "b"))
+  res = jaxrdp.sweep(**kw, devices=mesh)
+  np.testing.assert_array_equal(res.epsilon, q_sweep.epsilon)
+  res = jaxrdp.sweep(**kw, devices=jax.devices()[0])
+  np.testing.assert_array_equal(res.epsilon, q_sweep.epsilon)
+  with pytest.raises(ValueError, match="devices must not be empty"):
+    jaxrdp.sweep(**kw, devices=[])
+  with pytest.raises(TypeError, match="devices must hold jax.Device"):
+    jaxrdp.sweep(**kw, devices=["cpu"])
+  with pytest.raises(TypeError, match="devices must be a sequence"):
+    jaxrdp.sweep(**kw, devices=4)
+  with pytest.raises(ValueError, match="devices lists a device more than once"):
+    jaxrdp.sweep(**kw, devices=jax.devices()[:1] * 2)
+
+
 _SHARD_SCRIPT = textwrap.dedent("""
     import numpy as np, jax, jaxrdp
     assert jax.device_count() == 4, jax.devices()
