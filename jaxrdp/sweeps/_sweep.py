@@ -12,10 +12,11 @@ in two vectorized stages that exploit the structure of the accountant:
 
 Both stages run over the flattened cells in fixed-size chunks (one compilation per
 chunk shape, a progress bar when there is more than one chunk), so the full grid never
-has to fit in device memory at once; only the (q, sigma) plane's curves do. With
-several devices, each chunk is sharded across them along the cell axis with
-`jax.sharding.NamedSharding` over a 1-D `Mesh`; the per-cell arithmetic is the same,
-so the result equals the single-device one. The same code runs on multi-GPU hosts.
+has to fit in device memory at once; only the (q, sigma) plane's curves do. Each chunk
+is one jitted `jax.shard_map` program over a 1-D `Mesh` of all the devices along the
+cell axis: one device, several GPUs, or, after `jax.distributed.initialize()`, the
+devices of every process. Each device computes the same number of cells per chunk
+whatever the number of devices, so the result is bit for bit the single-device one.
 """
 
 from __future__ import annotations
@@ -488,7 +489,7 @@ def sweep(
     orders: ArrayLike | None = None,
     chunk_size: int = _DEFAULT_CHUNK,
     progress: bool | None = None,
-    devices: Sequence[jax.Device] | None = None,
+    devices: Sequence[jax.Device] | jax.Device | Mesh | None = None,
 ) -> SweepResult:
   """Epsilon of DP-SGD on the full outer-product grid of the given axes, in one call.
 
@@ -500,7 +501,25 @@ def sweep(
 
   The per-step RDP is computed once per (q, sigma) pair and scaled by the steps of
   each cell (see the module docstring). Cells are processed in chunks of
-  `chunk_size` and sharded over `devices` when there are several.
+  `chunk_size` per device, each chunk sharded over `devices`.
+
+  Several hosts: start one Python process per host (or per GPU), call
+  `jax.distributed.initialize()` first in each, then `sweep` with the same
+  arguments in every process. The default `devices`, `jax.devices()`, then holds the
+  devices of all processes; each process computes its devices' cells of every chunk,
+  and every process returns the whole result (the same arrays, CSV and JSON as a
+  one-process run), so write files from one of them::
+
+    # on each host i of N (SLURM and Open MPI fill these in: initialize() alone)
+    jax.distributed.initialize(coordinator_address="host0:1234", num_processes=N,
+                               process_id=i)
+    res = jaxrdp.sweep(...)
+    if jax.process_index() == 0:
+      res.to_csv("grid.csv")
+
+  (`JAX_COORDINATOR_ADDRESS` may replace `coordinator_address`. On CPU hosts the
+  processes need JAX's CPU collectives, `jax_cpu_collectives_implementation="gloo"`,
+  the default in current jaxlib.)
 
   Args:
     sigma: noise multipliers, >= 0.
@@ -512,17 +531,24 @@ def sweep(
     epochs: numbers of epochs >= 0 (needs dataset_size and batch_size).
     orders: RDP orders; default `jaxrdp.DEFAULT_ORDERS`.
     chunk_size: cells per device per chunk (also (q, sigma) pairs), >= 1; rounded
-      up to whole batches of 8 pairs or 32 cells.
+      up to whole batches of 8 pairs or 32 cells. A chunk holds this many cells
+      times the number of devices.
     progress: show a progress bar (tqdm if installed, else a stderr counter). The
       default shows one when the grid takes more than one chunk.
-    devices: devices to shard over; default `jax.devices()`. Pass one device to turn
-      sharding off.
+    devices: devices to shard over: a sequence of `jax.Device`, one device, or a
+      `jax.sharding.Mesh` (all its devices, flattened). Default `jax.devices()`:
+      every device of every process. Pass one device to turn sharding off, or
+      `jax.local_devices()` for a sweep that stays inside this process. Every
+      process that owns one of the devices must call `sweep` with the same arguments.
 
   Returns:
     `SweepResult` with numpy arrays (epsilon, order, q, steps) and the axis values.
 
   Raises:
-    ValueError: an axis value out of range, or an inconsistent set of axes.
+    ValueError: an axis value out of range, an inconsistent set of axes, `devices`
+      empty, repeated, of mixed platforms or without a device of this process, or
+      arguments that differ between the processes of a multi-process sweep.
+    TypeError: `devices` is not a sequence of `jax.Device` or a `Mesh`.
 
   Examples:
     >>> res = sweep(q=[0.01, 0.02], sigma=[1.0, 2.0], steps=1000, delta=1e-5)
