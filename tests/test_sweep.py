@@ -204,14 +204,19 @@ _SHARD_SCRIPT = textwrap.dedent("""
     assert jax.device_count() == 4, jax.devices()
     orders = np.array([1.5, 2.0, 3.0, 4.0, 8.0, 16.0, 64.0])
     # 15 (q, sigma) pairs, 240 cells: with chunk_size=8 the 4 devices take 2 chunks
-    # of 4 x 32 cells, the single device 8 chunks of 32.
+    # of 4 x 32 cells, 2 devices 4 chunks of 2 x 32, the single device 8 chunks of 32.
     kw = dict(q=np.geomspace(1e-3, 0.2, 5), sigma=[0.7, 1.0, 2.0],
               steps=[1, 10, 100, 300, 1000, 3000, 7000, 20000], delta=[1e-6, 1e-5],
               orders=orders, progress=False, chunk_size=8)
     sharded = jaxrdp.sweep(**kw)
+    two = jaxrdp.sweep(**kw, devices=jax.devices()[2:])
     single = jaxrdp.sweep(**kw, devices=jax.devices()[:1])
-    assert np.array_equal(sharded.epsilon, single.epsilon), "epsilon differs"
-    assert np.array_equal(sharded.order, single.order), "order differs"
+    # Meshes of 2 and 4 devices run one per-device program: bit for bit.
+    assert np.array_equal(sharded.epsilon, two.epsilon), "epsilon differs"
+    assert np.array_equal(sharded.order, two.order), "order differs"
+    # A one-device mesh compiles apart (see _sweep.py): equal to rounding.
+    np.testing.assert_allclose(sharded.epsilon, single.epsilon, rtol=1e-13)
+    assert np.array_equal(sharded.order, single.order), "order differs from one device"
     print("SHARDED-OK")
 """)
 

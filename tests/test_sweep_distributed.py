@@ -2,7 +2,10 @@
 
 Two CPU processes on the loopback interface, each with 2 forced CPU devices and Gloo
 CPU collectives, run the same sweep over the 4-device global mesh; every process gets
-the whole result. The reference is a single-device sweep in the test process.
+the whole result. It must equal, bit for bit (arrays, CSV and JSON), the sweep of one
+process over 4 forced devices (the same per-device program), and the single-device
+sweep of the test process to 1e-13 with the same orders (see `_sweep.py`: XLA compiles
+a one-device mesh apart, and a few cells round differently).
 """
 
 import json
@@ -60,6 +63,19 @@ def _free_loopback_port():
     return s.getsockname()[1]
 
 
+_ONE_PROCESS = textwrap.dedent("""
+    import json, os, sys
+    import numpy as np
+    import jax, jaxrdp
+    assert jax.process_count() == 1 and jax.device_count() == 4, jax.devices()
+    out = sys.argv[1]
+    res = jaxrdp.sweep(**json.loads(os.environ["SWEEP_KW"]))
+    np.savez(os.path.join(out, "one.npz"), epsilon=res.epsilon, order=res.order)
+    res.to_csv(os.path.join(out, "one.csv"))
+    res.to_json(os.path.join(out, "one.json"))
+""")
+
+
 def _run_two_processes(tmp_path, timeout=120):
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
@@ -75,6 +91,11 @@ def _run_two_processes(tmp_path, timeout=120):
            for pid in (0, 1)]
   logs = []
   try:
+    # The one-process reference, 4 forced devices, runs while the two processes do.
+    one = subprocess.run([sys.executable, "-c", _ONE_PROCESS, str(tmp_path)],
+                         env=dict(env, XLA_FLAGS="--xla_force_host_platform_device_count=4"),
+                         capture_output=True, text=True, timeout=timeout)
+    assert one.returncode == 0, one.stderr[-3000:]
     for p in procs:
       out, err = p.communicate(timeout=timeout)
       logs.append(err[-3000:])
@@ -89,11 +110,15 @@ def _run_two_processes(tmp_path, timeout=120):
 
 def test_two_processes_equal_one(tmp_path):
   _run_two_processes(tmp_path)
+  one = np.load(tmp_path / "one.npz")
   single = jaxrdp.sweep(**KW, devices=jax.devices()[:1])
+  # The one-process mesh is a real reference: it agrees with the single device.
+  np.testing.assert_allclose(one["epsilon"], single.epsilon, rtol=1e-13)
+  np.testing.assert_array_equal(one["order"], single.order)
   for pid in (0, 1):  # every process holds the whole result
     got = np.load(tmp_path / f"p{pid}.npz")
-    np.testing.assert_array_equal(got["epsilon"], single.epsilon)
-    np.testing.assert_array_equal(got["order"], single.order)
-    assert (tmp_path / f"p{pid}.csv").read_text() == single.to_csv()
-    assert (tmp_path / f"p{pid}.json").read_text() == single.to_json() + "\n"
+    np.testing.assert_array_equal(got["epsilon"], one["epsilon"])
+    np.testing.assert_array_equal(got["order"], one["order"])
+    assert (tmp_path / f"p{pid}.csv").read_text() == (tmp_path / "one.csv").read_text()
+    assert (tmp_path / f"p{pid}.json").read_text() == (tmp_path / "one.json").read_text()
     assert (tmp_path / f"p{pid}.refused").exists()
