@@ -539,7 +539,8 @@ def sweep(
       up to whole batches of 8 pairs or 32 cells. A chunk holds this many cells
       times the number of devices.
     progress: show a progress bar (tqdm if installed, else a stderr counter). The
-      default shows one when the grid takes more than one chunk.
+      default shows one when the grid takes more than one chunk, in process 0 only
+      when several processes take part.
     devices: devices to shard over: a sequence of `jax.Device`, one device, or a
       `jax.sharding.Mesh` (all its devices, flattened). Default `jax.devices()`:
       every device of every process. Pass one device to turn sharding off, or
@@ -624,9 +625,9 @@ def sweep(
     orders_static = (("orders_static", StaticArray(orders_np)),)
     rdp_program = _program(_rdp_local, cells.mesh, 1, 2)
     eps_program = _program(_eps_local, cells.mesh, 2, 3)
-    bar = progress_bar(
-        chunks1 + chunks2, "jaxrdp sweep", chunks2 > 1 if progress is None else progress
-    )
+    # By default one bar per sweep: in a multi-process sweep, process 0's.
+    show = chunks2 > 1 and jax.process_index() == 0 if progress is None else progress
+    bar = progress_bar(chunks1 + chunks2, "jaxrdp sweep", show)
     try:
       # Stage 1: per-step RDP of every (q, sigma) pair.
       q_pairs = np.repeat(q_samp.ravel(), n_sigma)
