@@ -149,9 +149,12 @@ def test_chunks_equal_one_call_and_show_progress(capsys, monkeypatch):
 def test_same_shape_does_not_recompile():
   kw = dict(sigma=[1.0, 2.0], steps=[100], orders=ORDERS)
   jaxrdp.sweep(q=[0.01, 0.02], **kw)
-  before = (_sweep._rdp_jit._cache_size(), _sweep._eps_jit._cache_size())
+  programs = [_sweep._program(fn, _sweep._cell_mesh(tuple(jax.devices())).mesh, *n)
+              for fn, n in ((_sweep._rdp_local, (1, 2)), (_sweep._eps_local, (2, 3)))]
+  before = [p._cache_size() for p in programs]
+  assert min(before) >= 1
   jaxrdp.sweep(q=[0.03, 0.04], **kw)
-  assert (_sweep._rdp_jit._cache_size(), _sweep._eps_jit._cache_size()) == before
+  assert [p._cache_size() for p in programs] == before
 
 
 def test_table_is_readable(data_sweep):
@@ -177,19 +180,43 @@ def test_invalid_arguments(kwargs, match):
     jaxrdp.sweep(**kwargs)
 
 
+def test_devices_argument(q_sweep):
+  kw = dict(q=[0.001, 0.01, 0.1], sigma=[0.8, 1.5], steps=[10, 1000], delta=[1e-5, 1e-3],
+            orders=ORDERS)
+  # A mesh of any shape is flattened into the cell axis.
+  mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("a", "b"))
+  res = jaxrdp.sweep(**kw, devices=mesh)
+  np.testing.assert_array_equal(res.epsilon, q_sweep.epsilon)
+  res = jaxrdp.sweep(**kw, devices=jax.devices()[0])
+  np.testing.assert_array_equal(res.epsilon, q_sweep.epsilon)
+  with pytest.raises(ValueError, match="devices must not be empty"):
+    jaxrdp.sweep(**kw, devices=[])
+  with pytest.raises(TypeError, match="devices must hold jax.Device"):
+    jaxrdp.sweep(**kw, devices=["cpu"])
+  with pytest.raises(TypeError, match="devices must be a sequence"):
+    jaxrdp.sweep(**kw, devices=4)
+  with pytest.raises(ValueError, match="devices lists a device more than once"):
+    jaxrdp.sweep(**kw, devices=jax.devices()[:1] * 2)
+
+
 _SHARD_SCRIPT = textwrap.dedent("""
     import numpy as np, jax, jaxrdp
     assert jax.device_count() == 4, jax.devices()
     orders = np.array([1.5, 2.0, 3.0, 4.0, 8.0, 16.0, 64.0])
     # 15 (q, sigma) pairs, 240 cells: with chunk_size=8 the 4 devices take 2 chunks
-    # of 4 x 32 cells, the single device 8 chunks of 32.
+    # of 4 x 32 cells, 2 devices 4 chunks of 2 x 32, the single device 8 chunks of 32.
     kw = dict(q=np.geomspace(1e-3, 0.2, 5), sigma=[0.7, 1.0, 2.0],
               steps=[1, 10, 100, 300, 1000, 3000, 7000, 20000], delta=[1e-6, 1e-5],
               orders=orders, progress=False, chunk_size=8)
     sharded = jaxrdp.sweep(**kw)
+    two = jaxrdp.sweep(**kw, devices=jax.devices()[2:])
     single = jaxrdp.sweep(**kw, devices=jax.devices()[:1])
-    assert np.array_equal(sharded.epsilon, single.epsilon), "epsilon differs"
-    assert np.array_equal(sharded.order, single.order), "order differs"
+    # Meshes of 2 and 4 devices run one per-device program: bit for bit.
+    assert np.array_equal(sharded.epsilon, two.epsilon), "epsilon differs"
+    assert np.array_equal(sharded.order, two.order), "order differs"
+    # A one-device mesh compiles apart (see _sweep.py): equal to rounding.
+    np.testing.assert_allclose(sharded.epsilon, single.epsilon, rtol=1e-13)
+    assert np.array_equal(sharded.order, single.order), "order differs from one device"
     print("SHARDED-OK")
 """)
 

@@ -12,10 +12,12 @@ in two vectorized stages that exploit the structure of the accountant:
 
 Both stages run over the flattened cells in fixed-size chunks (one compilation per
 chunk shape, a progress bar when there is more than one chunk), so the full grid never
-has to fit in device memory at once; only the (q, sigma) plane's curves do. With
-several devices, each chunk is sharded across them along the cell axis with
-`jax.sharding.NamedSharding` over a 1-D `Mesh`; the per-cell arithmetic is the same,
-so the result equals the single-device one. The same code runs on multi-GPU hosts.
+has to fit in device memory at once; only the (q, sigma) plane's curves do. Each chunk
+is one jitted `jax.shard_map` program over a 1-D `Mesh` of all the devices along the
+cell axis: one device, several GPUs, or, after `jax.distributed.initialize()`, the
+devices of every process. Each device computes the same number of cells per chunk
+whatever the number of devices, so every mesh of several devices gives the same bits;
+a one-device mesh agrees with them to rounding (see the sharding notes below).
 """
 
 from __future__ import annotations
@@ -23,10 +25,10 @@ from __future__ import annotations
 import csv
 import dataclasses
 import functools
+import hashlib
 import io
 import json
 import math
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Sequence
 
 import numpy as np
@@ -285,26 +287,39 @@ def _axis(name: str, value, *, lo=None, hi=None, lo_open=False, hi_open=False, i
   return arr
 
 
-# Sharding. A chunk of cells is laid out over a 1-D device mesh with
-# NamedSharding(mesh, PartitionSpec("cells")); each device then runs the same
-# single-device program on its own shard (dispatched from a thread per device, so
-# the devices work, and compile, concurrently). Every device gets the same number of
-# cells per chunk whatever the number of devices, so a sharded run executes exactly
-# the per-device program of a single-device run and the results agree bit for bit.
-# (A GSPMD-partitioned jit of the same function was measured to round differently,
-# by ~1e-15, from the unpartitioned one on XLA:CPU.) Inside a device, cells go
-# through ``lax.map`` in small batches, which bounds the kernel's working memory.
+# Sharding. Every chunk of cells goes through one jitted SPMD program over a 1-D device
+# mesh (axis "cells"): `jax.shard_map` gives each device its slice of the chunk and runs
+# the per-device function on it, and the jit's replicated output sharding all-gathers
+# the slices, so every process of a multi-process run reads the whole chunk from its
+# own devices. The same program runs on one device, several forced CPU devices, several
+# GPUs, or the devices of several `jax.distributed` processes; it is compiled once per
+# (mesh, chunk shape). Every device gets the same number of cells per chunk whatever
+# the number of devices (`_Mesh.chunk_len`), so every mesh of two or more devices, in
+# one process or several, runs the same per-device program on the same cells and the
+# results agree bit for bit.
+# A one-device mesh is the exception: JAX lowers shard_map over it without a manual
+# computation, and XLA:CPU's pipeline for the partitioned module simplifies the kernel
+# differently, so a few cells round differently (measured: 2 of 4,096 per-step RDP
+# values, by 1.9e-15 relative). The thread-per-device dispatcher this replaced ran the
+# single-device executable on every device and was exact; so was a partitioned module
+# against another. Inside a device, cells go through ``lax.map`` in small batches, which
+# bounds the kernel's working memory.
+_AXIS = "cells"
 _PAIR_BATCH = 8    # (q, sigma) pairs per batch: each costs a full RDP curve
 _CELL_BATCH = 32   # cells per batch in the conversion stage
 
 
-def _rdp_local(q, sigma, orders, orders_static):
+# The per-device functions of the two stages. A stage function takes its replicated
+# arguments first, then its per-cell arguments (each with the cell axis leading), then
+# static keyword arguments, and returns per-cell outputs. Another accountant plugs in
+# by swapping the stage-2 function; the sharding around it does not change.
+def _rdp_local(orders, q, sigma, *, orders_static):
   # Static orders let the kernel use the exact series for integer orders.
   return lax.map(lambda qs: _rdp_f64(qs[0], qs[1], orders, orders_static), (q, sigma),
                  batch_size=_PAIR_BATCH)
 
 
-def _eps_local(rdp1, pair, steps, delta, orders):
+def _eps_local(rdp1, orders, pair, steps, delta):
   def one(cell):
     p, t, d = cell
     # T-fold composition scales the per-step curve by T (Mironov 2017, Prop. 1);
@@ -315,19 +330,69 @@ def _eps_local(rdp1, pair, steps, delta, orders):
   return lax.map(one, (pair, steps, delta), batch_size=_CELL_BATCH)
 
 
-_rdp_jit = jax.jit(_rdp_local, static_argnames="orders_static")
-_eps_jit = jax.jit(_eps_local)
+@functools.lru_cache(maxsize=32)
+def _program(local_fn, mesh: Mesh, n_replicated: int, n_cell_args: int):
+  """jit(shard_map(local_fn)) over `mesh`: cell arguments split, outputs gathered.
+
+  Static keyword arguments of `local_fn` go in as `static=((name, value), ...)`
+  (hashable), so one jitted function serves every call of a stage on a mesh.
+  """
+  in_specs = (PartitionSpec(),) * n_replicated + (PartitionSpec(_AXIS),) * n_cell_args
+
+  def program(*args, static=()):
+    body = functools.partial(local_fn, **dict(static))
+    # check_vma=False: the body has no collectives (each device works alone on its
+    # cells), and the kernels' lax.cond/while_loop mix replicated and per-cell values,
+    # which the varying-axes type check would otherwise ask to annotate.
+    return jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=PartitionSpec(_AXIS),
+                         check_vma=False)(*args)
+
+  return jax.jit(program, static_argnames="static",
+                 out_shardings=NamedSharding(mesh, PartitionSpec()))
 
 
-class _Engine:
-  """Runs a stage function over chunks sharded along the cells of a device mesh."""
+def _check_devices(devices) -> tuple:
+  """The devices of the cell mesh, from the `devices` argument of `sweep`."""
+  if devices is None:
+    return tuple(jax.devices())
+  if isinstance(devices, Mesh):
+    devices = devices.devices.ravel().tolist()
+  elif isinstance(devices, jax.Device):
+    devices = [devices]
+  try:
+    devices = tuple(devices)
+  except TypeError:
+    raise TypeError(
+        f"devices must be a sequence of jax.Device or a jax.sharding.Mesh, got "
+        f"{type(devices).__name__}") from None
+  if not devices:
+    raise ValueError("devices must not be empty (default: jax.devices())")
+  bad = [d for d in devices if not isinstance(d, jax.Device)]
+  if bad:
+    raise TypeError(f"devices must hold jax.Device objects, got {bad[0]!r}")
+  if len(set(devices)) != len(devices):
+    raise ValueError("devices lists a device more than once")
+  platforms = sorted({d.platform for d in devices})
+  if len(platforms) > 1:
+    raise ValueError(f"devices mixes platforms ({', '.join(platforms)}); give devices of one kind")
+  here = jax.process_index()
+  if not any(d.process_index == here for d in devices):
+    raise ValueError(
+        f"devices holds no device of this process (process {here}): every process that "
+        f"calls sweep must own at least one of them (default: jax.devices(), all of them)")
+  return devices
+
+
+class _Mesh:
+  """The 1-D cell mesh of a sweep: chunk lengths, placement of host arrays, process check."""
 
   def __init__(self, devices: tuple):
-    self.devices = devices
     self.n = len(devices)
-    mesh = Mesh(np.asarray(devices), ("cells",))
-    self.cells = NamedSharding(mesh, PartitionSpec("cells"))
-    self.replicated = NamedSharding(mesh, PartitionSpec())
+    self.mesh = Mesh(np.asarray(devices, dtype=object), (_AXIS,))
+    self.cells = NamedSharding(self.mesh, PartitionSpec(_AXIS))
+    self.replicated = NamedSharding(self.mesh, PartitionSpec())
+    # Several processes take part when the mesh holds devices of another process.
+    self.multiprocess = any(d.process_index != jax.process_index() for d in devices)
 
   def chunk_len(self, total: int, chunk_size: int, batch: int) -> int:
     """Cells per chunk: devices x a per-device length that ignores the device count."""
@@ -336,42 +401,62 @@ class _Engine:
     length = min(chunk_size, max(32, 1 << max(total - 1, 1).bit_length()))
     return self.n * (-(-length // batch) * batch)
 
-  def replicate(self, x) -> jax.Array:
-    return jax.device_put(x, self.replicated)
+  def _place(self, x: np.ndarray, sharding) -> jax.Array:
+    # Every process holds the same host array (computed from the same arguments) and
+    # hands each of its devices the slice it owns: no transfer between processes.
+    x = np.asarray(x)
+    return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
 
-  def run(self, fn, cell_args, replicated_args):
-    """fn(*replicated_args, *cell_args) per device on its shard; host outputs in order."""
-    placed = [jax.device_put(a, self.cells) for a in cell_args]
+  def replicate(self, x: np.ndarray) -> jax.Array:
+    return self._place(x, self.replicated)
 
-    def local(arr, device):
-      return next(s for s in arr.addressable_shards if s.device == device)
+  def shard(self, x: np.ndarray) -> jax.Array:
+    return self._place(x, self.cells)
 
-    def launch(device):
-      shards = [local(a, device) for a in placed]
-      with x64_context():  # the x64 scope is thread-local
-        out = fn(*[local(r, device).data for r in replicated_args], *[s.data for s in shards])
-      return shards[0].index, out
-
-    if self.n == 1:
-      results = [launch(self.devices[0])]
-    else:
-      with ThreadPoolExecutor(self.n) as pool:
-        results = list(pool.map(launch, self.devices))
-    outs = []
-    for k in range(len(jax.tree_util.tree_leaves(results[0][1]))):
-      host = None
-      for index, out in results:
-        leaf = np.asarray(jax.tree_util.tree_leaves(out)[k])
-        if host is None:
-          host = np.empty((placed[0].shape[0],) + leaf.shape[1:], leaf.dtype)
-        host[index[0]] = leaf
-      outs.append(host)
-    return outs
+  def check_same_everywhere(self, fingerprint: np.ndarray) -> None:
+    """Raises unless every process of the mesh passed the same `fingerprint` (int64)."""
+    if not self.multiprocess:
+      return
+    rows = np.broadcast_to(fingerprint, (self.n, fingerprint.size))
+    gathered = np.asarray(
+        _program(_identity, self.mesh, 0, 1)(self.shard(rows)).addressable_data(0))
+    if not np.all(gathered == gathered[:1]):
+      raise ValueError(
+          "sweep was called with different arguments on different processes: every "
+          "process must call it with the same axes, orders, chunk_size and devices")
 
 
-@functools.lru_cache(maxsize=8)
-def _engine(devices: tuple) -> _Engine:
-  return _Engine(devices)
+def _identity(x):
+  return x
+
+
+def _to_host(out) -> list[np.ndarray]:
+  """Host copies of a program's outputs (replicated: read this process's first device)."""
+  return [np.asarray(leaf.addressable_data(0)) for leaf in jax.tree_util.tree_leaves(out)]
+
+
+def _map_chunks(run, n: int, length: int, inputs, outputs, bar) -> None:
+  """Runs `run` over [0, n) in chunks of `length`, writing into the `outputs` arrays.
+
+  `inputs(lo, hi)` builds a chunk's (padded) per-cell host arguments and `run` dispatches
+  the program on them. Dispatch is asynchronous: chunk c + 1 is prepared and dispatched
+  before chunk c is copied back, so the host work overlaps the devices'.
+  """
+  pending = None
+
+  def collect(lo, hi, out):
+    for dst, src in zip(outputs, _to_host(out)):
+      dst[lo:hi] = src[: hi - lo]
+    bar.update(1)
+
+  for lo in range(0, n, length):
+    hi = min(lo + length, n)
+    out = run(*inputs(lo, hi))
+    if pending is not None:
+      collect(*pending)
+    pending = (lo, hi, out)
+  if pending is not None:
+    collect(*pending)
 
 
 def _padded(x: np.ndarray, length: int, fill) -> np.ndarray:
@@ -379,6 +464,22 @@ def _padded(x: np.ndarray, length: int, fill) -> np.ndarray:
     return x
   pad = np.full((length - x.shape[0],) + x.shape[1:], fill, dtype=x.dtype)
   return np.concatenate([x, pad])
+
+
+@functools.lru_cache(maxsize=8)
+def _cell_mesh(devices: tuple) -> _Mesh:
+  return _Mesh(devices)
+
+
+def _fingerprint(*parts) -> np.ndarray:
+  """A digest of the arguments that shape a sweep, as 4 int64 (for the process check)."""
+  h = hashlib.sha256()
+  for part in parts:
+    for x in (part.values() if isinstance(part, dict) else [part]):
+      x = np.ascontiguousarray(x)
+      h.update(str((x.dtype, x.shape)).encode())
+      h.update(x.tobytes())
+  return np.frombuffer(h.digest(), dtype=np.int64).copy()
 
 
 def sweep(
@@ -393,7 +494,7 @@ def sweep(
     orders: ArrayLike | None = None,
     chunk_size: int = _DEFAULT_CHUNK,
     progress: bool | None = None,
-    devices: Sequence[jax.Device] | None = None,
+    devices: Sequence[jax.Device] | jax.Device | Mesh | None = None,
 ) -> SweepResult:
   """Epsilon of DP-SGD on the full outer-product grid of the given axes, in one call.
 
@@ -405,7 +506,25 @@ def sweep(
 
   The per-step RDP is computed once per (q, sigma) pair and scaled by the steps of
   each cell (see the module docstring). Cells are processed in chunks of
-  `chunk_size` and sharded over `devices` when there are several.
+  `chunk_size` per device, each chunk sharded over `devices`.
+
+  Several hosts: start one Python process per host (or per GPU), call
+  `jax.distributed.initialize()` first in each, then `sweep` with the same
+  arguments in every process. The default `devices`, `jax.devices()`, then holds the
+  devices of all processes; each process computes its devices' cells of every chunk,
+  and every process returns the whole result (the same arrays, CSV and JSON as a
+  one-process run), so write files from one of them::
+
+    # on each host i of N (SLURM and Open MPI fill these in: initialize() alone)
+    jax.distributed.initialize(coordinator_address="host0:1234", num_processes=N,
+                               process_id=i)
+    res = jaxrdp.sweep(...)
+    if jax.process_index() == 0:
+      res.to_csv("grid.csv")
+
+  (`JAX_COORDINATOR_ADDRESS` may replace `coordinator_address`. On CPU hosts the
+  processes need JAX's CPU collectives, `jax_cpu_collectives_implementation="gloo"`,
+  the default in current jaxlib.)
 
   Args:
     sigma: noise multipliers, >= 0.
@@ -417,17 +536,25 @@ def sweep(
     epochs: numbers of epochs >= 0 (needs dataset_size and batch_size).
     orders: RDP orders; default `jaxrdp.DEFAULT_ORDERS`.
     chunk_size: cells per device per chunk (also (q, sigma) pairs), >= 1; rounded
-      up to whole batches of 8 pairs or 32 cells.
+      up to whole batches of 8 pairs or 32 cells. A chunk holds this many cells
+      times the number of devices.
     progress: show a progress bar (tqdm if installed, else a stderr counter). The
-      default shows one when the grid takes more than one chunk.
-    devices: devices to shard over; default `jax.devices()`. Pass one device to turn
-      sharding off.
+      default shows one when the grid takes more than one chunk, in process 0 only
+      when several processes take part.
+    devices: devices to shard over: a sequence of `jax.Device`, one device, or a
+      `jax.sharding.Mesh` (all its devices, flattened). Default `jax.devices()`:
+      every device of every process. Pass one device to turn sharding off, or
+      `jax.local_devices()` for a sweep that stays inside this process. Every
+      process that owns one of the devices must call `sweep` with the same arguments.
 
   Returns:
     `SweepResult` with numpy arrays (epsilon, order, q, steps) and the axis values.
 
   Raises:
-    ValueError: an axis value out of range, or an inconsistent set of axes.
+    ValueError: an axis value out of range, an inconsistent set of axes, `devices`
+      empty, repeated, of mixed platforms or without a device of this process, or
+      arguments that differ between the processes of a multi-process sweep.
+    TypeError: `devices` is not a sequence of `jax.Device` or a `Mesh`.
 
   Examples:
     >>> res = sweep(q=[0.01, 0.02], sigma=[1.0, 2.0], steps=1000, delta=1e-5)
@@ -486,49 +613,47 @@ def sweep(
           )
       ).reshape(n_samp, n_dur)
 
-    placer = _engine(tuple(jax.devices() if devices is None else devices))
-    orders_dev = placer.replicate(orders_np)
-    orders_static = StaticArray(orders_np)
+    cells = _cell_mesh(_check_devices(devices))
     n_pairs, n_cells = n_samp * n_sigma, math.prod(shape)
-    len1 = placer.chunk_len(n_pairs, chunk_size, _PAIR_BATCH)
-    len2 = placer.chunk_len(n_cells, chunk_size, _CELL_BATCH)
+    len1 = cells.chunk_len(n_pairs, chunk_size, _PAIR_BATCH)
+    len2 = cells.chunk_len(n_cells, chunk_size, _CELL_BATCH)
     chunks1 = -(-n_pairs // len1)
     chunks2 = -(-n_cells // len2)
-    bar = progress_bar(
-        chunks1 + chunks2, "jaxrdp sweep", chunks2 > 1 if progress is None else progress
-    )
+    cells.check_same_everywhere(_fingerprint(
+        axes, orders_np, steps_sd, len1, len2, [d.id for d in cells.mesh.devices.flat]))
+    orders_dev = cells.replicate(orders_np)
+    orders_static = (("orders_static", StaticArray(orders_np)),)
+    rdp_program = _program(_rdp_local, cells.mesh, 1, 2)
+    eps_program = _program(_eps_local, cells.mesh, 2, 3)
+    # By default one bar per sweep: in a multi-process sweep, process 0's.
+    show = chunks2 > 1 and jax.process_index() == 0 if progress is None else progress
+    bar = progress_bar(chunks1 + chunks2, "jaxrdp sweep", show)
     try:
       # Stage 1: per-step RDP of every (q, sigma) pair.
       q_pairs = np.repeat(q_samp.ravel(), n_sigma)
       s_pairs = np.tile(axes["sigma"], n_samp)
       rdp1 = np.empty((n_pairs, orders_np.size))
-      for c in range(chunks1):
-        lo, hi = c * len1, min((c + 1) * len1, n_pairs)
-        (out,) = placer.run(
-            lambda o, q, s: _rdp_jit(q, s, o, orders_static=orders_static),
-            [_padded(q_pairs[lo:hi], len1, 0.5), _padded(s_pairs[lo:hi], len1, 1.0)],
-            [orders_dev],
-        )
-        rdp1[lo:hi] = out[: hi - lo]
-        bar.update(1)
-      rdp1_dev = placer.replicate(rdp1)
+      _map_chunks(
+          lambda q, s: rdp_program(orders_dev, q, s, static=orders_static),
+          n_pairs, len1,
+          lambda lo, hi: (cells.shard(_padded(q_pairs[lo:hi], len1, 0.5)),
+                          cells.shard(_padded(s_pairs[lo:hi], len1, 1.0))),
+          [rdp1], bar)
+      rdp1_dev = cells.replicate(rdp1)
 
       # Stage 2: scale by the steps of each cell and convert at its delta.
       eps = np.empty(n_cells)
       order = np.empty(n_cells)
       grid = (n_samp, n_sigma, n_dur, n_delta)
-      for c in range(chunks2):
-        lo, hi = c * len2, min((c + 1) * len2, n_cells)
+
+      def cell_args(lo, hi):
         p, s, t, d = np.unravel_index(np.arange(lo, hi), grid)
-        out_eps, out_order = placer.run(
-            lambda r, o, p, t, d: _eps_jit(r, p, t, d, o),
-            [_padded(p * n_sigma + s, len2, 0), _padded(steps_sd[p, t], len2, 1.0),
-             _padded(axes["delta"][d], len2, 0.5)],
-            [rdp1_dev, orders_dev],
-        )
-        eps[lo:hi] = out_eps[: hi - lo]
-        order[lo:hi] = out_order[: hi - lo]
-        bar.update(1)
+        return (cells.shard(_padded(p * n_sigma + s, len2, 0)),
+                cells.shard(_padded(steps_sd[p, t], len2, 1.0)),
+                cells.shard(_padded(axes["delta"][d], len2, 0.5)))
+
+      _map_chunks(lambda p, t, d: eps_program(rdp1_dev, orders_dev, p, t, d),
+                  n_cells, len2, cell_args, [eps, order], bar)
     finally:
       bar.close()
 
