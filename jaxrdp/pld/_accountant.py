@@ -82,12 +82,48 @@ def _grid_size(q, sigma, steps, target, mode, rtol, grid_size, max_grid_size):
     return grid_size, True
   if not all(is_concrete(x) for x in (q, sigma, steps, target)):
     return TRACED_GRID_SIZE, True
-  need = np.asarray(_kernel.batch_plan_points(q, sigma, steps, target, rtol, mode))
+  size = q.shape[0]
+  rows = _next_pow2(size)
+  qp, sp, tp, gp = _pad_rows([q, sigma, steps, target], rows)
+  need = np.asarray(_kernel.batch_plan_points(qp, sp, tp, gp, rtol, mode))[:size]
   need = float(np.max(need)) if need.size else 1.0
   if not np.isfinite(need):
     need = float(max_grid_size)
   n = 2 ** max(int(math.ceil(math.log2(max(need, 2.0)))), int(math.log2(_MIN_GRID_SIZE)))
   return min(n, max_grid_size), n <= max_grid_size
+
+
+def _next_pow2(x):
+  return 1 << max(int(x) - 1, 0).bit_length()
+
+
+def _pad_rows(arrays, rows):
+  size = arrays[0].shape[0]
+  if rows == size:
+    return arrays
+  return [jnp.concatenate([a, jnp.repeat(a[-1:], rows - size, axis=0)], axis=0) for a in arrays]
+
+
+def _batched(q, sigma, steps, tgt, mode, n, memory_limit):
+  """Runs all rows in chunks of a power-of-two size (few distinct compilations).
+
+  Concrete inputs: a Python loop over chunks, one compiled program per chunk
+  size. Traced inputs: ``lax.map`` over the chunks inside the caller's trace.
+  """
+  size, phases = q.shape
+  per_config = _BYTES_PER_POINT * n * phases
+  limit = max(1, memory_limit // per_config)
+  chunk = min(_next_pow2(size), 1 << (limit.bit_length() - 1))
+  rows = -(-size // chunk) * chunk
+  q, sigma, steps, tgt = _pad_rows([q, sigma, steps, tgt], rows)
+  if all(is_concrete(x) for x in (q, sigma, steps, tgt)):
+    outs = [_kernel.run_batch(q[i:i + chunk], sigma[i:i + chunk], steps[i:i + chunk],
+                              tgt[i:i + chunk], mode, n, chunk) for i in range(0, rows, chunk)]
+    up, low, ok = (jnp.concatenate(parts)[:size] for parts in zip(*outs))
+  else:
+    up, low, ok = _kernel.run_batch(q, sigma, steps, tgt, mode, n, chunk)
+    up, low, ok = up[:size], low[:size], ok[:size]
+  return up, low, ok
 
 
 def _run(phases, target, mode, rtol, grid_size, max_grid_size, memory_limit):
@@ -115,14 +151,7 @@ def _run(phases, target, mode, rtol, grid_size, max_grid_size, memory_limit):
       warnings.warn(f"the PLD grid needed for rtol={rtol:g} exceeds max_grid_size="
                     f"{max_grid_size}; the result is a certified bound at that size, less "
                     "tight (see the lower bound)", RuntimeWarning, stacklevel=4)
-    per_config = _BYTES_PER_POINT * n * len(phases)
-    chunk = int(max(1, min(size, memory_limit // per_config)))
-    pad = (-size) % chunk
-    if pad:
-      padder = lambda a: jnp.concatenate([a, jnp.repeat(a[-1:], pad, axis=0)], axis=0)
-      q, sigma, steps, tgt = (padder(a) for a in (q, sigma, steps, tgt))
-    up, low, ok = _kernel.run_batch(q, sigma, steps, tgt, mode, n, chunk)
-    up, low, ok = up[:size], low[:size], ok[:size]
+    up, low, ok = _batched(q, sigma, steps, tgt, mode, n, memory_limit)
     invalid = jnp.zeros(size, bool)
     for a in cols[:-1:3]:
       invalid |= ~((a > 0) & (a <= 1))

@@ -99,6 +99,7 @@ def plan(q, sigma, steps, target, mode: str) -> Plan:
   hi = jnp.min(hi_all)
   hi = jnp.maximum(hi, eps_c)
   lo = eps_c - (_LOG_ALIAS - log_delta_c) / lam_i - 0.1 * jnp.abs(eps_c)
+  lo = jnp.maximum(lo, hi - 600.0 / (1.0 + lam_i))
   t_total = jnp.sum(steps)
   z = jnp.sqrt(2.0 * (jnp.log(t_total) + _LOG_SUPPORT - log_delta_c))
   ar, br = _discretize.support(q, sigma, z, "remove")

@@ -14,10 +14,10 @@ from . import _compose, _discretize, _grid, _read
 __all__ = ["config_epsilon", "config_delta", "batch_plan_points", "run_batch"]
 
 # Multiples of the tilt at which the discrete MGF is evaluated for the tail bounds.
-_NU = np.array([0.0, 0.5, 0.8, 1.0, 1.1, 1.25, 1.5, 2.0])
-_I_ONE = 3
+_NU = np.array([0.0, 0.6, 1.0, 1.2, 1.6])
+_I_ONE = 2
 # Multiples of the exponent that sized the window's top (see _grid.plan).
-_NU_HI = np.array([0.7, 1.0, 1.4])
+_NU_HI = np.array([1.0])
 # Hoeffding failure probability, relative to delta (lower bound only).
 _ETA = 1e-3
 
@@ -43,7 +43,10 @@ def _curves(q, sigma, steps, target, mode, n, n1):
   lo = origin + k0 * d
   idx = jnp.mod(k0[:, None] + jnp.arange(n, dtype=q.dtype), n).astype(jnp.int32)
   w = jnp.take_along_axis(y, idx, axis=-1)
-  hi = lo + (n - 1) * d
+  # Read up to hi; (1 + lam) (hi - lo) <= 650 keeps the scaled sums finite.
+  hi = jnp.minimum(lo + (n - 1) * d, lo + 650.0 / (1.0 + lam))
+  s_all = lo[:, None] + d * jnp.arange(n, dtype=q.dtype)
+  w = jnp.where(s_all <= hi[:, None], w, 0.0)
   pos = nu > 0
   log_tail = jnp.min(jnp.where(pos, kk - nu * hi[:, None], jnp.inf), axis=-1)
   inf_mass = -jnp.expm1(jnp.sum(steps * jnp.log1p(-jnp.minimum(p_inf, 1.0)), axis=-1))
@@ -55,8 +58,8 @@ def _curves(q, sigma, steps, target, mode, n, n1):
                          axis=-1))
          + jnp.exp(jnp.min(jnp.where(high_nu, kk - k1[:, None] - (nu - lam) * hi[:, None],
                                      jnp.inf), axis=-1)))
-  curves = jax.vmap(_read.curve, in_axes=(0, 0, None, None, 0, 0, 0, 0))(
-      w, lo, d, lam, k1, err_l2, tail, tau)
+  curves = jax.vmap(_read.curve, in_axes=(0, 0, None, None, 0, 0, 0, 0, 0))(
+      w, lo, d, lam, k1, err_l2, tail, tau, hi)
   t_total = jnp.sum(steps)
   # Hoeffding shift of the coupling between the exact and the connect-the-dots losses.
   return curves, d, t_total

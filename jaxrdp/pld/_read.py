@@ -25,7 +25,8 @@ Error terms, each an upper bound (``u = 2^-53``, ``n`` bins):
   convolution). It only *adds* mass, so the upper bound stays valid; the lower
   bound subtracts ``M^T e^{-lam s_k} tau`` with ``tau`` the Chernoff bound of
   the tilted mass outside the window;
-* summation round-off: a relative ``8 n u`` on the partial sums.
+* summation round-off: ``8 n u`` times the P-mass above ``eps`` (suffix sums
+  of non-negative terms, and their difference).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ __all__ = ["curve", "epsilon_upper", "epsilon_lower", "delta_upper", "delta_lowe
 _U = 2.0 ** -53
 
 
-def curve(w, lo, d, lam, log_c, fft_l2, tail, tau):
+def curve(w, lo, d, lam, log_c, fft_l2, tail, tau, top):
   """Pre-computes the partial sums of one composed tilted PMF on its window.
 
   Args:
@@ -48,31 +49,39 @@ def curve(w, lo, d, lam, log_c, fft_l2, tail, tau):
     fft_l2: bound on the Euclidean norm of the round-off in ``w``.
     tail: bound on the delta contributed above the window (incl. ``+inf`` mass).
     tau: bound on the tilted mass outside the window (aliased into it).
+    top: the highest loss read (masses above it must be zero in ``w``; ``tail``
+      accounts for them); ``(1 + lam) (top - lo) <= 700`` keeps the scaled
+      sums finite.
   """
   n = w.shape[-1]
   s = lo + d * jnp.arange(n, dtype=w.dtype)
-  lw = jnp.log(jnp.maximum(w, 0.0))
-  ninf = jnp.full((1,), -jnp.inf, w.dtype)
-  a = jnp.concatenate([jax.lax.cumlogsumexp(lw - lam * s, reverse=True)[1:], ninf])
-  b = jnp.concatenate([jax.lax.cumlogsumexp(lw - (1.0 + lam) * s, reverse=True)[1:], ninf])
-  finite = a > -jnp.inf
-  gap = jnp.where(finite, jnp.minimum(s + b - a, 0.0), -1.0)
-  log_read = jnp.where(finite, log_c + a + jnp.log(-jnp.expm1(gap)), -jnp.inf)
-  read = jnp.exp(log_read)
+  wc = jnp.maximum(w, 0.0)
+  # Suffix sums over j > k, scaled at the top so that nothing overflows;
+  # summed from the top down, each suffix carries a relative error <= n u.
+  zero = jnp.zeros((1,), w.dtype)
+  s1 = jnp.concatenate([jnp.cumsum((wc * jnp.exp(jnp.minimum(lam * (top - s), 700.0)))[::-1])[::-1][1:], zero])
+  s2 = jnp.concatenate([jnp.cumsum((wc * jnp.exp(jnp.minimum((1.0 + lam) * (top - s), 700.0)))[::-1])[::-1][1:],
+                        zero])
+  base = log_c - lam * top  # log(M^T e^{-lam top})
+  a = base + jnp.log(s1)  # log sum_{j>k} p_j  (untilted P-mass above s_k)
+  b = base - top + jnp.log(s2)  # log sum_{j>k} p_j e^{-s_j}
+  diff = s1 - jnp.exp(s - top) * s2
+  read = jnp.exp(base) * jnp.maximum(diff, 0.0)
+  rel = jnp.asarray(8.0 * n * _U, w.dtype)
+  rounding = rel * jnp.exp(a)  # |error of the difference| <= 2 n u (S1 + e^{..} S2)
   scale = jnp.exp(log_c - lam * s)  # M^T e^{-lam s_k}
   fft = scale * jnp.sqrt(float(n)) * fft_l2
-  rel = jnp.asarray(8.0 * n * _U, w.dtype)
-  up = read * (1.0 + rel) + fft + tail
-  low = read * (1.0 - rel) - fft - scale * tau
+  up = read + rounding + fft + tail
+  low = read - rounding - fft - scale * tau
   return dict(s=s, a=a, b=b, log_c=log_c, read=read, fft=fft, tail=tail, alias=scale * tau,
-               up=up, low=low, d=d, lo=lo, rel=rel)
+              rounding=rounding, up=up, low=low, d=d, lo=lo)
 
 
 def _solve(c, k, extra, delta):
   """Solves ``A - e^eps B + extra = delta`` on the cell ``(s_{k-1}, s_k]``."""
   kk = jnp.maximum(k - 1, 0)
-  a_abs = jnp.exp(c["log_c"] + c["a"][kk])
-  b_abs = jnp.exp(c["log_c"] + c["b"][kk])
+  a_abs = jnp.exp(c["a"][kk])
+  b_abs = jnp.exp(c["b"][kk])
   num = a_abs + extra[kk] - delta
   eps = jnp.log(jnp.maximum(num, 1e-300)) - jnp.log(jnp.maximum(b_abs, 1e-300))
   eps = jnp.where((num > 0) & (b_abs > 0), eps, c["s"][kk])
@@ -88,7 +97,7 @@ def epsilon_upper(c, delta):
   below = c["up"] <= delta
   found = jnp.any(below)
   k = jnp.argmax(below)
-  extra = c["fft"] + c["tail"] + c["rel"] * c["read"]
+  extra = c["fft"] + c["tail"] + c["rounding"]
   eps = _solve(c, k, extra, delta)
   eps = jnp.where(k == 0, c["s"][0], eps)
   eps = jnp.where(found, eps, jnp.inf)
@@ -108,9 +117,9 @@ def epsilon_lower(c, delta):
   found = jnp.any(above)
   k = n - 1 - jnp.argmax(above[::-1])
   kn = jnp.minimum(k + 1, n - 1)
-  a_abs = jnp.exp(c["log_c"] + c["a"][k])
-  b_abs = jnp.exp(c["log_c"] + c["b"][k])
-  num = a_abs - (c["fft"][k] + c["alias"][k] + c["rel"] * c["read"][k]) - delta
+  a_abs = jnp.exp(c["a"][k])
+  b_abs = jnp.exp(c["b"][k])
+  num = a_abs - (c["fft"][k] + c["alias"][k] + c["rounding"][k]) - delta
   eps = jnp.log(jnp.maximum(num, 1e-300)) - jnp.log(jnp.maximum(b_abs, 1e-300))
   eps = jnp.where((num > 0) & (b_abs > 0), eps, c["s"][k])
   eps = jnp.clip(eps, c["s"][k], c["s"][kn])
@@ -122,7 +131,7 @@ def _at(c, x):
   k = jnp.clip(jnp.floor((x - c["lo"]) / c["d"]), 0, n - 1).astype(jnp.int32)
   gap = jnp.minimum(x + c["b"][k] - c["a"][k], 0.0)
   finite = c["a"][k] > -jnp.inf
-  read = jnp.where(finite, jnp.exp(c["log_c"] + c["a"][k]) * -jnp.expm1(
+  read = jnp.where(finite, jnp.exp(c["a"][k]) * -jnp.expm1(
       jnp.where(finite, gap, -1.0)), 0.0)
   return k, read
 
@@ -130,12 +139,12 @@ def _at(c, x):
 def delta_upper(c, x):
   """Upper bound of the discrete delta at ``x`` (1 below the window)."""
   k, read = _at(c, x)
-  out = read * (1.0 + c["rel"]) + c["fft"][k] + c["tail"]
+  out = read + c["rounding"][k] + c["fft"][k] + c["tail"]
   return jnp.where(x < c["s"][0], 1.0, jnp.minimum(out, 1.0))
 
 
 def delta_lower(c, x):
-  """Lower bound of the discrete delta at ``x`` (0 below the window)."""
+  """Lower bound of the discrete delta at ``x``."""
   k, read = _at(c, x)
-  out = read * (1.0 - c["rel"]) - c["fft"][k] - c["alias"][k]
-  return jnp.where(x < c["s"][0], 0.0, jnp.maximum(out, 0.0))
+  out = read - c["rounding"][k] - c["fft"][k] - c["alias"][k]
+  return jnp.maximum(out, 0.0)
