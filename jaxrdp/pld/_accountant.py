@@ -77,7 +77,13 @@ def _check_options(rtol, grid_size, max_grid_size, memory_limit):
     raise ValueError(f"memory_limit must be a number of bytes >= 2**24, got {memory_limit!r}")
 
 
-def _grid_size(q, sigma, steps, target, mode, rtol, grid_size, max_grid_size):
+def _grid_sizes(q, sigma, steps, target, mode, rtol, grid_size, max_grid_size):
+  """FFT length per row: ``(sizes or None, reached)``; ``None`` means one static size.
+
+  With concrete arguments and no ``grid_size``, every row gets the smallest
+  power of two meeting ``rtol`` (rows are then run in buckets of equal size, so a
+  grid with a few hard cells does not make every cell pay for them).
+  """
   if grid_size is not None:
     return grid_size, True
   if not all(is_concrete(x) for x in (q, sigma, steps, target)):
@@ -86,11 +92,11 @@ def _grid_size(q, sigma, steps, target, mode, rtol, grid_size, max_grid_size):
   rows = _next_pow2(size)
   qp, sp, tp, gp = _pad_rows([q, sigma, steps, target], rows)
   need = np.asarray(_kernel.batch_plan_points(qp, sp, tp, gp, rtol, mode))[:size]
-  need = float(np.max(need)) if need.size else 1.0
-  if not np.isfinite(need):
-    need = float(max_grid_size)
-  n = 2 ** max(int(math.ceil(math.log2(max(need, 2.0)))), int(math.log2(_MIN_GRID_SIZE)))
-  return min(n, max_grid_size), n <= max_grid_size
+  need = np.where(np.isfinite(need), need, float(max_grid_size) * 2)
+  log_n = np.ceil(np.log2(np.maximum(need, 2.0)))
+  n = np.maximum(2.0 ** log_n, _MIN_GRID_SIZE).astype(np.int64)
+  reached = bool(np.all(n <= max_grid_size))
+  return np.minimum(n, max_grid_size), reached
 
 
 def _next_pow2(x):
@@ -146,12 +152,23 @@ def _run(phases, target, mode, rtol, grid_size, max_grid_size, memory_limit):
     sigma = jnp.stack(cols[1:-1:3], axis=-1)
     steps = jnp.round(jnp.stack(cols[2:-1:3], axis=-1))
     tgt = cols[-1]
-    n, reached = _grid_size(q, sigma, steps, tgt, mode, rtol, grid_size, max_grid_size)
+    n, reached = _grid_sizes(q, sigma, steps, tgt, mode, rtol, grid_size, max_grid_size)
     if not reached:
       warnings.warn(f"the PLD grid needed for rtol={rtol:g} exceeds max_grid_size="
                     f"{max_grid_size}; the result is a certified bound at that size, less "
                     "tight (see the lower bound)", RuntimeWarning, stacklevel=4)
-    up, low, ok = _batched(q, sigma, steps, tgt, mode, n, memory_limit)
+    if isinstance(n, np.ndarray):
+      up = np.zeros(size)
+      low = np.zeros(size)
+      ok = np.zeros(size, bool)
+      for n_b in np.unique(n):
+        rows = np.nonzero(n == n_b)[0]
+        parts = _batched(q[rows], sigma[rows], steps[rows], tgt[rows], mode, int(n_b),
+                         memory_limit)
+        up[rows], low[rows], ok[rows] = (np.asarray(x) for x in parts)
+      up, low, ok = jnp.asarray(up), jnp.asarray(low), jnp.asarray(ok)
+    else:
+      up, low, ok = _batched(q, sigma, steps, tgt, mode, n, memory_limit)
     invalid = jnp.zeros(size, bool)
     for a in cols[:-1:3]:
       invalid |= ~((a > 0) & (a <= 1))
