@@ -26,8 +26,9 @@ from pathlib import Path
 
 import numpy as np
 
-import jaxrdp
-from jaxrdp.pld import pld_epsilon
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+import jaxrdp  # noqa: E402
+from jaxrdp.pld import pld_epsilon  # noqa: E402
 
 DELTA = 1e-5
 STEPS = 10_000
