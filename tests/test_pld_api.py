@@ -69,7 +69,7 @@ def test_delta_and_epsilon_are_consistent(grid):
   # certified lower delta there must be too; at epsilon_lower it is >= 1e-5.
   d = pld_delta(q, sigma, 200, r.epsilon, grid_size=N)
   assert np.all(np.asarray(d.delta_lower) <= 1e-5)
-  np.testing.assert_allclose(np.asarray(d.delta), 1e-5, rtol=2e-3)
+  np.testing.assert_allclose(np.asarray(d.delta), 1e-5, rtol=1e-2)
   d_low = pld_delta(q, sigma, 200, r.epsilon_lower, grid_size=N)
   assert np.all(np.asarray(d_low.delta) >= 1e-5)
 
@@ -83,7 +83,7 @@ def test_phases_equal_one_long_phase():
   lo = pld_epsilon(0.02, 2.0, 300, 1e-6, grid_size=N).epsilon
   assert float(lo) < float(mixed.epsilon) < float(one.epsilon)
   d = pld_delta_phases([(0.02, 1.2, 100), (0.02, 1.2, 200)], one.epsilon, grid_size=N)
-  assert float(d.delta) <= 1e-6 * (1 + 1e-6)
+  assert float(d.delta_lower) <= 1e-6 <= float(d.delta) * 1.01
 
 
 def test_jit_vmap_grad():
@@ -106,8 +106,9 @@ def test_jit_vmap_grad():
 
 def test_float32_callers_rounded_up_and_traced_invalid_is_nan():
   # x64 off, traced: float32 results rounded towards +inf; invalid values give NaN.
-  out = jax.jit(lambda s: pld_epsilon(0.01, s, 500, 1e-5, grid_size=N).epsilon)(
-      jnp.array([-1.0, 1.3], jnp.float32))
+  with jax.enable_x64(False):
+    out = jax.jit(lambda s: pld_epsilon(0.01, s, 500, 1e-5, grid_size=N).epsilon)(
+        jnp.array([-1.0, 1.3], jnp.float32))
   assert out.dtype == jnp.float32
   e64 = float(pld_epsilon(0.01, 1.3, 500, 1e-5, grid_size=N).epsilon)
   assert np.isnan(out[0])

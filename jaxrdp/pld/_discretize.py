@@ -38,7 +38,9 @@ __all__ = ["log_delta_curve", "connect_the_dots", "loss_remove", "support"]
 
 def loss_remove(x, q, sigma):
   """Privacy loss of the remove direction at output ``x``: ``log(mu(x) / mu0(x))``."""
-  return jnp.log1p(q * jnp.expm1((2.0 * x - 1.0) / (2.0 * sigma * sigma)))
+  z = (2.0 * x - 1.0) / (2.0 * sigma * sigma)
+  # q = 1: the Gaussian's linear loss (log1p(expm1(z)) would round to -inf for z < -37).
+  return jnp.where(q >= 1.0, z, jnp.log1p(q * jnp.expm1(z)))
 
 
 def support(q, sigma, z, direction):

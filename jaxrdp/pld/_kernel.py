@@ -32,7 +32,8 @@ def _curves(q, sigma, steps, target, mode, n, n1):
       _discretize.log_delta_curve(e[0], q[:, None], sigma[:, None], "remove"),
       _discretize.log_delta_curve(e[1], q[:, None], sigma[:, None], "add")])
   p, p_inf = _discretize.connect_the_dots(log_delta, d)
-  lp = jnp.log(p)
+  pos_p = p > 0
+  lp = jnp.where(pos_p, jnp.log(jnp.where(pos_p, p, 1.0)), -jnp.inf)  # safe for jax.grad
   nu = jnp.concatenate([lam * jnp.asarray(_NU), pl.nu_hi * jnp.asarray(_NU_HI)])
   log_m = jax.nn.logsumexp(lp[..., None, :] + nu[:, None] * e[..., None, :], axis=-1)  # (2,P,F)
   kk = jnp.sum(steps[:, None] * log_m, axis=-2)  # (2, F)

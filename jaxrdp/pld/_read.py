@@ -39,6 +39,12 @@ __all__ = ["curve", "epsilon_upper", "epsilon_lower", "delta_upper", "delta_lowe
 _U = 2.0 ** -53
 
 
+def _safe_log(x):
+  """``log x`` with ``-inf`` at 0 and a zero (not NaN) derivative there."""
+  pos = x > 0
+  return jnp.where(pos, jnp.log(jnp.where(pos, x, 1.0)), -jnp.inf)
+
+
 def curve(w, lo, d, lam, log_c, fft_l2, tail, tau, top):
   """Pre-computes the partial sums of one composed tilted PMF on its window.
 
@@ -63,8 +69,8 @@ def curve(w, lo, d, lam, log_c, fft_l2, tail, tau, top):
   s2 = jnp.concatenate([jnp.cumsum((wc * jnp.exp(jnp.minimum((1.0 + lam) * (top - s), 700.0)))[::-1])[::-1][1:],
                         zero])
   base = log_c - lam * top  # log(M^T e^{-lam top})
-  a = base + jnp.log(s1)  # log sum_{j>k} p_j  (untilted P-mass above s_k)
-  b = base - top + jnp.log(s2)  # log sum_{j>k} p_j e^{-s_j}
+  a = base + _safe_log(s1)  # log sum_{j>k} p_j  (untilted P-mass above s_k)
+  b = base - top + _safe_log(s2)  # log sum_{j>k} p_j e^{-s_j}
   diff = s1 - jnp.exp(s - top) * s2
   read = jnp.exp(base) * jnp.maximum(diff, 0.0)
   rel = jnp.asarray(8.0 * n * _U, w.dtype)
@@ -83,8 +89,9 @@ def _solve(c, k, extra, delta):
   a_abs = jnp.exp(c["a"][kk])
   b_abs = jnp.exp(c["b"][kk])
   num = a_abs + extra[kk] - delta
-  eps = jnp.log(jnp.maximum(num, 1e-300)) - jnp.log(jnp.maximum(b_abs, 1e-300))
-  eps = jnp.where((num > 0) & (b_abs > 0), eps, c["s"][kk])
+  good = (num > 0) & (b_abs > 0)
+  eps = _safe_log(jnp.where(good, num, 1.0)) - _safe_log(jnp.where(good, b_abs, 1.0))
+  eps = jnp.where(good, eps, c["s"][kk])
   return jnp.clip(eps, c["s"][kk], c["s"][k])
 
 
@@ -120,8 +127,9 @@ def epsilon_lower(c, delta):
   a_abs = jnp.exp(c["a"][k])
   b_abs = jnp.exp(c["b"][k])
   num = a_abs - (c["fft"][k] + c["alias"][k] + c["rounding"][k]) - delta
-  eps = jnp.log(jnp.maximum(num, 1e-300)) - jnp.log(jnp.maximum(b_abs, 1e-300))
-  eps = jnp.where((num > 0) & (b_abs > 0), eps, c["s"][k])
+  good = (num > 0) & (b_abs > 0)
+  eps = _safe_log(jnp.where(good, num, 1.0)) - _safe_log(jnp.where(good, b_abs, 1.0))
+  eps = jnp.where(good, eps, c["s"][k])
   eps = jnp.clip(eps, c["s"][k], c["s"][kn])
   return jnp.where(found, eps, -jnp.inf)
 
@@ -129,10 +137,11 @@ def epsilon_lower(c, delta):
 def _at(c, x):
   n = c["s"].shape[-1]
   k = jnp.clip(jnp.floor((x - c["lo"]) / c["d"]), 0, n - 1).astype(jnp.int32)
-  gap = jnp.minimum(x + c["b"][k] - c["a"][k], 0.0)
   finite = c["a"][k] > -jnp.inf
-  read = jnp.where(finite, jnp.exp(c["a"][k]) * -jnp.expm1(
-      jnp.where(finite, gap, -1.0)), 0.0)
+  a_k = jnp.where(finite, c["a"][k], 0.0)
+  gap = jnp.minimum(x + jnp.where(finite, c["b"][k], 0.0) - a_k, 0.0)
+  read = jnp.where(finite, jnp.exp(a_k) * -jnp.expm1(jnp.where(finite & (gap < 0), gap, -1.0)),
+                   0.0)
   return k, read
 
 
