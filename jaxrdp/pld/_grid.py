@@ -86,17 +86,17 @@ def plan(q, sigma, steps, target, mode: str) -> Plan:
   if mode == "epsilon":
     log_delta_c = jnp.log(target)
     bound = (k - log_delta_c) / lam
-    i = jnp.argmin(bound)
-    eps_c = bound[i]
+    eps_c = jnp.min(bound)
+    lam_i = jnp.min(jnp.where(bound == eps_c, lam, jnp.inf))  # (no integer argmin: x64-off safe)
   else:
     val = k - lam * target
-    i = jnp.argmin(val)
+    vmin = jnp.min(val)
+    lam_i = jnp.min(jnp.where(val == vmin, lam, jnp.inf))
     eps_c = target
-    log_delta_c = jnp.minimum(val[i], 0.0)
-  lam_i = lam[i]
+    log_delta_c = jnp.minimum(vmin, 0.0)
   hi_all = (k - log_delta_c + _LOG_TAIL) / lam
-  nu_hi = lam[jnp.argmin(hi_all)]
   hi = jnp.min(hi_all)
+  nu_hi = jnp.min(jnp.where(hi_all == hi, lam, jnp.inf))
   hi = jnp.maximum(hi, eps_c)
   lo = eps_c - (_LOG_ALIAS - log_delta_c) / lam_i - 0.1 * jnp.abs(eps_c)
   lo = jnp.maximum(lo, hi - 600.0 / (1.0 + lam_i))

@@ -33,10 +33,18 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 __all__ = ["curve", "epsilon_upper", "epsilon_lower", "delta_upper", "delta_lower"]
 
 _U = 2.0 ** -53
+
+
+def _first(mask):
+  """Index of the first True (0 if none), without an integer iota (x64-off safe)."""
+  n = mask.shape[-1]
+  idx = jnp.min(jnp.where(mask, np.arange(n, dtype=np.float64), float(n)))
+  return jnp.where(idx < n, idx, 0.0).astype(jnp.int32)
 
 
 def _safe_log(x):
@@ -103,7 +111,7 @@ def epsilon_upper(c, delta):
   """
   below = c["up"] <= delta
   found = jnp.any(below)
-  k = jnp.argmax(below)
+  k = _first(below)
   extra = c["fft"] + c["tail"] + c["rounding"]
   eps = _solve(c, k, extra, delta)
   eps = jnp.where(k == 0, c["s"][0], eps)
@@ -122,7 +130,7 @@ def epsilon_lower(c, delta):
   n = c["s"].shape[-1]
   above = c["low"] > delta
   found = jnp.any(above)
-  k = n - 1 - jnp.argmax(above[::-1])
+  k = n - 1 - _first(above[::-1])
   kn = jnp.minimum(k + 1, n - 1)
   a_abs = jnp.exp(c["a"][k])
   b_abs = jnp.exp(c["b"][k])
