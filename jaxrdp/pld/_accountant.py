@@ -11,8 +11,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from .. import _precision
-from .._validation import check_range, is_concrete
+from .._core import precision as _precision
+from .._core.validation import check_range, is_concrete
 from . import _kernel
 
 __all__ = ["PldEpsilon", "PldDelta", "pld_epsilon", "pld_delta", "pld_epsilon_phases",

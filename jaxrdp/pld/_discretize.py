@@ -22,7 +22,7 @@ partly to ``+inf``. Rounding can make a computed ``p_i`` slightly negative
 therefore only increases every delta.
 
 The delta curve comes from the closed-form single-step profile
-(``jaxrdp._single_step``, Kalinin 2024, in log space with ``log_ndtr``-type
+(``jaxrdp.mechanisms._sgm_single_step``, Kalinin 2024, in log space with ``log_ndtr``-type
 kernels), both directions: remove ``(P, Q) = (mu, mu0)``, add
 ``(P, Q) = (mu0, mu)`` with ``mu0 = N(0, sigma^2)``,
 ``mu = (1 - q) N(0, sigma^2) + q N(1, sigma^2)``.
