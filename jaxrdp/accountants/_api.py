@@ -100,6 +100,9 @@ class PrivacyAccountant:
     return float(self.accountant.get_delta(self.state, epsilon).delta)
 
   def get_privacy_spent(self, delta: float) -> tuple[float, float]:
-    """(epsilon, optimal order), as Opacus' ``get_privacy_spent`` reports it."""
+    """(epsilon, optimal order), as Opacus' ``get_privacy_spent`` reports it.
+
+    The order is NaN for accountants without one (``"pld"``).
+    """
     res = self.accountant.get_epsilon(self.state, delta)
-    return float(res.epsilon), float(res.order)
+    return float(res.epsilon), float(getattr(res, "order", float("nan")))

@@ -63,6 +63,12 @@ from ._accountant import pld_delta as pld_delta
 from ._accountant import pld_delta_phases as pld_delta_phases
 from ._accountant import pld_epsilon as pld_epsilon
 from ._accountant import pld_epsilon_phases as pld_epsilon_phases
+from ._event_accountant import PldAccountant as PldAccountant
+from ._event_accountant import PldState as PldState
+from ..accountants._protocol import register_accountant as _register_accountant
 
-__all__ = ["DEFAULT_RTOL", "MAX_GRID_SIZE", "TRACED_GRID_SIZE", "PldDelta", "PldEpsilon",
+_register_accountant("pld", PldAccountant)
+
+__all__ = ["DEFAULT_RTOL", "MAX_GRID_SIZE", "TRACED_GRID_SIZE", "PldAccountant", "PldDelta",
+           "PldEpsilon", "PldState",
            "pld_delta", "pld_delta_phases", "pld_epsilon", "pld_epsilon_phases"]
