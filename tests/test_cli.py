@@ -34,7 +34,8 @@ def run(argv, capsys):
 def test_epsilon_mnist_table_and_json(capsys):
   code, out, err = run(["epsilon", *MNIST_Q], capsys)
   assert code == 0 and err == ""
-  assert "2.597" in out and "epsilon" in out.splitlines()[0]
+  # 2.59665553 printed with 5 significant digits, rounded up (never below the value).
+  assert "2.5967" in out and "epsilon" in out.splitlines()[0]
   code, out, _ = run(["epsilon", *MNIST_Q, "--json"], capsys)
   (record,) = json.loads(out)
   assert record["epsilon"] == pytest.approx(2.597, abs=5e-4)
@@ -178,4 +179,16 @@ def test_python_m_jaxrdp_subprocess():
   good = subprocess.run([sys.executable, "-m", "jaxrdp", "epsilon", *MNIST_Q], capture_output=True,
                         text=True, env=env, timeout=300)
   assert good.returncode == 0, good.stderr
-  assert "2.597" in good.stdout
+  assert "2.5967" in good.stdout
+
+
+def test_epsilon_pld_mnist_prints_the_tight_value(capsys):
+  # The tight epsilon of the MNIST configuration is 2.38169 (dp_accounting's
+  # connect-the-dots at 1e-6 and prv_accountant agree); the certified upper bound
+  # is printed rounded up to 5 digits, the lower bound rounded down.
+  code, out, err = run(["epsilon", *MNIST_Q, "--accountant", "pld"], capsys)
+  assert code == 0 and err == ""
+  header, _, row = out.splitlines()[:3]
+  assert header.split() == ["q", "steps", "sigma", "delta", "epsilon", "epsilon_lower"]
+  eps, low = map(float, row.split()[-2:])
+  assert eps == 2.3817 and 2.36 < low <= 2.38169
