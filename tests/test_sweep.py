@@ -224,3 +224,19 @@ _SHARD_SCRIPT = textwrap.dedent("""
 def test_sharded_equals_single_device():
   env = dict(XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
   assert "SHARDED-OK" in run_fresh_python(_SHARD_SCRIPT, env=env)
+
+
+def test_sweep_with_the_pld_accountant_equals_its_cells():
+  # A non-RDP sweep evaluates each cell through the accountant: the same numbers as
+  # the one-line call on the broadcast grid, below the Renyi-DP epsilons (tight
+  # accounting), and no order.
+  q, sigma = [0.01, 0.02], [1.0, 2.0]
+  res = jaxrdp.sweep(q=q, sigma=sigma, steps=[100], delta=1e-5, accountant="pld",
+                     chunk_size=3, progress=False)
+  want = jaxrdp.dpsgd_epsilon(np.array(q)[:, None], np.array(sigma)[None, :], 100, 1e-5,
+                              accountant="pld").epsilon
+  np.testing.assert_array_equal(res.epsilon.reshape(2, 2), np.asarray(want))
+  rdp = jaxrdp.sweep(q=q, sigma=sigma, steps=[100], delta=1e-5).epsilon
+  assert np.all(res.epsilon < rdp) and np.all(np.isnan(res.order))
+  with pytest.raises(ValueError, match="orders"):
+    jaxrdp.sweep(q=q, sigma=sigma, steps=[100], orders=[2.0, 3.0], accountant="pld")

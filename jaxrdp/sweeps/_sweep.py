@@ -482,6 +482,82 @@ def _fingerprint(*parts) -> np.ndarray:
   return np.frombuffer(h.digest(), dtype=np.int64).copy()
 
 
+def _cells_rdp(q_samp, axes, steps_sd, orders_np, shape, chunk_size, progress, devices):
+  """The two-stage Renyi-DP sweep of the cells, sharded over `devices`: (epsilon, order)."""
+  n_samp, n_sigma = q_samp.size, axes["sigma"].size
+  n_dur, n_delta = steps_sd.shape[1], axes["delta"].size
+  with x64_context():
+    cells = _cell_mesh(_check_devices(devices))
+    n_pairs, n_cells = n_samp * n_sigma, math.prod(shape)
+    len1 = cells.chunk_len(n_pairs, chunk_size, _PAIR_BATCH)
+    len2 = cells.chunk_len(n_cells, chunk_size, _CELL_BATCH)
+    chunks1 = -(-n_pairs // len1)
+    chunks2 = -(-n_cells // len2)
+    cells.check_same_everywhere(_fingerprint(
+        axes, orders_np, steps_sd, len1, len2, [d.id for d in cells.mesh.devices.flat]))
+    orders_dev = cells.replicate(orders_np)
+    orders_static = (("orders_static", StaticArray(orders_np)),)
+    rdp_program = _program(_rdp_local, cells.mesh, 1, 2)
+    eps_program = _program(_eps_local, cells.mesh, 2, 3)
+    # By default one bar per sweep: in a multi-process sweep, process 0's.
+    show = chunks2 > 1 and jax.process_index() == 0 if progress is None else progress
+    bar = progress_bar(chunks1 + chunks2, "jaxrdp sweep", show)
+    try:
+      # Stage 1: per-step RDP of every (q, sigma) pair.
+      q_pairs = np.repeat(q_samp.ravel(), n_sigma)
+      s_pairs = np.tile(axes["sigma"], n_samp)
+      rdp1 = np.empty((n_pairs, orders_np.size))
+      _map_chunks(
+          lambda q, s: rdp_program(orders_dev, q, s, static=orders_static),
+          n_pairs, len1,
+          lambda lo, hi: (cells.shard(_padded(q_pairs[lo:hi], len1, 0.5)),
+                          cells.shard(_padded(s_pairs[lo:hi], len1, 1.0))),
+          [rdp1], bar)
+      rdp1_dev = cells.replicate(rdp1)
+
+      # Stage 2: scale by the steps of each cell and convert at its delta.
+      eps = np.empty(n_cells)
+      order = np.empty(n_cells)
+      grid = (n_samp, n_sigma, n_dur, n_delta)
+
+      def cell_args(lo, hi):
+        p, s, t, d = np.unravel_index(np.arange(lo, hi), grid)
+        return (cells.shard(_padded(p * n_sigma + s, len2, 0)),
+                cells.shard(_padded(steps_sd[p, t], len2, 1.0)),
+                cells.shard(_padded(axes["delta"][d], len2, 0.5)))
+
+      _map_chunks(lambda p, t, d: eps_program(rdp1_dev, orders_dev, p, t, d),
+                  n_cells, len2, cell_args, [eps, order], bar)
+    finally:
+      bar.close()
+
+  return eps, order
+
+
+def _cells_with_accountant(accountant, q_samp, sigma, steps_sd, delta, chunk_size, progress):
+  """epsilon of every cell through another accountant, chunk by chunk: (epsilon, NaN orders)."""
+  from ..rdp._dpsgd import dpsgd_epsilon
+
+  n_samp, n_sigma, n_dur, n_delta = q_samp.size, sigma.size, steps_sd.shape[1], delta.size
+  n_cells = n_samp * n_sigma * n_dur * n_delta
+  grid = (n_samp, n_sigma, n_dur, n_delta)
+  chunks = -(-n_cells // chunk_size)
+  show = chunks > 1 and jax.process_index() == 0 if progress is None else progress
+  bar = progress_bar(chunks, "jaxrdp sweep", show)
+  eps = np.empty(n_cells)
+  try:
+    for lo in range(0, n_cells, chunk_size):
+      hi = min(lo + chunk_size, n_cells)
+      p, s, t, d = np.unravel_index(np.arange(lo, hi), grid)
+      res = dpsgd_epsilon(q_samp.ravel()[p], sigma[s], steps_sd[p, t], delta[d],
+                          accountant=accountant)
+      eps[lo:hi] = np.asarray(res.epsilon)
+      bar.update(1)
+  finally:
+    bar.close()
+  return eps, np.full(n_cells, np.nan)
+
+
 def sweep(
     *,
     sigma: ArrayLike,
@@ -495,6 +571,7 @@ def sweep(
     chunk_size: int = _DEFAULT_CHUNK,
     progress: bool | None = None,
     devices: Sequence[jax.Device] | jax.Device | Mesh | None = None,
+    accountant: Any = "rdp",
 ) -> SweepResult:
   """Epsilon of DP-SGD on the full outer-product grid of the given axes, in one call.
 
@@ -546,6 +623,11 @@ def sweep(
       every device of every process. Pass one device to turn sharding off, or
       `jax.local_devices()` for a sweep that stays inside this process. Every
       process that owns one of the devices must call `sweep` with the same arguments.
+    accountant: ``"rdp"`` (default: the two-stage Renyi-DP sweep above) or another
+      accountant by name or object, e.g. ``"pld"`` for tight, certified epsilons
+      (:class:`jaxrdp.accountants.PldAccountant`; `order` is then NaN). A non-RDP
+      sweep evaluates the cells in chunks of `chunk_size` on the default device
+      (not sharded over `devices`); `orders` configures the RDP accountant only.
 
   Returns:
     `SweepResult` with numpy arrays (epsilon, order, q, steps) and the axis values.
@@ -613,49 +695,15 @@ def sweep(
           )
       ).reshape(n_samp, n_dur)
 
-    cells = _cell_mesh(_check_devices(devices))
-    n_pairs, n_cells = n_samp * n_sigma, math.prod(shape)
-    len1 = cells.chunk_len(n_pairs, chunk_size, _PAIR_BATCH)
-    len2 = cells.chunk_len(n_cells, chunk_size, _CELL_BATCH)
-    chunks1 = -(-n_pairs // len1)
-    chunks2 = -(-n_cells // len2)
-    cells.check_same_everywhere(_fingerprint(
-        axes, orders_np, steps_sd, len1, len2, [d.id for d in cells.mesh.devices.flat]))
-    orders_dev = cells.replicate(orders_np)
-    orders_static = (("orders_static", StaticArray(orders_np)),)
-    rdp_program = _program(_rdp_local, cells.mesh, 1, 2)
-    eps_program = _program(_eps_local, cells.mesh, 2, 3)
-    # By default one bar per sweep: in a multi-process sweep, process 0's.
-    show = chunks2 > 1 and jax.process_index() == 0 if progress is None else progress
-    bar = progress_bar(chunks1 + chunks2, "jaxrdp sweep", show)
-    try:
-      # Stage 1: per-step RDP of every (q, sigma) pair.
-      q_pairs = np.repeat(q_samp.ravel(), n_sigma)
-      s_pairs = np.tile(axes["sigma"], n_samp)
-      rdp1 = np.empty((n_pairs, orders_np.size))
-      _map_chunks(
-          lambda q, s: rdp_program(orders_dev, q, s, static=orders_static),
-          n_pairs, len1,
-          lambda lo, hi: (cells.shard(_padded(q_pairs[lo:hi], len1, 0.5)),
-                          cells.shard(_padded(s_pairs[lo:hi], len1, 1.0))),
-          [rdp1], bar)
-      rdp1_dev = cells.replicate(rdp1)
-
-      # Stage 2: scale by the steps of each cell and convert at its delta.
-      eps = np.empty(n_cells)
-      order = np.empty(n_cells)
-      grid = (n_samp, n_sigma, n_dur, n_delta)
-
-      def cell_args(lo, hi):
-        p, s, t, d = np.unravel_index(np.arange(lo, hi), grid)
-        return (cells.shard(_padded(p * n_sigma + s, len2, 0)),
-                cells.shard(_padded(steps_sd[p, t], len2, 1.0)),
-                cells.shard(_padded(axes["delta"][d], len2, 0.5)))
-
-      _map_chunks(lambda p, t, d: eps_program(rdp1_dev, orders_dev, p, t, d),
-                  n_cells, len2, cell_args, [eps, order], bar)
-    finally:
-      bar.close()
+    if not (isinstance(accountant, str) and accountant == "rdp"):
+      if orders is not None:
+        raise ValueError("orders configures the RDP accountant; leave it out with "
+                         f"accountant={accountant!r}")
+      eps, order = _cells_with_accountant(accountant, q_samp, axes["sigma"], steps_sd,
+                                          axes["delta"], chunk_size, progress)
+    else:
+      eps, order = _cells_rdp(q_samp, axes, steps_sd, orders_np, shape, chunk_size,
+                              progress, devices)
 
   n_samp_dims = len(samp_shape)
   q_cell = q_samp.reshape(samp_shape + (1, 1, 1))
