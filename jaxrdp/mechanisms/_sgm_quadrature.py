@@ -67,7 +67,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from .._core.numerics import expm1_minus_x, log_gaussian_pdf
+from .._core.numerics import argmin_last, expm1_minus_x, log_gaussian_pdf
 
 __all__ = ["log_a_minus_1_quadrature", "FULL_NODES", "LIGHT_NODES"]
 
@@ -212,18 +212,6 @@ def _spread(x, q, sigma, alpha):
   return jnp.minimum(spread, alpha + 2.0)
 
 
-def _argmax_last(v):
-  """First index of the maximum along the last axis.
-
-  Written with max/min reductions instead of jnp.argmax: argmax lowers to a
-  variadic reduce whose initial values follow the *global* x64 flag, which
-  breaks when this float64 kernel is traced inside a caller's float32 jit.
-  """
-  n = v.shape[-1]
-  idx = jnp.arange(n, dtype=jnp.int32)
-  return jnp.min(jnp.where(v == jnp.max(v, axis=-1, keepdims=True), idx, jnp.int32(n)), axis=-1)
-
-
 # The Chebyshev grid on [0, 1]. It is symmetric (_CHEB[::-1] = 1 - _CHEB), so
 # that lgamma(alpha - x + 1) on the grid is lgamma(x + 1) read backwards.
 _CHEB = 0.5 * (1.0 - np.cos(np.pi * np.arange(_GRID) / (_GRID - 1)))
@@ -239,7 +227,7 @@ def _bump_maxima(q, sigma, alpha):
   g = _lgamma1p_fast(xs)
   t = -(g + g[::-1]) + xs * (jnp.log(q) - jnp.log1p(-q)) + (xs * xs - xs) / (2.0 * sigma * sigma)
   half = _GRID // 2
-  best = _argmax_last(jnp.reshape(t, (2, half))) + np.array([0, half])  # in each half
+  best = argmin_last(-jnp.reshape(t, (2, half))) + np.array([0, half])  # argmax in each half
   step = alpha / (_GRID - 1) * np.pi  # >= twice the largest grid spacing
   # Both maxima are refined together: one loop compiles much faster than two.
   x0 = xs[best]
