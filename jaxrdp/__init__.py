@@ -26,7 +26,7 @@ from .mechanisms._sgm import sgm_log_a as sgm_log_a
 from .mechanisms._sgm import sgm_log_a_minus_1 as sgm_log_a_minus_1
 from .mechanisms._sgm import sgm_rdp as sgm_rdp
 
-__version__ = "0.1.0"
+from ._version import __version__ as __version__
 
 __all__ = [
     "AccountantState",
