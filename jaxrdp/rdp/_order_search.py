@@ -383,10 +383,13 @@ def _search_continues(spec: _LoopSpec, s: _SearchState):
   return jnp.any(s.left > 0) & (s.rounds < spec.max_rounds)
 
 
-def _search_step(spec: _LoopSpec, rows: _Rows, s: _SearchState) -> _SearchState:
-  """One round: the next order of at most ``spec.batch`` rows, evaluated exactly."""
+def _search_step(spec: _LoopSpec, rows: _Rows, x, s: _SearchState) -> _SearchState:
+  """One round: the next order of at most ``spec.batch`` rows, evaluated exactly.
+
+  ``x``: ``spec.xs`` as an array made outside the loop (a loop operand, as the
+  rows are, rather than a constant of the loop body).
+  """
   n = s.left.shape[0]
-  x = jnp.asarray(spec.xs)
   # The rows with the most orders left in contention go first: they tend to need
   # the most rounds, so starting them early keeps the last rounds from running
   # nearly empty. Rows whose next order is above 65 go last, together: such an
@@ -522,7 +525,8 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
     floor_l = jnp.zeros((rows, loop.size)) if f_floor is None else take_last(floor, loop)
     loop_rows = flat._replace(floor=floor_l)
     state = jax.lax.while_loop(
-        functools.partial(_search_continues, spec), functools.partial(_search_step, spec, loop_rows),
+        functools.partial(_search_continues, spec),
+        functools.partial(_search_step, spec, loop_rows, jnp.asarray(spec.xs)),
         _search_init(spec, loop_rows, take_last(fv, loop), best))
     fv, known = put_last(fv, loop, state.f), put_last(known, loop, state.known)
     # A finished row's minimum is over its exact values: every order never
