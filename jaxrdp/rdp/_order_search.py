@@ -18,9 +18,9 @@ one order per round and configuration, the one estimated to be the smallest (by
 the cubic through the nearest known points, clipped to the bounds), evaluates it
 exactly (quadrature) and tightens the bounds around it, until no order is left in
 contention. On realistic grids that takes 0 to 6 exact evaluations per
-configuration (1.9 on average on the standard benchmark grid; 2.4 when the
-midpoint of the bounds picked the order), instead of one per order. The estimate
-only decides the order in which orders are evaluated, never which are ruled out.
+configuration (1.9 on average on the standard benchmark grid), instead of one
+per order. The estimate only decides the order in which orders are evaluated,
+never which are ruled out.
 
 A caller that searched the same configuration before at more noise (or a smaller
 q) can pass what that search learnt as floors (``f_floor``, from
@@ -44,10 +44,7 @@ round gives each selected configuration an order it has not
 evaluated, so the loop bound below (enough rounds to evaluate every order of
 every configuration) is never what stops it. Even on grids where many orders
 stay in contention it costs less than evaluating every order of the whole
-batch (4000 orders in [1.5, 20] for the 400 configurations of the standard
-grid: 3.3 quadratures each on average, at most 109, 1.1 s against 28 s, with
-the same orders and epsilons within 8e-16; measured 2026-11-22 on the 2-core
-CPU), which is why there is no exhaustive fallback. The result is the minimum
+batch (benchmarks/README.md), which is why there is no exhaustive fallback. The result is the minimum
 over the orders evaluated exactly, so it is always a sound epsilon (every one
 of them is a valid bound), and the exact grid minimum where ``exact`` is True:
 everywhere but the configurations ``live`` excludes.
@@ -103,8 +100,8 @@ def _top_rows(priority, k, max_priority):
   """``lax.top_k(priority, k)`` for int32 priorities in [0, max_priority] (ties to
   the lower index), as one sort of a combined key (priority, then reversed
   index): XLA's CPU backend sorts one int32 operand much faster than top_k's
-  (value, index) pairs (9 against 50 us for 400 rows, measured 2026-11-23).
-  Where the key would not fit in int32, top_k itself."""
+  (value, index) pairs (benchmarks/README.md). Where the key would not fit in
+  int32, top_k itself."""
   n = priority.shape[0]
   bits = max(n - 1, 1).bit_length()
   if (max_priority + 1) << bits > np.iinfo(np.int32).max:
@@ -129,7 +126,7 @@ def _neighbours(known):
   none_right = jnp.full(known.shape[:-1] + (1,), n, jnp.int32)
   # Running max / min of the known indices. As log-depth scans: XLA's CPU backend
   # lowers lax.cummax / cummin to a reduce-window over the whole prefix, O(n^2)
-  # per row, which took ~5% of the standard benchmark grid (measured 2026-11-22).
+  # per row (a measurable share of the standard grid: benchmarks/README.md).
   axis = known.ndim - 1
   left = jax.lax.associative_scan(jnp.maximum, jnp.where(known, idx, jnp.int32(-1)), axis=axis)
   prev1 = jnp.concatenate([none_left, left[..., :-1]], axis=-1)
