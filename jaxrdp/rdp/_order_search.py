@@ -69,7 +69,7 @@ from ..rdp._conversions import _epsilon_per_order
 from .._core.numerics import argmin_last
 from ..mechanisms._sgm import _log_a_f64
 from .._core.static_index import put_last, take_last
-from .._core.validation import StaticArray
+from .._core.validation import DELTA, StaticArray
 
 __all__ = ["SearchResult", "min_epsilon_over_orders", "table_size", "with_derivative_at_order"]
 
@@ -458,7 +458,7 @@ def _search_finish(layout: _Layout, method, args, flat: _Rows, f_coarse, end: _F
   eps = jnp.maximum(eps, 0.0)
   # No privacy loss at all (q = 0, no steps, or infinite noise): (0, 0)-DP.
   eps = jnp.where((q == 0) | (steps == 0) | jnp.isinf(sigma), 0.0, eps)
-  eps = jnp.where(~((delta > 0) & (delta < 1)), jnp.nan, eps)
+  eps = jnp.where(~DELTA.holds(delta), jnp.nan, eps)
   return SearchResult(eps, order, exact, evaluations, table)
 
 
