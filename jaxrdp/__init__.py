@@ -58,7 +58,7 @@ from .sweeps import SweepResult as SweepResult
 from .sweeps import plot_sweep as plot_sweep
 from .sweeps import sweep as sweep
 
-__version__ = "0.1.0"
+from ._version import __version__ as __version__
 
 __all__ = [
     # DP-SGD in one call

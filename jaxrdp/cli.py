@@ -253,13 +253,13 @@ def _emit(cols: dict, args, *, note: str | None = None) -> None:
     records = [{k: value(cols[k][i]) for k in names} for i in range(n)]
     print(json.dumps(records, indent=2, allow_nan=False))
   elif args.csv:
-    print(",".join(names))
+    import csv
+
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(names)
     for i in range(n):
-      row = []
-      for k in names:
-        v = value(cols[k][i])
-        row.append("" if v is None else (v if isinstance(v, str) else repr(v)))
-      print(",".join(row))
+      row = [value(cols[k][i]) for k in names]
+      writer.writerow(["" if v is None else (v if isinstance(v, str) else repr(v)) for v in row])
   else:
     # Bounds to publish are printed with 5 significant digits, rounded up (lower
     # bounds rounded down), so that the table never shows less privacy loss
@@ -361,23 +361,11 @@ def _cmd_calibrate(args, parser) -> int:
     res = cal.calibrate_sampling_rate(sigma=cols["sigma"], steps=cols["steps"], **budget_of(cols))
     out = {"q": np.asarray(res.q)}
     if "dataset_size" in cols:
-      from .rdp._dpsgd import dpsgd_delta, dpsgd_epsilon
+      from .calibration._batch_size import floor_to_batch_size
 
-      # The largest integer batch below q * N is within budget: epsilon is
-      # non-decreasing in q. Report the guarantee at that batch's q = B / N.
-      batch = np.floor(np.nan_to_num(out["q"]) * cols["dataset_size"])
-      ok = batch >= 1
-      q_b = np.where(ok, batch / cols["dataset_size"], np.nan)
-      out = {"batch_size": np.where(ok, batch, np.nan), "q": q_b}
-      if by_delta:
-        res2 = dpsgd_delta(np.nan_to_num(q_b), cols["sigma"], cols["steps"], cols["epsilon"])
-        achieved = np.where(ok, np.asarray(res2.delta), np.nan)
-      else:
-        res2 = dpsgd_epsilon(np.nan_to_num(q_b), cols["sigma"], cols["steps"], cols["delta"])
-        achieved = np.where(ok, np.asarray(res2.epsilon), np.nan)
-      res = res._replace(feasible=np.asarray(res.feasible) & ok,
-                         order=np.where(ok, np.asarray(res2.order), np.nan),
-                         **{tgt: achieved})
+      res = floor_to_batch_size(res, cols["dataset_size"], cols["sigma"], cols["steps"],
+                                for_delta=by_delta)
+      out = {"batch_size": res.batch_size, "q": res.q}
 
   feasible = np.asarray(res.feasible)
   table = {k: v for k, v in cols.items() if k not in ("epsilon", "delta")}

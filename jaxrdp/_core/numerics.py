@@ -69,6 +69,8 @@ def argmin_last(v):
   Built from min reductions rather than jnp.argmin: argmin lowers to a variadic
   reduce whose initial values follow the *global* x64 flag, which breaks when a
   float64 kernel is traced inside a caller's float32 jit. NaN rows give 0.
+  The first maximum is ``argmin_last(-v)`` (negation is exact, so the same
+  elements tie).
   """
   n = v.shape[-1]
   idx = jnp.arange(n, dtype=jnp.int32)

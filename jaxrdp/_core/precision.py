@@ -17,7 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 __all__ = ["x64_context", "as_float64", "broadcast_float64", "round_up_to", "Float64Scope",
-           "elementwise_float64"]
+           "finalize", "elementwise_float64"]
 
 
 def x64_context() -> contextlib.AbstractContextManager:
@@ -49,8 +49,12 @@ def round_up_to(x: jax.Array, dtype) -> jax.Array:
   too_small = jax.lax.stop_gradient(y.astype(jnp.float64) < x)
   # nextafter has no derivative rule; the one-ulp bump is a constant offset.
   y_const = jax.lax.stop_gradient(y)
-  bump = jnp.nextafter(y_const, jnp.asarray(np.inf, dtype)) - y_const
-  return jnp.where(too_small, y + bump, y)
+  up = jnp.nextafter(y_const, jnp.asarray(np.inf, dtype))
+  # Where the bump is not exact arithmetic (y = -inf, or a subnormal value that
+  # the CPU flushes to zero), the next value itself, without a derivative.
+  tiny = jnp.finfo(dtype).tiny
+  exact = jnp.isfinite(y_const) & (jnp.abs(y_const) >= tiny) & (jnp.abs(up) >= tiny)
+  return jnp.where(too_small, jnp.where(exact, y + (up - y_const), up), y)
 
 
 class Float64Scope:
@@ -80,10 +84,29 @@ class Float64Scope:
     return self._ctx.__exit__(*exc)
 
   def finalize(self, tree):
-    if self.outer_x64:
-      return tree
-    return jax.tree_util.tree_map(
-        lambda x: _float32_directed(x) if isinstance(x, jax.core.Tracer) else x, tree)
+    return finalize(tree, self.outer_x64)
+
+
+def finalize(tree, outer_x64: bool, down=None):
+  """The float64 results ``tree`` in a dtype the caller can use (see Float64Scope).
+
+  Args:
+    tree: a pytree of results computed in float64.
+    outer_x64: whether the caller has ``jax_enable_x64`` on (read before the
+      float64 scope was entered).
+    down: optional pytree of bools with the structure of ``tree``: True where a
+      leaf's safe side is smaller (a number of steps or a sampling rate that fits
+      a budget), so that it is rounded towards -inf instead of +inf.
+  """
+  if outer_x64:
+    return tree
+
+  def cast(x, to_minus_inf=False):
+    return _float32_directed(x, to_minus_inf) if isinstance(x, jax.core.Tracer) else x
+
+  if down is None:
+    return jax.tree_util.tree_map(cast, tree)
+  return jax.tree_util.tree_map(cast, tree, down)
 
 
 def _float32_directed(x, down: bool = False):

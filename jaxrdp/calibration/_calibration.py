@@ -324,14 +324,8 @@ def _finalize(out, outer_x64: bool):
   steps and the sampling rate down (more steps or a larger q would spend more than
   the budget). Eager calls and x64 callers get float64.
   """
-  if outer_x64:
-    return out
-
-  def cast(x, down):
-    return _precision._float32_directed(x, down) if isinstance(x, jax.core.Tracer) else x
-
   first_down = isinstance(out, (StepsCalibration, SamplingRateCalibration))
-  return type(out)(cast(out[0], first_down), *(cast(x, False) for x in out[1:]))
+  return _precision.finalize(out, outer_x64, type(out)(first_down, *(False,) * (len(out) - 1)))
 
 
 def _call(jitted, budget, target, given, a, b, orders):

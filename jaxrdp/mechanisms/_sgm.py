@@ -15,15 +15,16 @@ from ..mechanisms._sgm_series import (
     log_a_minus_1_integer_windowed)
 from .._core.numerics import log_expm1
 from .._core.static_index import concatenate_to
-from .._core.validation import check_range, concrete_or_none, static_or_none
+from .._core.validation import (NOISE_MULTIPLIER, ORDER, PROBABILITY, concrete_or_none,
+                                static_or_none)
 
 __all__ = ["sgm_log_a", "sgm_rdp", "sgm_log_a_minus_1"]
 
 
 def _validate(q, sigma, alpha):
-  check_range("q", q, lower=0.0, upper=1.0)
-  check_range("sigma", sigma, lower=0.0, allow_inf=True)
-  check_range("alpha", alpha, lower=1.0, lower_open=True, allow_inf=True)
+  PROBABILITY.check("q", q)
+  NOISE_MULTIPLIER.check("sigma", sigma)
+  ORDER.check("alpha", alpha)
 
 
 def _log_a_minus_1_regular(q, sigma, alpha, alpha_np, rows_constant=False):
@@ -115,7 +116,7 @@ def _log_a_minus_1_f64(q, sigma, alpha, alpha_static=None):
   rows_constant = (alpha_np is not None and alpha_np.ndim == 1 and np.ndim(alpha) == 1
                    and all(np.ndim(x) == 0 or np.shape(x)[-1] == 1 for x in (q, sigma)))
   q, sigma, alpha = _precision.broadcast_float64(q, sigma, alpha)
-  invalid = ~((q >= 0) & (q <= 1) & (sigma >= 0) & (alpha > 1))  # also catches NaN
+  invalid = ~(PROBABILITY.holds(q) & NOISE_MULTIPLIER.holds(sigma) & ORDER.holds(alpha))
   zero = q == 0  # the mechanism never looks at the data: A = 1
   exact_gauss = q == 1  # A = exp(alpha (alpha - 1) / (2 sigma^2))
   infinite = ((sigma == 0) | jnp.isinf(alpha)) & ~zero

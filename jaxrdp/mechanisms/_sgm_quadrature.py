@@ -39,17 +39,15 @@ kink panels a side: 272 nodes) covers an element when it has
 Then each bump of width sigma spans at least a fifth of a 16-node panel, and
 the branch points, at pi sigma^2 >= 0.28 above z0, lie outside the Bernstein
 ellipse rho = 3.3 of the inner kink panels (1.5 sigma wide): error factor
-rho^-32 < 3e-17. Measured against the full layout (2026-11-22, 60,000 random
-points over the whole domain and 200,000 with sigma in [0.2, 0.7]): within
-2e-14 relative wherever the conditions hold. Beyond the width bound the error
-grows fast (4e-13 at 5.5 to 6 sigma, 8e-11 at 6 to 7), so the bound has a
-margin but not a large one.
+rho^-32 < 3e-17. Against the full layout on random points (benchmarks/README.md)
+it is within 2e-14 relative wherever the conditions hold. Beyond the width
+bound the error grows fast (4e-13 at 5.5 to 6 sigma, 8e-11 at 6 to 7), so the
+bound has a margin but not a large one.
 
 A batch runs the light layout when at least half of its elements allow it,
 and the full layout on the others only, gathered in chunks of an eighth of the
 batch (at least 16 elements), so that the few configurations of a search
-round that need it do not cost the whole round (0.15 against 0.95 ms for the
-last round of the standard benchmark grid, 2026-11-23). Both choices are made
+round that need it do not cost the whole round (benchmarks/README.md). Both choices are made
 at run time (``lax.cond``); under a caller's ``jax.vmap`` they are made per
 element, and XLA evaluates both layouts.
 
@@ -67,7 +65,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from .._core.numerics import expm1_minus_x, log_gaussian_pdf
+from .._core.numerics import argmin_last, expm1_minus_x, log_gaussian_pdf
 
 __all__ = ["log_a_minus_1_quadrature", "FULL_NODES", "LIGHT_NODES"]
 
@@ -212,18 +210,6 @@ def _spread(x, q, sigma, alpha):
   return jnp.minimum(spread, alpha + 2.0)
 
 
-def _argmax_last(v):
-  """First index of the maximum along the last axis.
-
-  Written with max/min reductions instead of jnp.argmax: argmax lowers to a
-  variadic reduce whose initial values follow the *global* x64 flag, which
-  breaks when this float64 kernel is traced inside a caller's float32 jit.
-  """
-  n = v.shape[-1]
-  idx = jnp.arange(n, dtype=jnp.int32)
-  return jnp.min(jnp.where(v == jnp.max(v, axis=-1, keepdims=True), idx, jnp.int32(n)), axis=-1)
-
-
 # The Chebyshev grid on [0, 1]. It is symmetric (_CHEB[::-1] = 1 - _CHEB), so
 # that lgamma(alpha - x + 1) on the grid is lgamma(x + 1) read backwards.
 _CHEB = 0.5 * (1.0 - np.cos(np.pi * np.arange(_GRID) / (_GRID - 1)))
@@ -239,7 +225,7 @@ def _bump_maxima(q, sigma, alpha):
   g = _lgamma1p_fast(xs)
   t = -(g + g[::-1]) + xs * (jnp.log(q) - jnp.log1p(-q)) + (xs * xs - xs) / (2.0 * sigma * sigma)
   half = _GRID // 2
-  best = _argmax_last(jnp.reshape(t, (2, half))) + np.array([0, half])  # in each half
+  best = argmin_last(-jnp.reshape(t, (2, half))) + np.array([0, half])  # argmax in each half
   step = alpha / (_GRID - 1) * np.pi  # >= twice the largest grid spacing
   # Both maxima are refined together: one loop compiles much faster than two.
   x0 = xs[best]
@@ -351,8 +337,8 @@ def _log_integral_shifted(parts, q, sigma, alpha):
   exp(x) > e^-700, a normal float, and the terms whose exp(x) is subnormal add
   up to below 272 e^-708 e^61 < 2e-18 S. So the result is exact where S lies in
   (e^-_SHIFT_ROOM, inf). The midpoint shift is within 6 nats of the largest
-  weighted node value over the whole domain of the accuracy guarantee (200,000
-  random points, 2026-11-23), so S is near 1 there; where it is not exact, the
+  weighted node value over the whole domain of the accuracy guarantee (on
+  random points, benchmarks/README.md), so S is near 1 there; where it is not exact, the
   caller takes the full layout's logsumexp.
   """
   left, half, log_half = (jnp.concatenate(p) for p in zip(*parts))

@@ -29,7 +29,7 @@ from jax.typing import ArrayLike
 
 from .._core import precision as _precision
 from .._core.numerics import argmin_last
-from .._core.validation import check_range
+from .._core.validation import DELTA, FINITE_EPSILON, ORDER, RDP
 
 __all__ = ["EpsilonResult", "DeltaResult", "rdp_to_epsilon", "rdp_to_delta"]
 
@@ -56,8 +56,8 @@ def _check_method(method):
 
 
 def _check_curve(rdp, orders):
-  check_range("rdp", rdp, lower=0.0, allow_inf=True)
-  check_range("orders", orders, lower=1.0, lower_open=True, allow_inf=True)
+  RDP.check("rdp", rdp)
+  ORDER.check("orders", orders)
   if np.ndim(orders) != 1:
     raise ValueError(f"orders must be a 1-D array, got shape {np.shape(orders)}")
   if np.ndim(rdp) < 1 or np.shape(rdp)[-1] != np.shape(orders)[0]:
@@ -109,8 +109,7 @@ def epsilon_from_rdp_f64(rdp, orders, delta, method="improved"):
   # Zero RDP at every order means identical output distributions: (0, 0)-DP,
   # which no finite order's conversion reports exactly.
   eps = jnp.where(jnp.all(rdp == 0, axis=-1), 0.0, eps)
-  bad_delta = ~((delta > 0) & (delta < 1))
-  eps = jnp.where(bad_delta, jnp.nan, eps)
+  eps = jnp.where(~DELTA.holds(delta), jnp.nan, eps)
   return EpsilonResult(eps, orders[idx])
 
 
@@ -156,7 +155,7 @@ def rdp_to_epsilon(rdp: ArrayLike, orders: ArrayLike, delta: ArrayLike, *,
   """
   _check_method(method)
   _check_curve(rdp, orders)
-  check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
+  DELTA.check("delta", delta)
   with _precision.Float64Scope() as scope:
     out = _epsilon_jit(rdp, orders, delta, method=method)
   return scope.finalize(out)
@@ -183,7 +182,7 @@ def rdp_to_delta(rdp: ArrayLike, orders: ArrayLike, epsilon: ArrayLike, *,
   """
   _check_method(method)
   _check_curve(rdp, orders)
-  check_range("epsilon", epsilon, lower=0.0)
+  FINITE_EPSILON.check("epsilon", epsilon)
   with _precision.Float64Scope() as scope:
     out = _delta_jit(rdp, orders, epsilon, method=method)
   return scope.finalize(out)

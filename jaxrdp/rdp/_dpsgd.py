@@ -15,7 +15,7 @@ from ..rdp._conversions import (
     _log_delta_per_order)
 from ..rdp._order_search import min_epsilon_over_orders, with_derivative_at_order
 from ..mechanisms._sgm import _rdp_f64, _validate as _validate_sgm
-from .._core.validation import check_range, static_or_none
+from .._core.validation import COUNT, DELTA, FINITE_EPSILON, ORDER, static_or_none
 
 __all__ = ["DEFAULT_ORDERS", "DP_ACCOUNTING_ORDERS", "dpsgd_epsilon", "dpsgd_delta"]
 
@@ -38,7 +38,7 @@ DEFAULT_ORDERS = np.unique(np.concatenate([
 
 def _orders_or_default(orders):
   orders = DEFAULT_ORDERS if orders is None else orders
-  check_range("orders", orders, lower=1.0, lower_open=True, allow_inf=True)
+  ORDER.check("orders", orders)
   if np.ndim(orders) != 1:
     raise ValueError(f"orders must be a 1-D array, got shape {np.shape(orders)}")
   return orders if not isinstance(orders, (list, tuple)) else np.asarray(orders, dtype=np.float64)
@@ -168,8 +168,8 @@ def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: Array
     return _with_accountant("epsilon", q, sigma, steps, delta, orders, method, accountant)
   _check_method(method)
   _validate_sgm(q, sigma, 2.0)
-  check_range("steps", steps, lower=0.0)
-  check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
+  COUNT.check("steps", steps)
+  DELTA.check("delta", delta)
   orders = _orders_or_default(orders)
   orders_static = static_or_none(orders)
   mode = "exhaustive" if orders_static is None else "search"
@@ -192,8 +192,8 @@ def dpsgd_delta(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, epsilon: Array
     return _with_accountant("delta", q, sigma, steps, epsilon, orders, method, accountant)
   _check_method(method)
   _validate_sgm(q, sigma, 2.0)
-  check_range("steps", steps, lower=0.0)
-  check_range("epsilon", epsilon, lower=0.0)
+  COUNT.check("steps", steps)
+  FINITE_EPSILON.check("epsilon", epsilon)
   orders = _orders_or_default(orders)
   orders_static = static_or_none(orders)
   return _precision.elementwise_float64(

@@ -38,7 +38,7 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from .._core.validation import check_range
-from .._core.precision import x64_context
+from .._core.precision import round_up_to, x64_context
 
 __all__ = ["clip_per_example", "per_example_grads", "dp_gradient", "gather_batch", "gathered_dp_gradient"]
 
@@ -111,13 +111,6 @@ def _clip_in(clip_norm: ArrayLike, dtype) -> jax.Array:
     with x64_context():  # a float64 C may arrive; convert it where that is allowed
         c = jnp.asarray(clip_norm).astype(dtype)
         return jnp.where(c > 0, c, jnp.asarray(jnp.nan, dtype))
-
-
-def _round_up_to(x64: jax.Array, dtype) -> jax.Array:
-    """float64 scalar -> ``dtype``, never below the float64 value (NaN stays NaN)."""
-    with x64_context():
-        y = x64.astype(dtype)
-        return jnp.where(y.astype(jnp.float64) < x64, jnp.nextafter(y, jnp.asarray(jnp.inf, dtype)), y)
 
 
 def dp_gradient(
@@ -203,8 +196,8 @@ def dp_gradient(
     keys = jax.random.split(key, len(leaves))
     noisy = []
     for s, k in zip(leaves, keys):
-        std_l = _round_up_to(std, s.dtype)
         with x64_context():
+            std_l = round_up_to(std, s.dtype)
             denom_l = denom.astype(s.dtype)
         noisy.append((s + std_l * jax.random.normal(k, s.shape, s.dtype)) / denom_l)
     return jax.tree.unflatten(treedef, noisy)
