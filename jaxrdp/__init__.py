@@ -25,6 +25,7 @@ from ._dpsgd import dpsgd_epsilon as dpsgd_epsilon
 from ._sgm import sgm_log_a as sgm_log_a
 from ._sgm import sgm_log_a_minus_1 as sgm_log_a_minus_1
 from ._sgm import sgm_rdp as sgm_rdp
+from ._sgm import MAX_ORDER as MAX_ORDER
 
 __version__ = "0.1.0"
 
