@@ -82,6 +82,7 @@ from ._dpsgd import _dpsgd_delta_f64, _dpsgd_rdp_f64, _orders_or_default, _searc
 from ._order_search import table_size as search_table_size
 from ._bracket import solve_threshold
 from ._sgm import _rdp_f64
+from ._numerics import positive_subnormal, raise_subnormal
 from ._validation import StaticArray, check_range
 
 __all__ = [
@@ -271,14 +272,14 @@ def _guess_rho(target, given, for_delta):
   eps = given if for_delta else target
   dlt = target if for_delta else given
   eps = jnp.where(jnp.isfinite(eps) & (eps > 0), eps, 1.0)
-  dlt = jnp.where((dlt > 0) & (dlt < 1), dlt, 1e-5)
+  dlt = jnp.where((dlt > 0) & (dlt < 1), dlt, 1e-5)  # (a subnormal delta reads as 0: a guess only)
   return _zcdp_rho(eps, dlt)
 
 
 def _valid_budget(target, given, for_delta):
   if for_delta:
-    return (target > 0) & (target < 1) & (given >= 0) & ~jnp.isnan(given)
-  return (target >= 0) & ~jnp.isnan(target) & (given > 0) & (given < 1)
+    return ((target > 0) | positive_subnormal(target)) & (target < 1) & (given >= 0) & ~jnp.isnan(given)
+  return (target >= 0) & ~jnp.isnan(target) & ((given > 0) | positive_subnormal(given)) & (given < 1)
 
 
 def _floor_value(given, all_orders, for_delta):
@@ -329,6 +330,7 @@ def _proxy_accountant(q, sigma, steps, given, sub, for_delta):
 
 
 def _noise_impl(target, given, q, steps, all_orders, orders_static, for_delta):
+  q, steps = raise_subnormal(q), raise_subnormal(steps)  # XLA would read them as 0
   valid = _valid_budget(target, given, for_delta) & (q >= 0) & (q <= 1) & (steps >= 0)
   floor, floor_order = _floor_value(given, all_orders, for_delta)
   reachable = floor <= target * (1.0 - _SAFETY)
@@ -361,6 +363,7 @@ def _noise_impl(target, given, q, steps, all_orders, orders_static, for_delta):
 
 
 def _rate_impl(target, given, sigma, steps, all_orders, orders_static, for_delta):
+  steps = raise_subnormal(steps)  # XLA would read a subnormal as 0
   valid = _valid_budget(target, given, for_delta) & (sigma >= 0) & (steps >= 0)
   floor, floor_order = _floor_value(given, all_orders, for_delta)
   reachable = floor <= target * (1.0 - _SAFETY)
@@ -394,6 +397,7 @@ def _rate_impl(target, given, sigma, steps, all_orders, orders_static, for_delta
 
 
 def _steps_impl(target, given, q, sigma, all_orders, orders_static, for_delta):
+  q = raise_subnormal(q)  # XLA would read a subnormal as 0
   valid = _valid_budget(target, given, for_delta) & (q >= 0) & (q <= 1) & (sigma >= 0)
   q_s = jnp.where(valid, q, 0.5)
   s_s = jnp.where(valid, sigma, 1.0)
