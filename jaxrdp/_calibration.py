@@ -600,6 +600,11 @@ def calibrate_steps(target_epsilon: ArrayLike, delta: ArrayLike, q: ArrayLike,
   The per-step RDP is computed once per cell; T is found by exponential search and
   integer bisection, so that epsilon(T) meets the budget and epsilon(T + 1) does not.
 
+  Tightness: epsilon(T) always meets the budget. That T + 1 does not holds up to
+  T ~ 1e10; beyond (about 1e11 to 1e13 steps and more) one step changes epsilon by
+  less than its own 1e-12 relative accuracy, so T is the largest count to within
+  that accuracy of epsilon, and T + 1, T + 2, ... may still meet the budget.
+
   Args:
     target_epsilon: epsilon budget, >= 0.
     delta: delta in (0, 1).
