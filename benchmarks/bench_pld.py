@@ -53,7 +53,7 @@ def check_correctness():
   e = float(pld_epsilon(256 / 60000, 1.1, 14063, 1e-5).epsilon)
   mnist_ok = 2.381690 * (1 - 1e-7) <= e <= 2.381690 * (1 + 1e-5)
   mu = math.sqrt(100) / 2.0
-  exact = brentq(lambda x: float(jaxrdp.analytic_gaussian_delta(x, 1 / mu)) - 1e-6, 0, 100,
+  exact = brentq(lambda x: float(jaxrdp.mechanisms.analytic_gaussian_delta(x, 1 / mu)) - 1e-6, 0, 100,
                  xtol=1e-14)
   g = float(pld_epsilon(1.0, 2.0, 100, 1e-6).epsilon)
   gauss_ok = exact <= g <= exact * (1 + 1e-5)

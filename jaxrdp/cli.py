@@ -29,6 +29,10 @@ DEFAULT_SIGMAS = tuple(round(0.5 + 0.1 * i, 1) for i in range(26))  # 0.5, 0.6, 
 DEFAULT_EPOCHS = tuple(range(1, 101))
 DEFAULT_DELTA = 1e-5
 SWEEP_BASENAME = "jaxrdp_sweep"
+#: Grids larger than this many cells need --yes (about 20 us per cell on a
+#: 2-core CPU: a million cells take some 20 s, 27 million some 10 minutes).
+SWEEP_CONFIRM_CELLS = 1_000_000
+_SWEEP_SECONDS_PER_CELL = 2e-5
 
 
 class _Parser(argparse.ArgumentParser):
@@ -163,6 +167,8 @@ def _build_parser() -> _Parser:
   p.add_argument("--chunk-size", type=_count, default=1 << 14, metavar="K",
                  help="grid cells per vectorized chunk (default 16384)")
   p.add_argument("--no-progress", action="store_true", help="no progress bar")
+  p.add_argument("--yes", action="store_true",
+                 help=f"run grids of more than {SWEEP_CONFIRM_CELLS:,} cells without asking")
   _add_output(p)
   p.set_defaults(handler=_cmd_sweep)
   return parser
@@ -421,8 +427,23 @@ def _cmd_sweep(args, parser) -> int:
   if not args.no_files and not os.path.isdir(args.out_dir):
     parser.error(f"argument --out-dir: not a directory: {args.out_dir}")
   plot_path = args.plot
+  if plot_path is not None and os.path.isdir(plot_path):
+    parser.error(f"argument --plot: is a directory: {plot_path} (give a file such as "
+                 f"{os.path.join(plot_path, SWEEP_BASENAME + '.png')})")
   if plot_path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(plot_path))):
     parser.error(f"argument --plot: directory does not exist: {os.path.dirname(plot_path)}")
+  if plot_path is not None and not os.path.splitext(plot_path)[1]:
+    plot_path += ".png"  # what matplotlib writes for a name without an extension
+  # The heatmap's requirement, checked before anything is computed or written.
+  samp = "batch_size" if "batch_size" in kwargs else "q"
+  if plot_path is not None and (len(kwargs["sigma"]) < 2 or len(kwargs[samp]) < 2):
+    parser.error(f"argument --plot: heatmap needs at least 2 values of --sigma and of "
+                 f"--{samp.replace('_', '-')}")
+  cells = math.prod(len(v) for v in kwargs.values() if isinstance(v, (list, tuple)))
+  if cells > SWEEP_CONFIRM_CELLS and not args.yes:
+    parser.error(f"the grid has {cells:,} cells, about {cells * _SWEEP_SECONDS_PER_CELL:,.0f} s "
+                 f"of computation on a 2-core CPU; pass --yes to run grids of more than "
+                 f"{SWEEP_CONFIRM_CELLS:,} cells")
 
   from .sweeps._sweep import sweep
 
@@ -522,6 +543,12 @@ def main(argv: list[str] | None = None) -> int:
   except ValueError as e:
     # Validation inside the library (a range the options could not check alone).
     print(f"jaxrdp: error: {' '.join(str(e).split())}", file=sys.stderr)
+    return 2
+  except OSError as e:
+    # An output file that cannot be written (missing directory, a directory in
+    # the way, permissions, a full disk).
+    where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+    print(f"jaxrdp: error: cannot write {where}{e.strerror or e}", file=sys.stderr)
     return 2
 
 

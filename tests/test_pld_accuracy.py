@@ -21,7 +21,7 @@ REF = json.loads((Path(__file__).parent / "data" / "pld_reference.json").read_te
 
 def gaussian_epsilon(mu, delta):
   """Exact epsilon of the mu-GDP Gaussian mechanism (Balle and Wang 2018)."""
-  f = lambda e: float(jaxrdp.analytic_gaussian_delta(e, 1.0 / mu)) - delta
+  f = lambda e: float(jaxrdp.mechanisms.analytic_gaussian_delta(e, 1.0 / mu)) - delta
   return brentq(f, 0.0, 200.0, xtol=1e-14, rtol=1e-15)
 
 
@@ -92,7 +92,7 @@ def test_delta_oracles():
   steps = np.array([3, 3, 1, 100])
   eps = np.array([1.0, 1.0, 0.5, 4.0])
   r = pld_delta(q, sigma, steps, eps)
-  exact = [float(jaxrdp.analytic_gaussian_delta(e, s / math.sqrt(t)))
+  exact = [float(jaxrdp.mechanisms.analytic_gaussian_delta(e, s / math.sqrt(t)))
            for e, s, t in zip(eps, sigma, steps)]
   for i in (0, 2, 3):
     assert float(r.delta[i]) >= exact[i] * (1 - 1e-12)

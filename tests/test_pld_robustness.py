@@ -25,7 +25,7 @@ EDGES = [
 
 
 def _gaussian_epsilon(mu, delta):
-  return brentq(lambda e: float(jaxrdp.analytic_gaussian_delta(e, 1.0 / mu)) - delta, 0.0, 1e4,
+  return brentq(lambda e: float(jaxrdp.mechanisms.analytic_gaussian_delta(e, 1.0 / mu)) - delta, 0.0, 1e4,
                 xtol=1e-13, rtol=1e-15)
 
 

@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
-__all__ = ["log_expm1", "log_expm1_minus_x", "expm1_minus_x", "log_gaussian_pdf", "argmin_last", "log_binomial"]
+__all__ = ["log_expm1", "log_expm1_minus_x", "expm1_minus_x", "log_gaussian_pdf", "argmin_last", "log_binomial",
+           "positive_subnormal", "raise_subnormal", "log_subnormal_safe", "TINY"]
 
 # Taylor coefficients of (e^x - 1 - x) / (x^2 / 2) = sum_k 2 x^k / (k + 2)!,
 # highest order first for Horner's rule. For |x| <= 0.1 the first omitted term
@@ -157,3 +160,36 @@ def expm1_minus_x(x, expm1_x=None):
   xm = jnp.where(small, 1.0, x)
   big = jnp.expm1(xm) if expm1_x is None else expm1_x
   return jnp.where(small, 0.5 * xs * xs * series, big - xm)
+
+
+#: The smallest positive normal float64 (2.2250738585072014e-308).
+TINY = float(np.finfo(np.float64).tiny)
+_SUBNORMAL_BITS = 1 << 52  # bit patterns 1 .. 2^52 - 1 are the positive subnormals
+
+
+def positive_subnormal(x):
+  """Whether float64 ``x`` is a positive subnormal (0 < x < TINY).
+
+  XLA on CPU reads subnormal operands as 0 (denormals-are-zero), so ``x > 0``,
+  ``x == 0`` and ``log(x)`` are all wrong for them inside compiled code; the bit
+  pattern, an integer, is not affected. No derivative flows through the test.
+  """
+  bits = jax.lax.bitcast_convert_type(jax.lax.stop_gradient(x), jnp.int64)
+  return (bits > 0) & (bits < _SUBNORMAL_BITS)
+
+
+def raise_subnormal(x):
+  """``x`` with positive subnormals replaced by TINY (rounded up to the smallest normal).
+
+  For an argument that privacy loss is non-decreasing in (q, steps), this is a
+  sound upper bound where XLA would otherwise read the value as 0.
+  """
+  return jnp.where(positive_subnormal(x), TINY, x)
+
+
+def log_subnormal_safe(x):
+  """log(x), exact for positive subnormal x too (x = m 2^-1074 with integer m < 2^52)."""
+  sub = positive_subnormal(x)
+  m = jnp.where(sub, jax.lax.bitcast_convert_type(jax.lax.stop_gradient(x), jnp.int64), 1)
+  return jnp.where(sub, jnp.log(m.astype(jnp.float64)) - 1074.0 * math.log(2.0),
+                   jnp.log(jnp.where(sub, 1.0, x)))

@@ -123,6 +123,16 @@ def _float32_directed(x, down: bool = False):
     return round_up_to(x, jnp.float32)
 
 
+def _as_array(x):
+  """Python scalars and (nested) lists as float64 numpy arrays, so that the kernels
+  see one array: a list would be a pytree of scalars, and a Python int beyond
+  int64 would not convert at all. Arrays and tracers are passed through; the
+  arguments have been validated by then."""
+  if isinstance(x, (bool, int, float, list, tuple)):
+    return np.asarray(x, dtype=np.float64)
+  return x
+
+
 def elementwise_float64(kernel, diff_args, const_args=()):
   """``kernel(*diff_args, *const_args)`` in float64, finalized as by Float64Scope.
 
@@ -143,7 +153,7 @@ def elementwise_float64(kernel, diff_args, const_args=()):
   linearized evaluation per diff argument, and only runs when a derivative is
   actually taken.
   """
-  diff_args, const_args = tuple(diff_args), tuple(const_args)
+  diff_args, const_args = tuple(_as_array(x) for x in diff_args), tuple(const_args)
   n = len(diff_args)
 
   def run(*args):

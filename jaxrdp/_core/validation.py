@@ -44,8 +44,42 @@ def concrete_or_none(x):
     return None
   try:
     return np.asarray(x, dtype=np.float64)
-  except (TypeError, ValueError) as e:
+  except (TypeError, ValueError, OverflowError) as e:
     raise ValueError(f"could not convert argument to a float array: {e}") from None
+
+
+_REAL_KINDS = "biuf"  # numpy dtype kinds accepted: bool, integers, floats
+
+
+def check_real(name: str, x) -> None:
+  """Raises TypeError unless ``x`` is a real number or an array (or nested list) of them.
+
+  Strings, None, complex numbers, Decimal, Fraction, dicts and other objects are
+  refused here, with the argument's name, instead of failing later inside JAX
+  (or, for Decimal and Fraction, being rounded to the nearest float, which can
+  be below the value given). A Python int too large for float64 raises ValueError.
+  """
+  if not is_concrete(x):
+    return
+  allowed = ("a real number (int or float) or an array or list of them")
+  if isinstance(x, (jax.Array, np.ndarray, np.generic)):
+    kind = np.dtype(x.dtype).kind
+  elif isinstance(x, (bool, int, float)):
+    kind = "f"
+  elif isinstance(x, (list, tuple)):
+    try:
+      kind = np.asarray(x).dtype.kind
+    except (TypeError, ValueError, OverflowError):
+      kind = "O"
+  else:
+    raise TypeError(f"{name} must be {allowed}, got {type(x).__name__}")
+  if kind not in _REAL_KINDS:
+    raise TypeError(f"{name} must be {allowed}, got {type(x).__name__} with "
+                    f"{'elements of dtype ' + str(np.asarray(x).dtype) if kind != 'O' else 'non-numeric or oversized elements'}")
+  try:
+    np.asarray(x, dtype=np.float64)
+  except OverflowError:
+    raise ValueError(f"{name} must be a float64 number; an integer this large overflows") from None
 
 
 def check_range(
@@ -67,6 +101,7 @@ def check_range(
     lower_open, upper_open: whether the bound itself is excluded.
     allow_inf: whether +inf is an allowed value.
   """
+  check_real(name, x)
   arr = concrete_or_none(x)
   if arr is None:
     return

@@ -63,6 +63,7 @@ from ..rdp._dpsgd import _dpsgd_delta_f64, _dpsgd_rdp_f64, _orders_or_default, _
 from ..rdp._order_search import table_size as search_table_size
 from ..mechanisms._sgm import _rdp_f64
 from .._core.validation import StaticArray, check_range
+from .._core.numerics import raise_subnormal
 from ._core import SAFETY, Budget, Domain, Evaluator, Known, calibrate
 
 __all__ = [
@@ -213,6 +214,7 @@ def _sgm_evaluator(budget, q_of, sigma_of, steps, given, all_orders, orders_stat
 
 
 def _noise_impl(target, given, q, steps, all_orders, orders_static, budget):
+  q, steps = raise_subnormal(q), raise_subnormal(steps)  # XLA would read them as 0
   valid = budget.valid(target, given) & (q >= 0) & (q <= 1) & (steps >= 0)
   floor, floor_order = _floor_value(budget, given, all_orders)
   reachable = floor <= target * (1.0 - SAFETY)
@@ -229,6 +231,7 @@ def _noise_impl(target, given, q, steps, all_orders, orders_static, budget):
 
 
 def _rate_impl(target, given, sigma, steps, all_orders, orders_static, budget):
+  steps = raise_subnormal(steps)  # XLA would read a subnormal as 0
   valid = budget.valid(target, given) & (sigma >= 0) & (steps >= 0)
   floor, floor_order = _floor_value(budget, given, all_orders)
   reachable = floor <= target * (1.0 - SAFETY)
@@ -246,6 +249,7 @@ def _rate_impl(target, given, sigma, steps, all_orders, orders_static, budget):
 
 
 def _steps_impl(target, given, q, sigma, all_orders, orders_static, budget):
+  q = raise_subnormal(q)  # XLA would read a subnormal as 0
   valid = budget.valid(target, given) & (q >= 0) & (q <= 1) & (sigma >= 0)
   q_s = jnp.where(valid, q, 0.5)
   s_s = jnp.where(valid, sigma, 1.0)
@@ -412,6 +416,11 @@ def calibrate_steps(target_epsilon: ArrayLike | None = None, delta: ArrayLike | 
   keywords, ``target_delta`` at a given ``epsilon``, as in :func:`calibrate_noise`.
   The per-step RDP is computed once per cell; T is found by exponential search and
   integer bisection, so that T steps meet the budget and T + 1 do not.
+
+  Tightness: epsilon(T) always meets the budget. That T + 1 does not holds up to
+  T ~ 1e10; beyond (about 1e11 to 1e13 steps and more) one step changes epsilon by
+  less than its own 1e-12 relative accuracy, so T is the largest count to within
+  that accuracy of epsilon, and T + 1, T + 2, ... may still meet the budget.
 
   Args:
     target_epsilon: epsilon budget, >= 0 (with ``delta``).

@@ -64,6 +64,7 @@ from jax import lax
 
 from .._core.bracket import solve_threshold
 from .._core.validation import check_range
+from .._core.numerics import raise_subnormal
 
 __all__ = ["Budget", "Domain", "Evaluator", "Hint", "Known", "Calibrated", "calibrate",
            "SAFETY"]
@@ -134,6 +135,9 @@ class Budget(enum.Enum):
   def valid(self, target, given) -> jax.Array:
     """Traced mask of the cells whose target and given value are in range."""
     target_range, given_range = self._ranges()
+    # A positive subnormal budget is in range (XLA reads it as 0 in comparisons);
+    # as the smallest normal float it is in the same ranges.
+    target, given = raise_subnormal(target), raise_subnormal(given)
     return _in_range(target, **target_range) & _in_range(given, **given_range)
 
   def pair(self, value, given):

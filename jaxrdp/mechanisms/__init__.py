@@ -20,6 +20,7 @@ from ._analytic_gaussian import analytic_gaussian_sigma as analytic_gaussian_sig
 from ._rdp_curves import gaussian_rdp as gaussian_rdp
 from ._rdp_curves import laplace_rdp as laplace_rdp
 from ._rdp_curves import randomized_response_rdp as randomized_response_rdp
+from ._sgm import MAX_ORDER as MAX_ORDER
 from ._sgm import sgm_log_a as sgm_log_a
 from ._sgm import sgm_log_a_minus_1 as sgm_log_a_minus_1
 from ._sgm import sgm_rdp as sgm_rdp
@@ -28,6 +29,7 @@ from ._sgm_single_step import sgm_single_step_delta as sgm_single_step_delta
 from ._sgm_single_step import sgm_single_step_sigma as sgm_single_step_sigma
 
 __all__ = [
+    "MAX_ORDER",
     "analytic_gaussian_delta",
     "analytic_gaussian_sigma",
     "gaussian_rdp",

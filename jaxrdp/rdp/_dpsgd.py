@@ -13,9 +13,10 @@ from .._core import precision as _precision
 from ..rdp._conversions import (
     DeltaResult, EpsilonResult, delta_from_rdp_f64, epsilon_from_rdp_f64, _check_method,
     _log_delta_per_order)
+from .._core.numerics import raise_subnormal
 from ..rdp._order_search import min_epsilon_over_orders, with_derivative_at_order
-from ..mechanisms._sgm import _rdp_f64, _validate as _validate_sgm
-from .._core.validation import COUNT, DELTA, FINITE_EPSILON, ORDER, static_or_none
+from ..mechanisms._sgm import _rdp_f64, _validate as _validate_sgm, check_order_limit
+from .._core.validation import COUNT, DELTA, FINITE_EPSILON, ORDER, check_range, static_or_none
 
 __all__ = ["DEFAULT_ORDERS", "DP_ACCOUNTING_ORDERS", "dpsgd_epsilon", "dpsgd_delta"]
 
@@ -41,12 +42,16 @@ def _orders_or_default(orders):
   ORDER.check("orders", orders)
   if np.ndim(orders) != 1:
     raise ValueError(f"orders must be a 1-D array, got shape {np.shape(orders)}")
+  if np.shape(orders)[0] == 0:
+    raise ValueError("orders must hold at least one order in (1, inf], got an empty array")
+  check_order_limit("orders", orders)
   return orders if not isinstance(orders, (list, tuple)) else np.asarray(orders, dtype=np.float64)
 
 
 def _dpsgd_rdp_f64(q, sigma, steps, orders, orders_static=None):
   """T * rdp(alpha) of shape batch + [n_orders] (float64, traceable)."""
   q, sigma, steps = (_precision.as_float64(x) for x in (q, sigma, steps))
+  steps = raise_subnormal(steps)  # XLA reads a subnormal as 0; rounding up is sound
   orders = _precision.as_float64(orders)
   rdp = _rdp_f64(q[..., None], sigma[..., None], orders, orders_static)
   # 0 steps spend nothing, even where one step would be infinite.

@@ -65,8 +65,8 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from ..rdp._conversions import _epsilon_per_order
-from .._core.numerics import argmin_last
+from ..rdp._conversions import _epsilon_per_order, tv_threshold
+from .._core.numerics import argmin_last, positive_subnormal, raise_subnormal
 from ..mechanisms._sgm import _log_a_f64
 from .._core.static_index import put_last, take_last
 from .._core.validation import DELTA, StaticArray
@@ -115,7 +115,10 @@ def _top_rows(priority, k, max_priority):
 def _eps_of(f, alpha, steps, delta, method):
   """epsilon at each order from f = log A (orders along the last axis)."""
   rdp = jnp.where(steps[..., None] == 0, 0.0, steps[..., None] * f / (alpha - 1.0))
-  return _epsilon_per_order(rdp, alpha, delta, method)
+  # Without the total-variation rule: it would make the epsilon of every lower
+  # bound of 0 equal 0 and keep every order in contention; it is applied once,
+  # at the smallest order, at the end of min_epsilon_over_orders.
+  return _epsilon_per_order(rdp, alpha, delta, method, tv=False)
 
 
 def _neighbours(known):
@@ -453,13 +456,32 @@ def _search_finish(layout: _Layout, method, args, flat: _Rows, f_coarse, end: _F
   eps = jnp.take_along_axis(eps_all, j[:, None], axis=-1)[:, 0]
   order = jnp.take_along_axis(cand_alpha, j[:, None], axis=-1)[:, 0]
   eps = jnp.where(jnp.any(jnp.isnan(f_coarse), axis=-1), jnp.nan, eps)  # invalid traced input
+  finite = layout.xs[layout.eligible]
+  if finite.size:
+    eps = jnp.where(_tv_rule(qf, sf, tf, flat.delta, f_coarse[:, 0], float(finite.min())), 0.0, eps)
   eps, order, exact, evaluations = (jnp.reshape(v, shape) for v in (eps, order, exact, evaluations))
   eps = with_derivative_at_order(_epsilon_at_order, method, q, sigma, steps, delta, order, eps)
   eps = jnp.maximum(eps, 0.0)
   # No privacy loss at all (q = 0, no steps, or infinite noise): (0, 0)-DP.
   eps = jnp.where((q == 0) | (steps == 0) | jnp.isinf(sigma), 0.0, eps)
-  eps = jnp.where(~DELTA.holds(delta), jnp.nan, eps)
+  # A subnormal delta is a valid delta (XLA reads it as 0 in the comparison).
+  eps = jnp.where(~(DELTA.holds(delta) | positive_subnormal(delta)), jnp.nan, eps)
   return SearchResult(eps, order, exact, evaluations, table)
+
+
+def _tv_rule(qf, sf, tf, df, f2, a_min):
+  """Where delta >= sqrt(1 - exp(-T rdp(alpha))) at some order of the grid, which
+  gives epsilon = 0 (the conversions' total-variation rule). The RDP is
+  non-decreasing in alpha, so the smallest order ``a_min`` decides. It is
+  evaluated exactly only where the RDP at order 2 (``f2`` = log A_2, known) is
+  within a factor 1e6 of the threshold, and only when some row is."""
+  r_max = tv_threshold(df)
+  maybe = (tf * f2 <= 1e6 * r_max) & (tf > 0)
+  def exact():
+    order = np.array([a_min])
+    f = _log_a_f64(qf[:, None], sf[:, None], order, StaticArray(order))[:, 0]
+    return maybe & (tf * f / (a_min - 1.0) <= r_max)
+  return jax.lax.cond(jnp.any(maybe), exact, lambda: jnp.zeros(maybe.shape, bool))
 
 
 def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f_floor=None):
@@ -479,6 +501,9 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
   (from a nearby sigma) leave fewer orders in contention.
   """
   layout = _layout(np.asarray(orders, dtype=np.float64))
+  # XLA reads subnormals as 0; epsilon is non-decreasing in q and steps, so
+  # rounding them up to the smallest normal float is sound.
+  q, steps = raise_subnormal(q), raise_subnormal(steps)
   shape = q.shape
   rows = math.prod(shape)
   qf, sf, tf, df = (jnp.reshape(jax.lax.stop_gradient(x), (rows,)) for x in (q, sigma, steps, delta))

@@ -15,7 +15,10 @@ CRC-32) with
 Saving writes a temporary file in the destination directory, flushes and
 fsyncs it, ``os.replace``-s it over the destination (atomic on POSIX and
 Windows) and fsyncs the directory, so a crash leaves either the old or the new
-checkpoint, never a partial one.
+checkpoint, never a partial one. A crash can leave the temporary file
+(``.<name>.<random>.tmp`` beside the destination); the next successful save to
+the same path removes such files (concurrent saves to one path are not
+supported).
 
 Loading needs a *template* state of the expected structure (for example a fresh
 :func:`jaxrdp.train.dpsgd_init` with the run's orders). Anything unexpected raises
@@ -32,6 +35,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import tempfile
 import zipfile
 from typing import Any
@@ -165,13 +169,36 @@ def save_checkpoint(path: str | os.PathLike, state: PyTree) -> None:
             pass
         raise
     _fsync_directory(directory)
+    _remove_stale_temporaries(directory, os.path.basename(path))
+
+
+def _remove_stale_temporaries(directory: str, name: str) -> None:
+    """Removes temporary files that an interrupted save to ``name`` left behind:
+    exactly the names ``tempfile.mkstemp`` gives in save_checkpoint."""
+    pattern = re.compile(re.escape("." + name + ".") + r"[A-Za-z0-9_]{8}\.tmp")
+    try:
+        entries = os.listdir(directory)
+    except OSError:
+        return
+    for entry in entries:
+        if pattern.fullmatch(entry):
+            try:
+                os.unlink(os.path.join(directory, entry))
+            except OSError:
+                pass
 
 
 def _read(path: str) -> tuple[dict, list[np.ndarray]]:
     # The file is opened here (not by np.load) so it is closed on every error path.
+    if os.path.isdir(path):
+        raise CheckpointError(f"{path}: is a directory, not a checkpoint file")
     with open(path, "rb") as f:
         try:
-            with np.load(f, allow_pickle=False) as npz:
+            loaded = np.load(f, allow_pickle=False)
+            if not isinstance(loaded, np.lib.npyio.NpzFile):
+                raise CheckpointError(
+                    f"{path}: not a jaxrdp checkpoint (a .npy array, not an .npz archive)")
+            with loaded as npz:
                 names = set(npz.files)
                 if "header" not in names:
                     raise CheckpointError(f"{path}: not a jaxrdp checkpoint (no header)")
@@ -180,7 +207,10 @@ def _read(path: str) -> tuple[dict, list[np.ndarray]]:
                 arrays = [npz[f"leaf_{i:05d}"] for i in range(count)]
         except CheckpointError:
             raise
-        except (zipfile.BadZipFile, ValueError, OSError, EOFError, KeyError) as e:
+        # Damage surfaces as many exception types: zipfile.BadZipFile, the .npy
+        # header parser's ValueError, SyntaxError or tokenize.TokenError,
+        # NotImplementedError for a compression or encryption flag, OSError, ...
+        except Exception as e:
             raise CheckpointError(
                 f"{path}: unreadable checkpoint (truncated or corrupted file): {e}"
             ) from e
@@ -188,7 +218,9 @@ def _read(path: str) -> tuple[dict, list[np.ndarray]]:
         header = json.loads(header_raw.tobytes().decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise CheckpointError(f"{path}: corrupted checkpoint header: {e}") from e
-    if not isinstance(header, dict) or header.get("format") != FORMAT_NAME:
+    if not isinstance(header, dict):
+        raise CheckpointError(f"{path}: not a jaxrdp checkpoint (header is not an object)")
+    if header.get("format") != FORMAT_NAME:
         raise CheckpointError(f"{path}: not a jaxrdp checkpoint (format {header.get('format')!r})")
     if header.get("version") != FORMAT_VERSION:
         raise CheckpointError(
@@ -238,6 +270,8 @@ def load_checkpoint(path: str | os.PathLike, template: PyTree) -> PyTree:
         raise CheckpointError(f"{path}: leaf count mismatch with the template")
     out, it = [], iter(arrays)
     for i, (entry, t_leaf) in enumerate(zip(entries, t_leaves)):
+        if not isinstance(entry, dict):
+            raise CheckpointError(f"{path}: leaf {i}: corrupted header entry")
         out.append(_restore_leaf(path, i, entry, t_leaf, it))
     return jax.tree.unflatten(t_treedef, out)
 
