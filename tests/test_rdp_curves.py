@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import jaxrdp
-from _seed_helpers import assert_plain_jit_vmap, mp_log_gauss, mp_log_mixture, mp_renyi
+from _oracle_helpers import assert_plain_jit_vmap, mp_log_gauss, mp_log_mixture, mp_renyi
 from oracle import rdp_binomial, rdp_quad
 
 mpmath.mp.dps = 50

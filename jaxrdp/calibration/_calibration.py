@@ -64,6 +64,8 @@ from ..rdp._order_search import table_size as search_table_size
 from ..mechanisms._sgm import _rdp_f64
 from .._core.validation import StaticArray, check_range
 from .._core.numerics import raise_subnormal
+from .._core.validation import is_concrete
+from ._with_accountant import calibrate_with_accountant
 from ._core import SAFETY, Budget, Domain, Evaluator, Known, calibrate
 
 __all__ = [
@@ -76,7 +78,7 @@ __all__ = [
 _SIGMA_DOMAIN = Domain(1e-3, 1e6, "log")
 _Q_DOMAIN = Domain(1e-10, 1.0, "log")
 _STEPS_DOMAIN = Domain(1.0, float(2**52), "integer")
-_ACCOUNTANTS = ("rdp",)
+_ACCOUNTANTS = ("rdp", "pld")
 
 
 class NoiseCalibration(NamedTuple):
@@ -319,6 +321,45 @@ def _check_accountant(accountant):
     raise ValueError(f"accountant must be one of {_ACCOUNTANTS}, got {accountant!r}")
 
 
+def _refine(kind, accountant, out, budget, target, given, fixed, orders):
+  """The Renyi-DP answer ``out``, or, for another accountant, its refinement on the host."""
+  if accountant == "rdp":
+    return out
+  if orders is not None:
+    raise ValueError(f"orders configures the RDP accountant; leave it out with "
+                     f"accountant={accountant!r}")
+  if not all(is_concrete(x) for x in (target, given, *fixed.values())):
+    raise ValueError(f"calibration with accountant={accountant!r} needs concrete arguments "
+                     "(it runs on the host); use accountant='rdp' under jit")
+  name = {"noise": "sigma", "rate": "q", "steps": "steps"}[kind]
+  solved = np.asarray(getattr(out, name), dtype=np.float64)
+  shape = solved.shape
+  cols = {k: np.broadcast_to(np.asarray(v, dtype=np.float64), shape).ravel()
+          for k, v in fixed.items()}
+  cols.setdefault("q", None)
+  cols.setdefault("sigma", None)
+  cols.setdefault("steps", None)
+  tgt = np.broadcast_to(np.asarray(target, dtype=np.float64), shape).ravel()
+  giv = np.broadcast_to(np.asarray(given, dtype=np.float64), shape).ravel()
+  start = solved.ravel()
+  feasible = np.asarray(out.feasible).ravel()
+  # Cells with a closed-form answer (no privacy loss: sigma = 0 for q = 0 or no
+  # steps, q = 1 or unlimited steps) keep it; the others are searched.
+  trivial = {"noise": start == 0, "rate": start == 1, "steps": ~np.isfinite(start)}[kind]
+  searched = feasible & ~trivial
+  with _precision.x64_context():
+    param, value, ok = calibrate_with_accountant(kind, accountant, budget, tgt, giv, cols,
+                                                 start, searched)
+  value = np.where(searched, value, np.asarray(getattr(out, budget.value)).ravel())
+  ok = np.where(searched, ok, feasible)
+  param = np.where(ok, param, np.nan)
+  value = np.where(ok, value, np.nan)
+  eps, dlt = budget.pair(value, giv)
+  fields = {name: param, "epsilon": eps, "delta": dlt,
+            "order": np.full(param.shape, np.nan), "feasible": ok}
+  return type(out)(**{k: np.reshape(v, shape) for k, v in fields.items()})
+
+
 def _finalize(out, outer_x64: bool):
   """Float32 results for a caller tracing with x64 off, rounded the safe way.
 
@@ -372,7 +413,11 @@ def calibrate_noise(target_epsilon: ArrayLike | None = None, delta: ArrayLike | 
     target_delta: delta budget, in (0, 1) (keyword; with ``epsilon`` instead of
       ``target_epsilon`` and ``delta``).
     epsilon: epsilon of the guarantee, >= 0 (keyword).
-    accountant: ``"rdp"``, the RDP accountant of the Sampled Gaussian Mechanism.
+    accountant: ``"rdp"`` (default: Renyi DP, one jitted search) or ``"pld"`` (tight,
+      certified accounting: the search starts from the Renyi-DP answer and runs on
+      the host, one vectorized tight evaluation per round, until the bracket is
+      1e-5 wide in log sigma or log q, or one step; needs concrete arguments and
+      the default orders; ``order`` is then NaN).
 
   Returns:
     ``NoiseCalibration(sigma, epsilon, delta, order, feasible)``, float64 arrays of
@@ -402,7 +447,8 @@ def calibrate_noise(target_epsilon: ArrayLike | None = None, delta: ArrayLike | 
   budget.check(target, given)
   check_range("q", q, lower=0.0, upper=1.0)
   check_range("steps", steps, lower=0.0)
-  return _call(_noise_jit, budget, target, given, q, steps, orders)
+  out = _call(_noise_jit, budget, target, given, q, steps, orders)
+  return _refine("noise", accountant, out, budget, target, given, dict(q=q, steps=steps), orders)
 
 
 def calibrate_steps(target_epsilon: ArrayLike | None = None, delta: ArrayLike | None = None,
@@ -430,7 +476,11 @@ def calibrate_steps(target_epsilon: ArrayLike | None = None, delta: ArrayLike | 
     orders: Renyi orders; default :data:`jaxrdp.DEFAULT_ORDERS`.
     target_delta: delta budget in (0, 1) (keyword; with ``epsilon``).
     epsilon: epsilon of the guarantee, >= 0 (keyword).
-    accountant: ``"rdp"``.
+    accountant: ``"rdp"`` (default: Renyi DP, one jitted search) or ``"pld"`` (tight,
+      certified accounting: the search starts from the Renyi-DP answer and runs on
+      the host, one vectorized tight evaluation per round, until the bracket is
+      1e-5 wide in log sigma or log q, or one step; needs concrete arguments and
+      the default orders; ``order`` is then NaN).
 
   Returns:
     ``StepsCalibration(steps, epsilon, delta, order, feasible)``. ``steps`` is a
@@ -455,7 +505,8 @@ def calibrate_steps(target_epsilon: ArrayLike | None = None, delta: ArrayLike | 
   budget.check(target, given)
   check_range("q", q, lower=0.0, upper=1.0)
   check_range("sigma", sigma, lower=0.0, allow_inf=True)
-  return _call(_steps_jit, budget, target, given, q, sigma, orders)
+  out = _call(_steps_jit, budget, target, given, q, sigma, orders)
+  return _refine("steps", accountant, out, budget, target, given, dict(q=q, sigma=sigma), orders)
 
 
 def calibrate_sampling_rate(target_epsilon: ArrayLike | None = None,
@@ -480,7 +531,11 @@ def calibrate_sampling_rate(target_epsilon: ArrayLike | None = None,
     orders: Renyi orders; default :data:`jaxrdp.DEFAULT_ORDERS`.
     target_delta: delta budget in (0, 1) (keyword; with ``epsilon``).
     epsilon: epsilon of the guarantee, >= 0 (keyword).
-    accountant: ``"rdp"``.
+    accountant: ``"rdp"`` (default: Renyi DP, one jitted search) or ``"pld"`` (tight,
+      certified accounting: the search starts from the Renyi-DP answer and runs on
+      the host, one vectorized tight evaluation per round, until the bracket is
+      1e-5 wide in log sigma or log q, or one step; needs concrete arguments and
+      the default orders; ``order`` is then NaN).
 
   Returns:
     ``SamplingRateCalibration(q, epsilon, delta, order, feasible)``; NaN and
@@ -503,4 +558,6 @@ def calibrate_sampling_rate(target_epsilon: ArrayLike | None = None,
   budget.check(target, given)
   check_range("sigma", sigma, lower=0.0, allow_inf=True)
   check_range("steps", steps, lower=0.0)
-  return _call(_rate_jit, budget, target, given, sigma, steps, orders)
+  out = _call(_rate_jit, budget, target, given, sigma, steps, orders)
+  return _refine("rate", accountant, out, budget, target, given, dict(sigma=sigma, steps=steps),
+                 orders)
