@@ -145,6 +145,7 @@ def _build_parser() -> _Parser:
                  metavar="D", help=f"delta budget, in (0, 1) (default {DEFAULT_DELTA:g})")
   p.add_argument("--target", choices=("epsilon", "delta"), default="epsilon",
                  help="bound epsilon at the given delta (default), or delta at the given epsilon")
+  _add_accountant(p)
   _add_output(p)
   p.set_defaults(handler=_cmd_calibrate)
 
@@ -169,6 +170,7 @@ def _build_parser() -> _Parser:
   p.add_argument("--no-progress", action="store_true", help="no progress bar")
   p.add_argument("--yes", action="store_true",
                  help=f"run grids of more than {SWEEP_CONFIRM_CELLS:,} cells without asking")
+  _add_accountant(p)
   _add_output(p)
   p.set_defaults(handler=_cmd_sweep)
   return parser
@@ -350,13 +352,15 @@ def _cmd_calibrate(args, parser) -> int:
   if solve == "sigma":
     axes = {**sampling, **duration}
     cols = _derived(_grid({**axes, "epsilon": args.epsilon, "delta": args.delta}))
-    res = cal.calibrate_noise(q=cols["q"], steps=cols["steps"], **budget_of(cols))
+    res = cal.calibrate_noise(q=cols["q"], steps=cols["steps"], **budget_of(cols),
+                              accountant=args.accountant)
     out = {"sigma": np.asarray(res.sigma)}
   elif solve == "steps":
     axes = dict(sampling)
     cols = _derived(_grid({**axes, "sigma": args.sigma, "epsilon": args.epsilon,
                            "delta": args.delta}))
-    res = cal.calibrate_steps(q=cols["q"], sigma=cols["sigma"], **budget_of(cols))
+    res = cal.calibrate_steps(q=cols["q"], sigma=cols["sigma"], **budget_of(cols),
+                              accountant=args.accountant)
     out = {"steps": np.asarray(res.steps)}
     if "batch_size" in cols:
       out["epochs"] = out["steps"] * cols["batch_size"] / cols["dataset_size"]
@@ -364,13 +368,14 @@ def _cmd_calibrate(args, parser) -> int:
     axes = {"dataset_size": args.dataset_size} if args.dataset_size else {}
     cols = _grid({**axes, "sigma": args.sigma, "steps": args.steps,
                   "epsilon": args.epsilon, "delta": args.delta})
-    res = cal.calibrate_sampling_rate(sigma=cols["sigma"], steps=cols["steps"], **budget_of(cols))
+    res = cal.calibrate_sampling_rate(sigma=cols["sigma"], steps=cols["steps"],
+                                      **budget_of(cols), accountant=args.accountant)
     out = {"q": np.asarray(res.q)}
     if "dataset_size" in cols:
       from .calibration._batch_size import floor_to_batch_size
 
       res = floor_to_batch_size(res, cols["dataset_size"], cols["sigma"], cols["steps"],
-                                for_delta=by_delta)
+                                for_delta=by_delta, accountant=args.accountant)
       out = {"batch_size": res.batch_size, "q": res.q}
 
   feasible = np.asarray(res.feasible)
@@ -380,7 +385,8 @@ def _cmd_calibrate(args, parser) -> int:
   for k, v in out.items():
     table[k] = v if args.json or args.csv else np.where(feasible, v, np.nan)
   table[tgt] = np.asarray(getattr(res, tgt))
-  table["order"] = np.asarray(res.order)
+  if args.accountant == "rdp":
+    table["order"] = np.asarray(res.order)
   if not (args.json or args.csv):
     for k in out:
       table[k] = [("infeasible" if not f else x) for x, f in zip(table[k], feasible)]
@@ -449,7 +455,7 @@ def _cmd_sweep(args, parser) -> int:
 
   start = time.perf_counter()
   result = sweep(**kwargs, chunk_size=args.chunk_size,
-                 progress=False if args.no_progress else None)
+                 progress=False if args.no_progress else None, accountant=args.accountant)
   elapsed = time.perf_counter() - start
 
   machine = args.json or args.csv

@@ -45,7 +45,7 @@ class BatchSizeCalibration(NamedTuple):
 
 def floor_to_batch_size(calibration: SamplingRateCalibration, dataset_size: ArrayLike,
                         sigma: ArrayLike, steps: ArrayLike, *,
-                        for_delta: bool = False) -> BatchSizeCalibration:
+                        for_delta: bool = False, accountant="rdp") -> BatchSizeCalibration:
   """The largest integer batch size within a sampling-rate calibration's budget.
 
   Args:
@@ -56,6 +56,8 @@ def floor_to_batch_size(calibration: SamplingRateCalibration, dataset_size: Arra
     for_delta: whether the budget was on delta (epsilon given) rather than on
       epsilon (delta given). The budgeted quantity is recomputed at q = B / N;
       the given one is passed through.
+    accountant: the accountant the calibration used (``"rdp"`` or ``"pld"``), which
+      recomputes the budgeted quantity at B / N.
 
   Returns:
     BatchSizeCalibration with the broadcast shape.
@@ -77,13 +79,19 @@ def floor_to_batch_size(calibration: SamplingRateCalibration, dataset_size: Arra
   delta = np.asarray(calibration.delta, dtype=np.float64)
   # Infeasible cells (where the calibration's given value is NaN too) are
   # evaluated at q = 0 with a valid placeholder, then masked.
-  q_eval = np.where(ok, q, 0.0)
+  # (The tight accountant needs q > 0: there the placeholder is q = 0.5.)
+  q_eval = np.where(ok, q, 0.0 if accountant == "rdp" else 0.5)
+  sigma_eval = sigma if accountant == "rdp" else np.where(ok, sigma, 1.0)
+  steps_eval = steps if accountant == "rdp" else np.where(ok, steps, 1.0)
   if for_delta:
-    res = dpsgd_delta(q_eval, sigma, steps, np.where(ok, epsilon, 0.5))
+    res = dpsgd_delta(q_eval, sigma_eval, steps_eval, np.where(ok, epsilon, 0.5),
+                      accountant=accountant)
     delta = np.where(ok, np.asarray(res.delta), np.nan)
   else:
-    res = dpsgd_epsilon(q_eval, sigma, steps, np.where(ok, delta, 0.5))
+    res = dpsgd_epsilon(q_eval, sigma_eval, steps_eval, np.where(ok, delta, 0.5),
+                        accountant=accountant)
     epsilon = np.where(ok, np.asarray(res.epsilon), np.nan)
+  order = np.asarray(getattr(res, "order", np.full(np.shape(q_eval), np.nan)))
   feasible = np.asarray(calibration.feasible) & ok
   return BatchSizeCalibration(np.where(ok, batch, np.nan), q, epsilon, delta,
-                              np.where(ok, np.asarray(res.order), np.nan), feasible)
+                              np.where(ok, order, np.nan), feasible)
