@@ -26,6 +26,7 @@ from ._step import StepInfo as StepInfo
 from ._step import dpsgd_init as dpsgd_init
 from ._step import make_dpsgd_step as make_dpsgd_step
 from ._step import privacy_guard as privacy_guard
+from ._tight import tight_epsilon as tight_epsilon
 
 __all__ = [
     "CheckpointError",
@@ -44,6 +45,7 @@ __all__ = [
     "privacy_guard",
     "sampling_rate",
     "save_checkpoint",
+    "tight_epsilon",
 ]
 
 # Batch samplers with static shapes and the gathered gradient (O(batch) per step).

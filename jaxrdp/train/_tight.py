@@ -1,0 +1,66 @@
+"""The tight epsilon of a training run, read from its state outside the jitted step.
+
+Inside the step, the Renyi-DP accountant guards the budget (it is cheap and
+differentiable). The number to publish is the tight one: the steps taken so far,
+``state.step``, with the schedule's (q, sigma) at each step, composed by the PLD
+accountant (:class:`jaxrdp.accountants.PldAccountant`) in one call. Consecutive steps
+with the same (q, sigma) form one phase, so a constant or piecewise-constant
+schedule costs one FFT composition whatever the number of steps.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = ["tight_epsilon"]
+
+
+def _values(schedule, steps: int) -> np.ndarray:
+  if not callable(schedule):
+    return np.full(steps, float(schedule))
+  return np.array([float(schedule(np.int32(t))) for t in range(steps)], dtype=np.float64)
+
+
+def schedule_phases(q: float | Callable, sigma: float | Callable, steps: int) -> list[tuple]:
+  """``[(q, sigma, count), ...]``: runs of equal (q, sigma) over steps 0 .. steps - 1."""
+  qs, ss = _values(q, steps), _values(sigma, steps)
+  phases = []
+  start = 0
+  for t in range(1, steps + 1):
+    if t == steps or qs[t] != qs[start] or ss[t] != ss[start]:
+      phases.append((qs[start], ss[start], t - start))
+      start = t
+  return phases
+
+
+def tight_epsilon(state: Any, *, q: float | Callable, sigma: float | Callable, delta: float,
+                  accountant: Any = "pld"):
+  """Tight epsilon of the private steps a DP-SGD run has taken, from its state.
+
+  Args:
+    state: a :class:`jaxrdp.train.DPSGDState` (its ``step`` counts the applied steps).
+    q, sigma: the sampling rate and noise multiplier the step was built with
+      (constants, or the same callables of the step count).
+    delta: the delta of the guarantee, in (0, 1).
+    accountant: ``"pld"`` (default) or another accountant, by name or object.
+
+  Returns:
+    The accountant's epsilon result (``PldEpsilon(epsilon, epsilon_lower)`` for
+    ``"pld"``); epsilon 0 before the first step.
+
+  Examples:
+    >>> import jax.numpy as jnp, jaxrdp
+    >>> from jaxrdp.train._tight import schedule_phases
+    >>> schedule_phases(0.01, lambda t: jnp.where(t < 3, 2.0, 1.0), 5)
+    [(0.01, 2.0, 3), (0.01, 1.0, 2)]
+  """
+  from ..accountants._protocol import get_accountant
+  from ..events._events import Composed, Gaussian, PoissonSampled, SelfComposed
+
+  steps = int(np.asarray(state.step))
+  acct = get_accountant(accountant)
+  events = tuple(SelfComposed(PoissonSampled(qv, Gaussian(sv)), n)
+                 for qv, sv, n in schedule_phases(q, sigma, steps))
+  return acct.get_epsilon(acct.compose(acct.init(), Composed(events)), delta)
