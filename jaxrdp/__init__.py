@@ -15,15 +15,18 @@ The top level holds what a model owner needs to publish an epsilon:
 * Sweeps over grids: :func:`sweep`, :func:`plot_sweep`.
 
 Submodules: :mod:`jaxrdp.events` (mechanism descriptions),
-:mod:`jaxrdp.accountants` (the accountant protocol), :mod:`jaxrdp.mechanisms` (the kernels: the SGM's Renyi DP and other
-mechanisms' curves), :mod:`jaxrdp.train` (the optax DP-SGD step, sampling,
-checkpoints), :mod:`jaxrdp.classical` (classical (epsilon, delta) theorems).
+:mod:`jaxrdp.accountants` (the accountant protocol), :mod:`jaxrdp.pld` (tight
+accounting by privacy-loss distributions), :mod:`jaxrdp.mechanisms` (the kernels:
+the SGM's Renyi DP and other mechanisms' curves), :mod:`jaxrdp.train` (the optax
+DP-SGD step, sampling, checkpoints), :mod:`jaxrdp.classical` (classical
+(epsilon, delta) theorems).
 """
 
 from . import accountants as accountants
 from . import classical as classical
 from . import events as events
 from . import mechanisms as mechanisms
+from . import pld as pld
 from . import train as train
 
 # DP-SGD in one call, and the Renyi-DP orders.
@@ -92,5 +95,6 @@ __all__ = [
     "classical",
     "events",
     "mechanisms",
+    "pld",
     "train",
 ]
