@@ -180,7 +180,8 @@ def test_tiny_sigma_fractional_orders_finite_where_finite():
   # RDP = alpha / (2 sigma^2) to ~1e-300 relative; 7.5e307 fits a float64.
   assert float(jaxrdp.sgm_rdp(0.5, 1e-154, 1.5)) == pytest.approx(7.5e307, rel=1e-14)
   assert float(jaxrdp.sgm_rdp(0.5, 1e-154, 2.0)) == pytest.approx(1e308, rel=1e-14)
-  assert float(jaxrdp.sgm_rdp(0.5, 1e-154, 3.0)) == np.inf
+  assert float(jaxrdp.sgm_rdp(0.5, 1e-154, 3.0)) == pytest.approx(1.5e308, rel=1e-14)
+  assert float(jaxrdp.sgm_rdp(0.5, 1e-154, 4.0)) == np.inf  # 2e308 overflows
 
 
 def test_small_sigma_fractional_orders_not_below_lower_bound():
