@@ -255,16 +255,18 @@ def test_foreign_or_damaged_checkpoint_raises_checkpoint_error(tmp_path, kind):
     os.mkdir(path)
   else:
     jaxrdp.save_checkpoint(path, _state())
-    data = bytearray(open(path, "rb").read())
-    at = data.find(b"PK\x03\x04")
+    with open(path, "rb") as f:
+      data = bytearray(f.read())
+    at = data.find(b"PK\x01\x02")  # the first central directory entry, which zipfile reads
     if kind == "compression_flag":
-      data[at + 8] = 99  # compression method
+      data[at + 10] = 99  # compression method
     elif kind == "encryption_flag":
-      data[at + 6] |= 1  # general purpose flag: encrypted
+      data[at + 8] |= 1  # general purpose flag: encrypted
     else:
-      npy = data.find(b"\x93NUMPY")
-      data[npy + 10:npy + 20] = b"{'descr': "[:10].replace(b"{", b"(")
-    open(path, "wb").write(bytes(data))
+      npy = data.find(b"\x93NUMPY", data.find(b"leaf_00000"))
+      data[npy + 10:npy + 18] = b"{'descr("  # an unterminated header dict
+    with open(path, "wb") as f:
+      f.write(bytes(data))
   with pytest.raises(jaxrdp.CheckpointError):
     jaxrdp.load_checkpoint(path, _state())
 
