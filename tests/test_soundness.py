@@ -180,7 +180,8 @@ def test_tiny_sigma_fractional_orders_finite_where_finite():
   # RDP = alpha / (2 sigma^2) to ~1e-300 relative; 7.5e307 fits a float64.
   assert float(jaxrdp.mechanisms.sgm_rdp(0.5, 1e-154, 1.5)) == pytest.approx(7.5e307, rel=1e-14)
   assert float(jaxrdp.mechanisms.sgm_rdp(0.5, 1e-154, 2.0)) == pytest.approx(1e308, rel=1e-14)
-  assert float(jaxrdp.mechanisms.sgm_rdp(0.5, 1e-154, 3.0)) == np.inf
+  assert float(jaxrdp.mechanisms.sgm_rdp(0.5, 1e-154, 3.0)) == pytest.approx(1.5e308, rel=1e-14)
+  assert float(jaxrdp.mechanisms.sgm_rdp(0.5, 1e-154, 4.0)) == np.inf  # 2e308 overflows
 
 
 def test_small_sigma_fractional_orders_not_below_lower_bound():
@@ -256,16 +257,18 @@ def test_foreign_or_damaged_checkpoint_raises_checkpoint_error(tmp_path, kind):
     os.mkdir(path)
   else:
     jaxrdp.train.save_checkpoint(path, _state())
-    data = bytearray(open(path, "rb").read())
-    at = data.find(b"PK\x03\x04")
+    with open(path, "rb") as f:
+      data = bytearray(f.read())
+    at = data.find(b"PK\x01\x02")  # the first central directory entry, which zipfile reads
     if kind == "compression_flag":
-      data[at + 8] = 99  # compression method
+      data[at + 10] = 99  # compression method
     elif kind == "encryption_flag":
-      data[at + 6] |= 1  # general purpose flag: encrypted
+      data[at + 8] |= 1  # general purpose flag: encrypted
     else:
-      npy = data.find(b"\x93NUMPY")
-      data[npy + 10:npy + 20] = b"{'descr': "[:10].replace(b"{", b"(")
-    open(path, "wb").write(bytes(data))
+      npy = data.find(b"\x93NUMPY", data.find(b"leaf_00000"))
+      data[npy + 10:npy + 18] = b"{'descr("  # an unterminated header dict
+    with open(path, "wb") as f:
+      f.write(bytes(data))
   with pytest.raises(jaxrdp.train.CheckpointError):
     jaxrdp.train.load_checkpoint(path, _state())
 

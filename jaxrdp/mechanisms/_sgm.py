@@ -224,7 +224,13 @@ def _log_a_minus_1_f64(q, sigma, alpha, alpha_static=None):
   sb = jnp.where(big_sigma, sigma, _BIG_SIGMA)
   qb = jnp.where(big_sigma, q, 0.5)
   big = jnp.log(0.5 * at) + jnp.log(at - 1.0) + 2.0 * (jnp.log(qb) - jnp.log(sb))
-  out = jnp.where(big_sigma, big + 1e-14 * (1.0 + jnp.abs(big) + 2.0 * jnp.log(sb)), out)
+  out = jnp.where(big_sigma, big + 4e-16 * (1.0 + jnp.abs(big) + 2.0 * jnp.log(sb)), out)
+  # A > 1 always here, so -inf means the kernels underflowed (large sigma, tiny q).
+  # A is convex in q with A(0) = 1: A - 1 <= q expm1(alpha (alpha - 1) / (2 sigma^2)).
+  lost = ordinary & ~special & (out == -jnp.inf)
+  ql, sl, al = jnp.where(lost, q, 0.5), jnp.where(lost, sigma, 1.0), jnp.where(lost, alpha, 2.0)
+  chord = jnp.log(ql) + log_expm1(_over_sigma_squared(0.5 * al * (al - 1.0), sl))
+  out = jnp.where(lost, chord + 1e-14 * (1.0 + jnp.abs(chord)), out)
   out = jnp.where(zero | huge_sigma, -jnp.inf, out)
   out = jnp.where(infinite, jnp.inf, out)
   return jnp.where(invalid, jnp.nan, out)
