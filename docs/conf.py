@@ -50,6 +50,8 @@ extensions = [
 source_suffix = {".rst": "restructuredtext", ".md": "myst-nb", ".ipynb": "myst-nb"}
 exclude_patterns = ["_build", "Thumbs.db", ".DS_Store", "**.ipynb_checkpoints"]
 root_doc = "index"
+# Docstrings quote names and expressions in single backticks; show them as code.
+default_role = "literal"
 
 # -- MyST and notebooks ------------------------------------------------------------
 nb_execution_mode = "off"  # render the stored cells; the test suite runs the notebooks
