@@ -102,7 +102,7 @@ def truncation_delta(n: int, q: float, capacity: int, steps: int) -> float:
         eta = T * P[Binomial(n, q) > B_max].
 
     At one step the truncated sampler and the Poisson sampler can be coupled
-    to give the same batch except on the event K = |batch| > B_max, so their
+    to give the same batch except on the event ``K = |batch| > B_max``, so their
     outputs (and those of anything computed from them) are within total
     variation P[K > B_max]; over T adaptive steps, within eta.
 
@@ -272,7 +272,7 @@ class PoissonSampler:
     Step t: draw K ~ Binomial(n, q); keep K' = min(K, capacity); draw a
     uniformly random K'-subset of range(n). Conditional on its size, a Poisson
     sample is a uniformly random subset of that size (each subset S has
-    probability q^|S| (1 - q)^(n - |S|), which depends only on |S|), so on the
+    probability ``q^|S| (1 - q)^(n - |S|)``, which depends only on ``|S|``), so on the
     event K <= capacity the batch has exactly the Poisson distribution, and in
     all cases it is the Poisson batch with min(K, capacity) of its members
     kept at random. The difference is paid for by :func:`truncation_delta`
