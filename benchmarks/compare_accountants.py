@@ -12,9 +12,10 @@ steps T, delta) the script computes epsilon with
 
 It checks correctness first: jaxrdp's RDP epsilon is never above dp_accounting's
 (its orders are a superset and its fractional orders exact), the tight epsilon lies
-in its certified interval, and every tight estimate of the peers lies within 1e-3
-relative of that interval (they are not certified: dp_accounting's PLD is an upper
-bound up to its truncation, prv_accountant's an estimate with an error bar). Then it
+in its certified interval, and every tight estimate of the peers lies above 1e-3
+relative of that interval's lower end and within their stated accuracy of its upper end
+(dp_accounting's PLD at its default interval: 1e-3 relative; prv_accountant's upper
+estimate: eps_error 0.01 above an estimate within 0.01). Then it
 times each accountant per configuration in the same process: jaxrdp after a first
 (compiling) call, whose time is reported separately.
 
@@ -114,10 +115,12 @@ def main() -> None:
     # Correctness before any timing is reported.
     assert row["jaxrdp_rdp"] <= row["dp_accounting_rdp"] * (1 + 1e-12), row
     assert row["jaxrdp_pld_lower"] <= row["jaxrdp_pld"] <= row["jaxrdp_rdp"], row
-    for peer in ("dp_accounting_pld", "prv_accountant"):
+    # dp_accounting's PLD at its default interval is within 1e-3 relative; prv_accountant's
+    # upper estimate is its estimate plus eps_error (0.01), the estimate within 0.01.
+    for peer, slack in (("dp_accounting_pld", 1e-3 * row["jaxrdp_pld"]), ("prv_accountant", 0.02)):
       if peer in row:
         assert row["jaxrdp_pld_lower"] * (1 - 1e-3) <= row[peer], (peer, row)
-        assert row[peer] <= row["jaxrdp_pld"] * (1 + 1e-2), (peer, row)
+        assert row[peer] <= row["jaxrdp_pld"] + slack, (peer, row)
     rows.append(row)
     print(f"{name}: RDP {row['jaxrdp_rdp']:.5f} (dp_accounting {row['dp_accounting_rdp']:.5f}), "
           f"tight {row['jaxrdp_pld']:.5f} in [{row['jaxrdp_pld_lower']:.5f}, .] "
