@@ -64,37 +64,37 @@ from .sweeps import sweep as sweep
 from ._version import __version__ as __version__
 
 __all__ = [
-    # DP-SGD in one call
-    "DEFAULT_ORDERS",
-    "DP_ACCOUNTING_ORDERS",
-    "dpsgd_delta",
-    "dpsgd_epsilon",
-    # conversions
-    "DeltaResult",
-    "EpsilonResult",
-    "rdp_to_delta",
-    "rdp_to_epsilon",
-    # events and accountants
-    "PrivacyAccountant",
-    "RdpAccountant",
-    "delta_from_event",
-    "epsilon_from_event",
-    # calibration
-    "NoiseCalibration",
-    "SamplingRateCalibration",
-    "StepsCalibration",
-    "calibrate_noise",
-    "calibrate_sampling_rate",
-    "calibrate_steps",
-    # sweeps
-    "SweepResult",
-    "plot_sweep",
-    "sweep",
-    # submodules
-    "accountants",
-    "classical",
-    "events",
-    "mechanisms",
-    "pld",
-    "train",
+  # DP-SGD in one call
+  "DEFAULT_ORDERS",
+  "DP_ACCOUNTING_ORDERS",
+  "dpsgd_delta",
+  "dpsgd_epsilon",
+  # conversions
+  "DeltaResult",
+  "EpsilonResult",
+  "rdp_to_delta",
+  "rdp_to_epsilon",
+  # events and accountants
+  "PrivacyAccountant",
+  "RdpAccountant",
+  "delta_from_event",
+  "epsilon_from_event",
+  # calibration
+  "NoiseCalibration",
+  "SamplingRateCalibration",
+  "StepsCalibration",
+  "calibrate_noise",
+  "calibrate_sampling_rate",
+  "calibrate_steps",
+  # sweeps
+  "SweepResult",
+  "plot_sweep",
+  "sweep",
+  # submodules
+  "accountants",
+  "classical",
+  "events",
+  "mechanisms",
+  "pld",
+  "train",
 ]

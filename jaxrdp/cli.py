@@ -85,91 +85,179 @@ def _add_output(p: argparse.ArgumentParser) -> None:
 
 def _add_mechanism(p: argparse.ArgumentParser, *, sigma_required: bool) -> None:
   g = p.add_argument_group("DP-SGD configuration (each option takes one or more values)")
-  g.add_argument("--q", nargs="+", type=_number("prob"), metavar="Q",
-                 help="Poisson sampling rate per step, in [0, 1]")
-  g.add_argument("--dataset-size", nargs="+", type=_count, metavar="N",
-                 help="number of training examples (with --batch-size: q = B / N)")
-  g.add_argument("--batch-size", nargs="+", type=_count, metavar="B",
-                 help="expected batch size (needs --dataset-size)")
-  g.add_argument("--sigma", nargs="+", type=_number("nonneg"), metavar="S",
-                 required=sigma_required, help="noise multiplier (noise std / clipping norm), >= 0")
-  g.add_argument("--steps", nargs="+", type=_number("nonneg"), metavar="T",
-                 help="number of training steps, >= 0")
-  g.add_argument("--epochs", nargs="+", type=_number("nonneg"), metavar="E",
-                 help="number of epochs; steps = ceil(E * N / B) (needs --dataset-size, --batch-size)")
+  g.add_argument(
+    "--q",
+    nargs="+",
+    type=_number("prob"),
+    metavar="Q",
+    help="Poisson sampling rate per step, in [0, 1]",
+  )
+  g.add_argument(
+    "--dataset-size",
+    nargs="+",
+    type=_count,
+    metavar="N",
+    help="number of training examples (with --batch-size: q = B / N)",
+  )
+  g.add_argument(
+    "--batch-size",
+    nargs="+",
+    type=_count,
+    metavar="B",
+    help="expected batch size (needs --dataset-size)",
+  )
+  g.add_argument(
+    "--sigma",
+    nargs="+",
+    type=_number("nonneg"),
+    metavar="S",
+    required=sigma_required,
+    help="noise multiplier (noise std / clipping norm), >= 0",
+  )
+  g.add_argument(
+    "--steps", nargs="+", type=_number("nonneg"), metavar="T", help="number of training steps, >= 0"
+  )
+  g.add_argument(
+    "--epochs",
+    nargs="+",
+    type=_number("nonneg"),
+    metavar="E",
+    help="number of epochs; steps = ceil(E * N / B) (needs --dataset-size, --batch-size)",
+  )
 
 
 def _add_accountant(p) -> None:
-  p.add_argument("--accountant", choices=("rdp", "pld"), default="rdp",
-                 help="rdp: Renyi DP, exact over its orders (default); pld: tight, certified "
-                      "privacy-loss-distribution accounting (about 8 to 10%% lower epsilon, slower)")
+  p.add_argument(
+    "--accountant",
+    choices=("rdp", "pld"),
+    default="rdp",
+    help="rdp: Renyi DP, exact over its orders (default); pld: tight, certified "
+    "privacy-loss-distribution accounting (about 8 to 10%% lower epsilon, slower)",
+  )
 
 
 def _build_parser() -> _Parser:
   parser = _Parser(
-      prog="jaxrdp",
-      description="Renyi-DP accounting for DP-SGD (Sampled Gaussian Mechanism) in JAX.",
+    prog="jaxrdp",
+    description="Renyi-DP accounting for DP-SGD (Sampled Gaussian Mechanism) in JAX.",
   )
-  sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
-                              metavar="{epsilon,delta,calibrate,sweep}")
+  sub = parser.add_subparsers(
+    dest="command", required=True, parser_class=_Parser, metavar="{epsilon,delta,calibrate,sweep}"
+  )
 
-  p = sub.add_parser("epsilon", help="epsilon of a DP-SGD run for a given delta",
-                     description="Epsilon (and the optimal RDP order) of DP-SGD.")
+  p = sub.add_parser(
+    "epsilon",
+    help="epsilon of a DP-SGD run for a given delta",
+    description="Epsilon (and the optimal RDP order) of DP-SGD.",
+  )
   _add_mechanism(p, sigma_required=True)
-  p.add_argument("--delta", nargs="+", type=_number("open01"), default=[DEFAULT_DELTA],
-                 metavar="D", help=f"delta, in (0, 1) (default {DEFAULT_DELTA:g})")
+  p.add_argument(
+    "--delta",
+    nargs="+",
+    type=_number("open01"),
+    default=[DEFAULT_DELTA],
+    metavar="D",
+    help=f"delta, in (0, 1) (default {DEFAULT_DELTA:g})",
+  )
   _add_accountant(p)
   _add_output(p)
   p.set_defaults(handler=_cmd_epsilon)
 
-  p = sub.add_parser("delta", help="delta of a DP-SGD run for a given epsilon",
-                     description="Delta (and the optimal RDP order) of DP-SGD.")
+  p = sub.add_parser(
+    "delta",
+    help="delta of a DP-SGD run for a given epsilon",
+    description="Delta (and the optimal RDP order) of DP-SGD.",
+  )
   _add_mechanism(p, sigma_required=True)
-  p.add_argument("--epsilon", nargs="+", type=_number("nonneg"), required=True,
-                 metavar="EPS", help="epsilon, >= 0")
+  p.add_argument(
+    "--epsilon",
+    nargs="+",
+    type=_number("nonneg"),
+    required=True,
+    metavar="EPS",
+    help="epsilon, >= 0",
+  )
   _add_accountant(p)
   _add_output(p)
   p.set_defaults(handler=_cmd_delta)
 
   p = sub.add_parser(
-      "calibrate",
-      help="solve for sigma, steps or the sampling rate under a budget",
-      description="Leave out exactly one of --sigma, --steps/--epochs, --q/--batch-size: "
-      "that is the quantity solved for (smallest sigma, largest steps or largest q "
-      "whose epsilon at --delta is <= --epsilon).",
+    "calibrate",
+    help="solve for sigma, steps or the sampling rate under a budget",
+    description="Leave out exactly one of --sigma, --steps/--epochs, --q/--batch-size: "
+    "that is the quantity solved for (smallest sigma, largest steps or largest q "
+    "whose epsilon at --delta is <= --epsilon).",
   )
   _add_mechanism(p, sigma_required=False)
-  p.add_argument("--epsilon", nargs="+", type=_number("nonneg"), required=True,
-                 metavar="EPS", help="epsilon budget, >= 0")
-  p.add_argument("--delta", nargs="+", type=_number("open01"), default=[DEFAULT_DELTA],
-                 metavar="D", help=f"delta budget, in (0, 1) (default {DEFAULT_DELTA:g})")
-  p.add_argument("--target", choices=("epsilon", "delta"), default="epsilon",
-                 help="bound epsilon at the given delta (default), or delta at the given epsilon")
+  p.add_argument(
+    "--epsilon",
+    nargs="+",
+    type=_number("nonneg"),
+    required=True,
+    metavar="EPS",
+    help="epsilon budget, >= 0",
+  )
+  p.add_argument(
+    "--delta",
+    nargs="+",
+    type=_number("open01"),
+    default=[DEFAULT_DELTA],
+    metavar="D",
+    help=f"delta budget, in (0, 1) (default {DEFAULT_DELTA:g})",
+  )
+  p.add_argument(
+    "--target",
+    choices=("epsilon", "delta"),
+    default="epsilon",
+    help="bound epsilon at the given delta (default), or delta at the given epsilon",
+  )
   _add_accountant(p)
   _add_output(p)
   p.set_defaults(handler=_cmd_calibrate)
 
   p = sub.add_parser(
-      "sweep",
-      help="epsilon over a hyperparameter grid; writes a CSV and a heatmap",
-      description="Epsilon over the outer-product grid of the given values. With no "
-      f"options: N = {DEFAULT_DATASET_SIZE:,}, batch sizes {', '.join(map(str, DEFAULT_BATCH_SIZES))}, "
-      "sigma 0.5 to 3.0 by 0.1, epochs 1 to 100, delta = 1e-5. Writes "
-      f"{SWEEP_BASENAME}.csv and {SWEEP_BASENAME}.png to --out-dir.",
+    "sweep",
+    help="epsilon over a hyperparameter grid; writes a CSV and a heatmap",
+    description="Epsilon over the outer-product grid of the given values. With no "
+    f"options: N = {DEFAULT_DATASET_SIZE:,}, batch sizes {', '.join(map(str, DEFAULT_BATCH_SIZES))}, "
+    "sigma 0.5 to 3.0 by 0.1, epochs 1 to 100, delta = 1e-5. Writes "
+    f"{SWEEP_BASENAME}.csv and {SWEEP_BASENAME}.png to --out-dir.",
   )
   _add_mechanism(p, sigma_required=False)
-  p.add_argument("--delta", nargs="+", type=_number("open01"), default=None,
-                 metavar="D", help=f"delta, in (0, 1) (default {DEFAULT_DELTA:g})")
-  p.add_argument("--out-dir", default=".", metavar="DIR",
-                 help=f"where {SWEEP_BASENAME}.csv and {SWEEP_BASENAME}.png go (default: .)")
-  p.add_argument("--plot", metavar="FILE.png", default=None,
-                 help=f"heatmap path (default DIR/{SWEEP_BASENAME}.png; needs matplotlib)")
+  p.add_argument(
+    "--delta",
+    nargs="+",
+    type=_number("open01"),
+    default=None,
+    metavar="D",
+    help=f"delta, in (0, 1) (default {DEFAULT_DELTA:g})",
+  )
+  p.add_argument(
+    "--out-dir",
+    default=".",
+    metavar="DIR",
+    help=f"where {SWEEP_BASENAME}.csv and {SWEEP_BASENAME}.png go (default: .)",
+  )
+  p.add_argument(
+    "--plot",
+    metavar="FILE.png",
+    default=None,
+    help=f"heatmap path (default DIR/{SWEEP_BASENAME}.png; needs matplotlib)",
+  )
   p.add_argument("--no-files", action="store_true", help="write no CSV or PNG")
-  p.add_argument("--chunk-size", type=_count, default=1 << 14, metavar="K",
-                 help="grid cells per vectorized chunk (default 16384)")
+  p.add_argument(
+    "--chunk-size",
+    type=_count,
+    default=1 << 14,
+    metavar="K",
+    help="grid cells per vectorized chunk (default 16384)",
+  )
   p.add_argument("--no-progress", action="store_true", help="no progress bar")
-  p.add_argument("--yes", action="store_true",
-                 help=f"run grids of more than {SWEEP_CONFIRM_CELLS:,} cells without asking")
+  p.add_argument(
+    "--yes",
+    action="store_true",
+    help=f"run grids of more than {SWEEP_CONFIRM_CELLS:,} cells without asking",
+  )
   _add_accountant(p)
   _add_output(p)
   p.set_defaults(handler=_cmd_sweep)
@@ -194,8 +282,8 @@ def _sampling_axes(args, parser, *, optional: bool = False) -> dict | None:
     parser.error("argument --q: required (or --dataset-size with --batch-size)")
   if max(args.batch_size) > min(args.dataset_size):
     parser.error(
-        f"argument --batch-size: must be <= --dataset-size, got {max(args.batch_size)} "
-        f"> {min(args.dataset_size)}"
+      f"argument --batch-size: must be <= --dataset-size, got {max(args.batch_size)} "
+      f"> {min(args.dataset_size)}"
     )
   return {"dataset_size": args.dataset_size, "batch_size": args.batch_size}
 
@@ -233,7 +321,7 @@ def _derived(cols: dict) -> dict:
     out["q"] = cols["batch_size"] / cols["dataset_size"]
     if "epochs" in cols:
       out["steps"] = np.asarray(
-          epochs_to_steps(cols["epochs"], cols["dataset_size"], cols["batch_size"])
+        epochs_to_steps(cols["epochs"], cols["dataset_size"], cols["batch_size"])
       )
   return out
 
@@ -321,20 +409,26 @@ def _cmd_calibrate(args, parser) -> int:
   import numpy as np
 
   if args.epochs is not None and args.q is None and args.batch_size is None:
-    parser.error("argument --epochs: to solve for the batch size give --steps "
-                 "(steps per epoch change with the batch size)")
+    parser.error(
+      "argument --epochs: to solve for the batch size give --steps "
+      "(steps per epoch change with the batch size)"
+    )
   # --dataset-size without --batch-size means: solve for the batch size.
   sampling = _sampling_axes(args, parser, optional=True)
   duration = _duration_axes(args, parser, sampling, optional=True)
-  missing = [name for name, given in (
+  missing = [
+    name
+    for name, given in (
       ("sigma", args.sigma is not None),
       ("steps", duration is not None),
       ("q", sampling is not None),
-  ) if not given]
+    )
+    if not given
+  ]
   if len(missing) != 1:
     parser.error(
-        "argument --sigma: leave out exactly one of --sigma, --steps/--epochs, "
-        f"--q/--batch-size (the quantity to solve for); missing now: {missing or 'none'}"
+      "argument --sigma: leave out exactly one of --sigma, --steps/--epochs, "
+      f"--q/--batch-size (the quantity to solve for); missing now: {missing or 'none'}"
     )
   solve = missing[0]
   by_delta = args.target == "delta"
@@ -352,30 +446,47 @@ def _cmd_calibrate(args, parser) -> int:
   if solve == "sigma":
     axes = {**sampling, **duration}
     cols = _derived(_grid({**axes, "epsilon": args.epsilon, "delta": args.delta}))
-    res = cal.calibrate_noise(q=cols["q"], steps=cols["steps"], **budget_of(cols),
-                              accountant=args.accountant)
+    res = cal.calibrate_noise(
+      q=cols["q"], steps=cols["steps"], **budget_of(cols), accountant=args.accountant
+    )
     out = {"sigma": np.asarray(res.sigma)}
   elif solve == "steps":
     axes = dict(sampling)
-    cols = _derived(_grid({**axes, "sigma": args.sigma, "epsilon": args.epsilon,
-                           "delta": args.delta}))
-    res = cal.calibrate_steps(q=cols["q"], sigma=cols["sigma"], **budget_of(cols),
-                              accountant=args.accountant)
+    cols = _derived(
+      _grid({**axes, "sigma": args.sigma, "epsilon": args.epsilon, "delta": args.delta})
+    )
+    res = cal.calibrate_steps(
+      q=cols["q"], sigma=cols["sigma"], **budget_of(cols), accountant=args.accountant
+    )
     out = {"steps": np.asarray(res.steps)}
     if "batch_size" in cols:
       out["epochs"] = out["steps"] * cols["batch_size"] / cols["dataset_size"]
   else:
     axes = {"dataset_size": args.dataset_size} if args.dataset_size else {}
-    cols = _grid({**axes, "sigma": args.sigma, "steps": args.steps,
-                  "epsilon": args.epsilon, "delta": args.delta})
-    res = cal.calibrate_sampling_rate(sigma=cols["sigma"], steps=cols["steps"],
-                                      **budget_of(cols), accountant=args.accountant)
+    cols = _grid(
+      {
+        **axes,
+        "sigma": args.sigma,
+        "steps": args.steps,
+        "epsilon": args.epsilon,
+        "delta": args.delta,
+      }
+    )
+    res = cal.calibrate_sampling_rate(
+      sigma=cols["sigma"], steps=cols["steps"], **budget_of(cols), accountant=args.accountant
+    )
     out = {"q": np.asarray(res.q)}
     if "dataset_size" in cols:
       from .calibration._batch_size import floor_to_batch_size
 
-      res = floor_to_batch_size(res, cols["dataset_size"], cols["sigma"], cols["steps"],
-                                for_delta=by_delta, accountant=args.accountant)
+      res = floor_to_batch_size(
+        res,
+        cols["dataset_size"],
+        cols["sigma"],
+        cols["steps"],
+        for_delta=by_delta,
+        accountant=args.accountant,
+      )
       out = {"batch_size": res.batch_size, "q": res.q}
 
   feasible = np.asarray(res.feasible)
@@ -395,11 +506,16 @@ def _cmd_calibrate(args, parser) -> int:
   n_bad = int((~feasible).sum())
   note = None
   if n_bad:
-    what = {"sigma": "noise multiplier", "steps": "number of steps >= 1",
-            "q": "sampling rate (or batch size >= 1)"}[solve]
-    note = (f"note: {n_bad} of {feasible.size} requests are infeasible: no {what} meets "
-            "the budget (an epsilon at or below the infinite-noise floor of the RDP "
-            "conversion cannot be met)")
+    what = {
+      "sigma": "noise multiplier",
+      "steps": "number of steps >= 1",
+      "q": "sampling rate (or batch size >= 1)",
+    }[solve]
+    note = (
+      f"note: {n_bad} of {feasible.size} requests are infeasible: no {what} meets "
+      "the budget (an epsilon at or below the infinite-noise floor of the RDP "
+      "conversion cannot be met)"
+    )
   _emit(table, args, note=note)
   return 0
 
@@ -409,8 +525,8 @@ def _sweep_axes(args, parser) -> dict:
   sampling = _sampling_axes(args, parser, optional=True)
   if sampling is None:
     sampling = {
-        "dataset_size": args.dataset_size or [DEFAULT_DATASET_SIZE],
-        "batch_size": list(DEFAULT_BATCH_SIZES),
+      "dataset_size": args.dataset_size or [DEFAULT_DATASET_SIZE],
+      "batch_size": list(DEFAULT_BATCH_SIZES),
     }
     too_big = [b for b in DEFAULT_BATCH_SIZES if b > min(sampling["dataset_size"])]
     if too_big:
@@ -421,10 +537,10 @@ def _sweep_axes(args, parser) -> dict:
       parser.error("argument --steps: required with --q (or give --dataset-size and --batch-size)")
     duration = {"epochs": list(DEFAULT_EPOCHS)}
   return {
-      **sampling,
-      "sigma": args.sigma or list(DEFAULT_SIGMAS),
-      **duration,
-      "delta": args.delta or [DEFAULT_DELTA],
+    **sampling,
+    "sigma": args.sigma or list(DEFAULT_SIGMAS),
+    **duration,
+    "delta": args.delta or [DEFAULT_DELTA],
   }
 
 
@@ -434,8 +550,10 @@ def _cmd_sweep(args, parser) -> int:
     parser.error(f"argument --out-dir: not a directory: {args.out_dir}")
   plot_path = args.plot
   if plot_path is not None and os.path.isdir(plot_path):
-    parser.error(f"argument --plot: is a directory: {plot_path} (give a file such as "
-                 f"{os.path.join(plot_path, SWEEP_BASENAME + '.png')})")
+    parser.error(
+      f"argument --plot: is a directory: {plot_path} (give a file such as "
+      f"{os.path.join(plot_path, SWEEP_BASENAME + '.png')})"
+    )
   if plot_path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(plot_path))):
     parser.error(f"argument --plot: directory does not exist: {os.path.dirname(plot_path)}")
   if plot_path is not None and not os.path.splitext(plot_path)[1]:
@@ -443,27 +561,38 @@ def _cmd_sweep(args, parser) -> int:
   # The heatmap's requirement, checked before anything is computed or written.
   samp = "batch_size" if "batch_size" in kwargs else "q"
   if plot_path is not None and (len(kwargs["sigma"]) < 2 or len(kwargs[samp]) < 2):
-    parser.error(f"argument --plot: heatmap needs at least 2 values of --sigma and of "
-                 f"--{samp.replace('_', '-')}")
+    parser.error(
+      f"argument --plot: heatmap needs at least 2 values of --sigma and of "
+      f"--{samp.replace('_', '-')}"
+    )
   cells = math.prod(len(v) for v in kwargs.values() if isinstance(v, (list, tuple)))
   if cells > SWEEP_CONFIRM_CELLS and not args.yes:
-    parser.error(f"the grid has {cells:,} cells, about {cells * _SWEEP_SECONDS_PER_CELL:,.0f} s "
-                 f"of computation on a 2-core CPU; pass --yes to run grids of more than "
-                 f"{SWEEP_CONFIRM_CELLS:,} cells")
+    parser.error(
+      f"the grid has {cells:,} cells, about {cells * _SWEEP_SECONDS_PER_CELL:,.0f} s "
+      f"of computation on a 2-core CPU; pass --yes to run grids of more than "
+      f"{SWEEP_CONFIRM_CELLS:,} cells"
+    )
 
   from .sweeps._sweep import sweep
 
   start = time.perf_counter()
-  result = sweep(**kwargs, chunk_size=args.chunk_size,
-                 progress=False if args.no_progress else None, accountant=args.accountant)
+  result = sweep(
+    **kwargs,
+    chunk_size=args.chunk_size,
+    progress=False if args.no_progress else None,
+    accountant=args.accountant,
+  )
   elapsed = time.perf_counter() - start
 
   machine = args.json or args.csv
   info = sys.stderr if machine else sys.stdout
   sizes = " x ".join(f"{len(v)} {k}" for k, v in result.axes.items() if len(v) > 1) or "1 cell"
   fixed = ", ".join(f"{k} = {v[0]:g}" for k, v in result.axes.items() if len(v) == 1)
-  print(f"jaxrdp sweep: {result.size:,} cell{'s' if result.size != 1 else ''} ({sizes}{'; ' + fixed if fixed else ''}) "
-        f"in {elapsed:.2f} s", file=info)
+  print(
+    f"jaxrdp sweep: {result.size:,} cell{'s' if result.size != 1 else ''} ({sizes}{'; ' + fixed if fixed else ''}) "
+    f"in {elapsed:.2f} s",
+    file=info,
+  )
   if args.json:
     print(result.to_json(indent=None))
   elif args.csv:

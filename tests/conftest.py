@@ -19,9 +19,17 @@ sys.path.insert(0, os.path.dirname(__file__))
 # the two workers in collection order, so starting with the long ones keeps one
 # worker from finishing minutes after the other.
 _HEAVY_FIRST = (
-    "test_calibration.py", "test_grad_x64_off.py", "test_dpsgd.py", "test_cli.py",
-    "test_notebook_quickstart.py", "test_bench_scripts.py", "test_notebooks_reproductions.py",
-    "test_notebook_dpsgd.py", "test_sgm.py", "test_precision.py", "test_training.py",
+  "test_calibration.py",
+  "test_grad_x64_off.py",
+  "test_dpsgd.py",
+  "test_cli.py",
+  "test_notebook_quickstart.py",
+  "test_bench_scripts.py",
+  "test_notebooks_reproductions.py",
+  "test_notebook_dpsgd.py",
+  "test_sgm.py",
+  "test_precision.py",
+  "test_training.py",
 )
 
 

@@ -21,20 +21,21 @@ from dp_accounting import dp_event
 from dp_accounting.pld import pld_privacy_accountant
 
 CONFIGS = [
-    # (q, sigma, steps, delta, held_out)
-    (256 / 60000, 1.1, 14063, 1e-5, False),
-    (0.01, 0.8, 1000, 1e-6, True),
-    (0.05, 2.0, 3000, 1e-5, True),
-    (0.2, 1.0, 100, 1e-3, True),
-    (0.001, 3.0, 20000, 1e-9, True),
-    (0.5, 4.0, 50, 1e-7, True),
+  # (q, sigma, steps, delta, held_out)
+  (256 / 60000, 1.1, 14063, 1e-5, False),
+  (0.01, 0.8, 1000, 1e-6, True),
+  (0.05, 2.0, 3000, 1e-5, True),
+  (0.2, 1.0, 100, 1e-3, True),
+  (0.001, 3.0, 20000, 1e-9, True),
+  (0.5, 4.0, 50, 1e-7, True),
 ]
 INTERVALS = [2e-5, 1e-5]
 
 
 def epsilon(q, sigma, steps, delta, d):
   acc = pld_privacy_accountant.PLDAccountant(
-      dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE, value_discretization_interval=d)
+    dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE, value_discretization_interval=d
+  )
   acc.compose(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)), int(steps))
   return acc.get_epsilon(delta)
 
@@ -46,12 +47,23 @@ def main():
     for d in INTERVALS:
       t = time.time()
       row["epsilon"][repr(d)] = epsilon(q, sigma, steps, delta, d)
-      print(q, sigma, steps, delta, d, row["epsilon"][repr(d)], f"{time.time() - t:.1f}s", flush=True)
+      print(
+        q, sigma, steps, delta, d, row["epsilon"][repr(d)], f"{time.time() - t:.1f}s", flush=True
+      )
     rows.append(row)
   out = Path(__file__).parent / "data" / "pld_reference.json"
-  out.write_text(json.dumps(dict(source="dp_accounting " + dp_accounting.__version__
-                                 if hasattr(dp_accounting, "__version__") else "dp_accounting",
-                                 intervals=INTERVALS, configs=rows), indent=1))
+  out.write_text(
+    json.dumps(
+      dict(
+        source="dp_accounting " + dp_accounting.__version__
+        if hasattr(dp_accounting, "__version__")
+        else "dp_accounting",
+        intervals=INTERVALS,
+        configs=rows,
+      ),
+      indent=1,
+    )
+  )
 
 
 if __name__ == "__main__":

@@ -21,8 +21,20 @@ pytest.importorskip("sphinx", reason="sphinx is not installed (pip install -e \"
 def test_docs_build_with_warnings_as_errors(tmp_path):
   out = tmp_path / "html"
   doctrees = tmp_path / "doctrees"
-  cmd = [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
-         "-d", str(doctrees), os.path.join(ROOT, "docs"), str(out)]
+  cmd = [
+    sys.executable,
+    "-m",
+    "sphinx",
+    "-W",
+    "--keep-going",
+    "-q",
+    "-b",
+    "html",
+    "-d",
+    str(doctrees),
+    os.path.join(ROOT, "docs"),
+    str(out),
+  ]
   env = dict(os.environ)
   env.setdefault("JAX_PLATFORMS", "cpu")
   proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)

@@ -28,19 +28,28 @@ def gaussian_epsilon(mu, delta):
 # (q, sigma, steps, delta, truth, rtol of the truth, label)
 def _epsilon_cases():
   cases = [
-      (1.0, 2.0, 10, 1e-6, gaussian_epsilon(math.sqrt(10) / 2.0, 1e-6), 1e-12, "gauss-10"),
-      (1.0, 5.0, 1000, 1e-10, gaussian_epsilon(math.sqrt(1000) / 5.0, 1e-10), 1e-12, "gauss-1000"),
-      (1.0, 0.5, 1, 1e-5, gaussian_epsilon(2.0, 1e-5), 1e-12, "gauss-1"),
-      # PLD.md: dp_accounting at 1e-6 and prv_accountant agree on 2.38169.
-      (256 / 60000, 1.1, 14063, 1e-12, 4.1747, 1e-4, "mnist-1e-12"),
-      (0.04, 1.5, 2250, 1e-5, None, None, "opacus"),
+    (1.0, 2.0, 10, 1e-6, gaussian_epsilon(math.sqrt(10) / 2.0, 1e-6), 1e-12, "gauss-10"),
+    (1.0, 5.0, 1000, 1e-10, gaussian_epsilon(math.sqrt(1000) / 5.0, 1e-10), 1e-12, "gauss-1000"),
+    (1.0, 0.5, 1, 1e-5, gaussian_epsilon(2.0, 1e-5), 1e-12, "gauss-1"),
+    # PLD.md: dp_accounting at 1e-6 and prv_accountant agree on 2.38169.
+    (256 / 60000, 1.1, 14063, 1e-12, 4.1747, 1e-4, "mnist-1e-12"),
+    (0.04, 1.5, 2250, 1e-5, None, None, "opacus"),
   ]
   for row in REF["configs"]:
     e1, e2 = row["epsilon"]["1e-05"], row["epsilon"]["2e-05"]
     truth = e1 - (e2 - e1) / 3.0  # Richardson: the error of connect-the-dots is ~ d^2
     # The extrapolation's own uncertainty: the last step's size.
-    cases.append((row["q"], row["sigma"], row["steps"], row["delta"], truth,
-                  max(abs(e2 - e1) / 3.0 / truth, 1e-7), f"dpacc-{row['q']:.4g}-{row['sigma']}"))
+    cases.append(
+      (
+        row["q"],
+        row["sigma"],
+        row["steps"],
+        row["delta"],
+        truth,
+        max(abs(e2 - e1) / 3.0 / truth, 1e-7),
+        f"dpacc-{row['q']:.4g}-{row['sigma']}",
+      )
+    )
   return cases
 
 
@@ -54,7 +63,7 @@ def epsilon_results():
   # this checks the same error model; test_mnist_default_settings runs the
   # automatic choice.
   q, sigma, steps, delta = (np.array([c[i] for c in CASES]) for i in range(4))
-  return pld_epsilon(q, sigma, steps, delta, grid_size=2 ** 18)
+  return pld_epsilon(q, sigma, steps, delta, grid_size=2**18)
 
 
 @pytest.mark.parametrize("i", range(len(CASES)), ids=[c[-1] for c in CASES])
@@ -92,8 +101,10 @@ def test_delta_oracles():
   steps = np.array([3, 3, 1, 100])
   eps = np.array([1.0, 1.0, 0.5, 4.0])
   r = pld_delta(q, sigma, steps, eps)
-  exact = [float(jaxrdp.mechanisms.analytic_gaussian_delta(e, s / math.sqrt(t)))
-           for e, s, t in zip(eps, sigma, steps)]
+  exact = [
+    float(jaxrdp.mechanisms.analytic_gaussian_delta(e, s / math.sqrt(t)))
+    for e, s, t in zip(eps, sigma, steps)
+  ]
   for i in (0, 2, 3):
     assert float(r.delta[i]) >= exact[i] * (1 - 1e-12)
     assert float(r.delta[i]) <= exact[i] * (1 + 1e-5), (i, float(r.delta[i]), exact[i])

@@ -10,17 +10,28 @@ import pytest
 import jaxrdp
 from jaxrdp.pld import pld_delta, pld_delta_phases, pld_epsilon, pld_epsilon_phases
 
-N = 2 ** 12  # a small fixed grid: these tests check plumbing, not the last digit
+N = 2**12  # a small fixed grid: these tests check plumbing, not the last digit
 
 
-@pytest.mark.parametrize("kwargs, name", [
-    (dict(q=0.0), "q"), (dict(q=1.5), "q"), (dict(q=float("nan")), "q"),
-    (dict(sigma=0.0), "sigma"), (dict(sigma=-1.0), "sigma"),
-    (dict(steps=0), "steps"), (dict(steps=2.5), "steps"), (dict(steps=1e8), "steps"),
-    (dict(delta=0.0), "delta"), (dict(delta=1.0), "delta"),
-    (dict(rtol=0.0), "rtol"), (dict(grid_size=1000), "grid_size"),
-    (dict(max_grid_size=3), "max_grid_size"), (dict(memory_limit=10), "memory_limit"),
-])
+@pytest.mark.parametrize(
+  "kwargs, name",
+  [
+    (dict(q=0.0), "q"),
+    (dict(q=1.5), "q"),
+    (dict(q=float("nan")), "q"),
+    (dict(sigma=0.0), "sigma"),
+    (dict(sigma=-1.0), "sigma"),
+    (dict(steps=0), "steps"),
+    (dict(steps=2.5), "steps"),
+    (dict(steps=1e8), "steps"),
+    (dict(delta=0.0), "delta"),
+    (dict(delta=1.0), "delta"),
+    (dict(rtol=0.0), "rtol"),
+    (dict(grid_size=1000), "grid_size"),
+    (dict(max_grid_size=3), "max_grid_size"),
+    (dict(memory_limit=10), "memory_limit"),
+  ],
+)
 def test_bad_arguments_raise(kwargs, name):
   args = dict(q=0.01, sigma=1.0, steps=10, delta=1e-5)
   opts = {k: kwargs.pop(k) for k in list(kwargs) if k not in args}
@@ -90,10 +101,12 @@ def test_jit_vmap_grad():
   sig = np.array([0.9, 1.3])
   eager = np.asarray(pld_epsilon(0.01, sig, 500, 1e-5, grid_size=N).epsilon)
   with jax.enable_x64(True):
-    jitted = np.asarray(jax.jit(lambda s: pld_epsilon(0.01, s, 500, 1e-5, grid_size=N).epsilon)(
-        jnp.asarray(sig)))
-    vmapped = np.asarray(jax.vmap(lambda s: pld_epsilon(0.01, s, 500, 1e-5, grid_size=N).epsilon)(
-        jnp.asarray(sig)))
+    jitted = np.asarray(
+      jax.jit(lambda s: pld_epsilon(0.01, s, 500, 1e-5, grid_size=N).epsilon)(jnp.asarray(sig))
+    )
+    vmapped = np.asarray(
+      jax.vmap(lambda s: pld_epsilon(0.01, s, 500, 1e-5, grid_size=N).epsilon)(jnp.asarray(sig))
+    )
   np.testing.assert_allclose(jitted, eager, rtol=1e-12)
   np.testing.assert_allclose(vmapped, eager, rtol=1e-12)
 
@@ -102,7 +115,7 @@ def test_grad_matches_finite_differences():
   # The derivative is taken with the grid held fixed (an envelope derivative of
   # the discretized bound); finite differences move the grid with sigma, which
   # changes the discretization error by ~T d^2, so a fine grid is used.
-  n = 2 ** 15
+  n = 2**15
   f = lambda s: pld_epsilon(0.01, s, 500, 1e-5, grid_size=n).epsilon
   with jax.enable_x64(True):
     g = float(jax.grad(f)(1.3))
@@ -116,7 +129,8 @@ def test_float32_callers_rounded_up_and_traced_invalid_is_nan():
   # x64 off, traced: float32 results rounded towards +inf; invalid values give NaN.
   with jax.enable_x64(False):
     out = jax.jit(lambda s: pld_epsilon(0.01, s, 500, 1e-5, grid_size=N).epsilon)(
-        jnp.array([-1.0, 1.3], jnp.float32))
+      jnp.array([-1.0, 1.3], jnp.float32)
+    )
   assert out.dtype == jnp.float32
   e64 = float(pld_epsilon(0.01, 1.3, 500, 1e-5, grid_size=N).epsilon)
   assert np.isnan(out[0])

@@ -14,24 +14,29 @@ from jaxrdp.pld import pld_epsilon
 
 # (q, sigma, steps, delta)
 EDGES = [
-    (0.1, 0.6, 10_000, 1e-5),  # epsilon in the hundreds
-    (0.01, 1.0, 1_000_000, 1e-5),  # T = 1e6
-    (0.01, 0.3, 1000, 1e-5),  # sigma = 0.3
-    (1.0, 0.3, 1, 1e-15),  # q = 1, tiny delta, large epsilon
-    (1.0, 1.0, 100, 1e-15),  # q = 1, tiny delta
-    (0.001, 1.0, 1000, 1e-15),  # tiny delta, small epsilon
-    (0.9, 50.0, 10, 1e-12),  # large sigma
+  (0.1, 0.6, 10_000, 1e-5),  # epsilon in the hundreds
+  (0.01, 1.0, 1_000_000, 1e-5),  # T = 1e6
+  (0.01, 0.3, 1000, 1e-5),  # sigma = 0.3
+  (1.0, 0.3, 1, 1e-15),  # q = 1, tiny delta, large epsilon
+  (1.0, 1.0, 100, 1e-15),  # q = 1, tiny delta
+  (0.001, 1.0, 1000, 1e-15),  # tiny delta, small epsilon
+  (0.9, 50.0, 10, 1e-12),  # large sigma
 ]
 
 
 def _gaussian_epsilon(mu, delta):
-  return brentq(lambda e: float(jaxrdp.mechanisms.analytic_gaussian_delta(e, 1.0 / mu)) - delta, 0.0, 1e4,
-                xtol=1e-13, rtol=1e-15)
+  return brentq(
+    lambda e: float(jaxrdp.mechanisms.analytic_gaussian_delta(e, 1.0 / mu)) - delta,
+    0.0,
+    1e4,
+    xtol=1e-13,
+    rtol=1e-15,
+  )
 
 
 def test_edges_are_finite_and_certified():
   q, sigma, steps, delta = (np.array([e[i] for e in EDGES]) for i in range(4))
-  r = pld_epsilon(q, sigma, steps, delta, grid_size=2 ** 16)
+  r = pld_epsilon(q, sigma, steps, delta, grid_size=2**16)
   up, low = np.asarray(r.epsilon), np.asarray(r.epsilon_lower)
   assert np.all(np.isfinite(up)) and np.all(np.isfinite(low))
   assert np.all(low <= up)

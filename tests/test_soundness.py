@@ -47,9 +47,13 @@ def _sample(rng, n, lo, hi, extras):
 def _configs(seed=0, n=80):
   rng = np.random.default_rng(seed)
   q = _sample(rng, n, 5e-324, 1.0, [5e-324, 1e-310, TINY, 1e-300, 1e-8, 0.5, 1.0, 0.0])
-  sigma = _sample(rng, n, 5e-324, 1e308,
-                  [0.0, 1e-310, 1e-200, 1e-154, 1e-120, 0.01, 0.05, 1.0, 1e120, 1e154, 1e155,
-                   1e300, np.inf])
+  sigma = _sample(
+    rng,
+    n,
+    5e-324,
+    1e308,
+    [0.0, 1e-310, 1e-200, 1e-154, 1e-120, 0.01, 0.05, 1.0, 1e120, 1e154, 1e155, 1e300, np.inf],
+  )
   alpha = 1.0 + _sample(rng, n, 1e-15, 1e15 - 1.0, [0.01, 0.5, 1.0, 2.5, 1e6, 1e15 - 1.0])
   return q, sigma, alpha
 
@@ -127,13 +131,35 @@ def test_dpsgd_epsilon_never_below_oracle_over_float64_range():
     _check_certified(out[i], lower, False, (q[i], sigma[i], steps[i], delta[i]))
 
 
-@pytest.mark.parametrize("name,value", [
-    ("q", "0.1"), ("q", decimal.Decimal("0.1")), ("q", fractions.Fraction(1, 10)), ("q", 0.1j),
-    ("q", object()), ("q", {}), ("q", None), ("q", [0.1, "a"]), ("q", -1e-310), ("q", 1.5),
-    ("sigma", "1"), ("sigma", -1.0), ("sigma", np.nan), ("steps", "100"), ("steps", 10**400),
-    ("steps", -1.0), ("delta", "x"), ("delta", 0.0), ("delta", 1.0), ("delta", -5e-324),
-    ("orders", []), ("orders", [1e16]), ("orders", [2.0, 1e100]), ("orders", [1.0]),
-])
+@pytest.mark.parametrize(
+  "name,value",
+  [
+    ("q", "0.1"),
+    ("q", decimal.Decimal("0.1")),
+    ("q", fractions.Fraction(1, 10)),
+    ("q", 0.1j),
+    ("q", object()),
+    ("q", {}),
+    ("q", None),
+    ("q", [0.1, "a"]),
+    ("q", -1e-310),
+    ("q", 1.5),
+    ("sigma", "1"),
+    ("sigma", -1.0),
+    ("sigma", np.nan),
+    ("steps", "100"),
+    ("steps", 10**400),
+    ("steps", -1.0),
+    ("delta", "x"),
+    ("delta", 0.0),
+    ("delta", 1.0),
+    ("delta", -5e-324),
+    ("orders", []),
+    ("orders", [1e16]),
+    ("orders", [2.0, 1e100]),
+    ("orders", [1.0]),
+  ],
+)
 def test_invalid_arguments_name_the_argument(name, value):
   args = dict(q=0.01, sigma=1.0, steps=100, delta=1e-5, orders=None)
   args[name] = value
@@ -201,8 +227,12 @@ def test_subnormal_delta():
   r = jaxrdp.rdp_to_epsilon([1.0, 2.0], [2.0, 3.0], 1e-310)
   assert np.isfinite(float(r.epsilon))
   acct = jaxrdp.RdpAccountant()
-  st = acct.compose(acct.init(), jaxrdp.events.SelfComposed(
-      jaxrdp.events.PoissonSampled(0.01, jaxrdp.events.Gaussian(1.0)), 100))
+  st = acct.compose(
+    acct.init(),
+    jaxrdp.events.SelfComposed(
+      jaxrdp.events.PoissonSampled(0.01, jaxrdp.events.Gaussian(1.0)), 100
+    ),
+  )
   assert float(acct.get_epsilon(st, 1e-310).epsilon) == pytest.approx(e, rel=1e-12)
 
 
@@ -222,7 +252,9 @@ def test_epsilon_never_looser_than_total_variation_bound():
   args = (0.00011435149070816554, 15.25073702456042, 2, 0.00034439396829379266)
   assert float(jaxrdp.dpsgd_epsilon(*args, orders=jaxrdp.DP_ACCOUNTING_ORDERS).epsilon) == 0.0
   assert float(jaxrdp.dpsgd_epsilon(*args).epsilon) == 0.0
-  rdp = np.asarray(jaxrdp.mechanisms.sgm_rdp(args[0], args[1], jaxrdp.DP_ACCOUNTING_ORDERS)) * args[2]
+  rdp = (
+    np.asarray(jaxrdp.mechanisms.sgm_rdp(args[0], args[1], jaxrdp.DP_ACCOUNTING_ORDERS)) * args[2]
+  )
   assert float(jaxrdp.rdp_to_epsilon(rdp, jaxrdp.DP_ACCOUNTING_ORDERS, args[3]).epsilon) == 0.0
 
 
@@ -244,8 +276,19 @@ def _npz_with_header(path, header_json):
   np.savez(path, header=np.frombuffer(header_json.encode(), dtype=np.uint8))
 
 
-@pytest.mark.parametrize("kind", ["npy", "header_list", "header_null", "header_int", "directory",
-                                  "compression_flag", "encryption_flag", "npy_header"])
+@pytest.mark.parametrize(
+  "kind",
+  [
+    "npy",
+    "header_list",
+    "header_null",
+    "header_int",
+    "directory",
+    "compression_flag",
+    "encryption_flag",
+    "npy_header",
+  ],
+)
 def test_foreign_or_damaged_checkpoint_raises_checkpoint_error(tmp_path, kind):
   path = str(tmp_path / "ck.npz")
   if kind == "npy":
@@ -266,7 +309,7 @@ def test_foreign_or_damaged_checkpoint_raises_checkpoint_error(tmp_path, kind):
       data[at + 8] |= 1  # general purpose flag: encrypted
     else:
       npy = data.find(b"\x93NUMPY", data.find(b"leaf_00000"))
-      data[npy + 10:npy + 18] = b"{'descr("  # an unterminated header dict
+      data[npy + 10 : npy + 18] = b"{'descr("  # an unterminated header dict
     with open(path, "wb") as f:
       f.write(bytes(data))
   with pytest.raises(jaxrdp.train.CheckpointError):
@@ -289,6 +332,7 @@ def test_stale_temporary_removed_on_next_save(tmp_path):
 
 def _cli(argv, capsys):
   from jaxrdp import cli
+
   code = cli.main(argv)
   return code, capsys.readouterr().err
 
@@ -308,15 +352,43 @@ def test_cli_output_errors_exit_2_with_one_line(tmp_path, capsys, monkeypatch):
 def test_cli_checks_heatmap_and_size_before_computing(tmp_path, capsys, monkeypatch):
   monkeypatch.setenv("JAXRDP_CACHE_DIR", "")
   import jaxrdp.sweeps._sweep as sweep_module
+
   def boom(*a, **k):
     raise AssertionError("computed")
+
   monkeypatch.setattr(sweep_module, "sweep", boom)
-  code, err = _cli(["sweep", "--q", "0.01", "--sigma", "1", "2", "--steps", "10",
-                    "--out-dir", str(tmp_path), "--plot", str(tmp_path / "h.png")], capsys)
+  code, err = _cli(
+    [
+      "sweep",
+      "--q",
+      "0.01",
+      "--sigma",
+      "1",
+      "2",
+      "--steps",
+      "10",
+      "--out-dir",
+      str(tmp_path),
+      "--plot",
+      str(tmp_path / "h.png"),
+    ],
+    capsys,
+  )
   assert code == 2 and "at least 2 values" in err
   assert not (tmp_path / "jaxrdp_sweep.csv").exists()
   qs = [str(x) for x in np.linspace(0.001, 0.3, 300)]
   sig = [str(x) for x in np.linspace(0.5, 3.5, 300)]
-  code, err = _cli(["sweep", "--q", *qs, "--sigma", *sig, "--steps", *[str(i) for i in range(1, 31)],
-                    "--no-files"], capsys)
+  code, err = _cli(
+    [
+      "sweep",
+      "--q",
+      *qs,
+      "--sigma",
+      *sig,
+      "--steps",
+      *[str(i) for i in range(1, 31)],
+      "--no-files",
+    ],
+    capsys,
+  )
   assert code == 2 and "--yes" in err and "2,700,000 cells" in err

@@ -8,9 +8,20 @@ import pytest
 
 from jaxrdp._core import validation as v
 
-VALUES = np.array([-np.inf, -1.0, -0.0, 0.0, 1e-300, 0.5, 1.0, 1.0000001, 2.0, 1e300, np.inf, np.nan])
-RANGES = ["PROBABILITY", "NOISE_MULTIPLIER", "FINITE_NOISE_MULTIPLIER", "ORDER", "DELTA", "COUNT",
-          "EPSILON", "FINITE_EPSILON", "RDP"]
+VALUES = np.array(
+  [-np.inf, -1.0, -0.0, 0.0, 1e-300, 0.5, 1.0, 1.0000001, 2.0, 1e300, np.inf, np.nan]
+)
+RANGES = [
+  "PROBABILITY",
+  "NOISE_MULTIPLIER",
+  "FINITE_NOISE_MULTIPLIER",
+  "ORDER",
+  "DELTA",
+  "COUNT",
+  "EPSILON",
+  "FINITE_EPSILON",
+  "RDP",
+]
 
 
 @pytest.mark.parametrize("name", RANGES)

@@ -14,8 +14,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["log_expm1", "log_expm1_minus_x", "expm1_minus_x", "log_gaussian_pdf", "argmin_last", "log_binomial",
-           "positive_subnormal", "raise_subnormal", "log_subnormal_safe", "TINY"]
+__all__ = [
+  "log_expm1",
+  "log_expm1_minus_x",
+  "expm1_minus_x",
+  "log_gaussian_pdf",
+  "argmin_last",
+  "log_binomial",
+  "positive_subnormal",
+  "raise_subnormal",
+  "log_subnormal_safe",
+  "TINY",
+]
 
 # Taylor coefficients of (e^x - 1 - x) / (x^2 / 2) = sum_k 2 x^k / (k + 2)!,
 # highest order first for Horner's rule. For |x| <= 0.1 the first omitted term
@@ -122,16 +132,29 @@ def log_binomial(n, k):
   K2, M2 = safe(kb, big_k & big_m), safe(mb, big_k & big_m)
   k2, m2 = K2 - 1.0, M2 - 1.0
   N2 = K2 + M2 - 1.0
-  both = ((k2 + 0.5) * jnp.log1p(m2 / K2) + (m2 + 0.5) * jnp.log1p(k2 / M2)
-          - 0.5 * jnp.log(N2) + 1.0 - 0.5 * math.log(2.0 * math.pi)
-          + _stirling_delta(N2) - _stirling_delta(K2) - _stirling_delta(M2))
+  both = (
+    (k2 + 0.5) * jnp.log1p(m2 / K2)
+    + (m2 + 0.5) * jnp.log1p(k2 / M2)
+    - 0.5 * jnp.log(N2)
+    + 1.0
+    - 0.5 * math.log(2.0 * math.pi)
+    + _stirling_delta(N2)
+    - _stirling_delta(K2)
+    - _stirling_delta(M2)
+  )
 
   def one_small(small, large):
     # lgamma(N) - lgamma(M) - lgamma(S) with S = small + 1 < 20 <= M = large + 1.
     M1 = large + 1.0
     N1 = M1 + small
-    return ((M1 - 0.5) * jnp.log1p(small / M1) + small * jnp.log(N1) - small
-            + _stirling_delta(N1) - _stirling_delta(M1) - gammaln(small + 1.0))
+    return (
+      (M1 - 0.5) * jnp.log1p(small / M1)
+      + small * jnp.log(N1)
+      - small
+      + _stirling_delta(N1)
+      - _stirling_delta(M1)
+      - gammaln(small + 1.0)
+    )
 
   small_k = (~big_k) & big_m
   small_m = big_k & (~big_m)
@@ -140,8 +163,9 @@ def log_binomial(n, k):
   tiny = (~big_k) & (~big_m)
   nt, kt = jnp.where(tiny, n, 2.0), jnp.where(tiny, k, 1.0)
   tiny_val = gammaln(nt + 1.0) - gammaln(kt + 1.0) - gammaln(nt - kt + 1.0)
-  return jnp.where(big_k & big_m, both,
-                   jnp.where(small_k, k_small_val, jnp.where(small_m, m_small_val, tiny_val)))
+  return jnp.where(
+    big_k & big_m, both, jnp.where(small_k, k_small_val, jnp.where(small_m, m_small_val, tiny_val))
+  )
 
 
 def expm1_minus_x(x, expm1_x=None):
@@ -191,5 +215,6 @@ def log_subnormal_safe(x):
   """log(x), exact for positive subnormal x too (x = m 2^-1074 with integer m < 2^52)."""
   sub = positive_subnormal(x)
   m = jnp.where(sub, jax.lax.bitcast_convert_type(jax.lax.stop_gradient(x), jnp.int64), 1)
-  return jnp.where(sub, jnp.log(m.astype(jnp.float64)) - 1074.0 * math.log(2.0),
-                   jnp.log(jnp.where(sub, 1.0, x)))
+  return jnp.where(
+    sub, jnp.log(m.astype(jnp.float64)) - 1074.0 * math.log(2.0), jnp.log(jnp.where(sub, 1.0, x))
+  )

@@ -16,8 +16,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["x64_context", "as_float64", "broadcast_float64", "round_up_to", "Float64Scope",
-           "finalize", "elementwise_float64"]
+__all__ = [
+  "x64_context",
+  "as_float64",
+  "broadcast_float64",
+  "round_up_to",
+  "Float64Scope",
+  "finalize",
+  "elementwise_float64",
+]
 
 
 def x64_context() -> contextlib.AbstractContextManager:
@@ -181,8 +188,10 @@ def elementwise_float64(kernel, diff_args, const_args=()):
       consts = primals[n:]
       # linearize evaluates the kernel once: its primal output is the result.
       out64, lin = jax.linearize(lambda *d: kernel(*d, *consts), *p64)
-      jac = [lin(*[jnp.ones_like(p) if j == i else jnp.zeros_like(p) for j, p in enumerate(p64)])
-             for i in range(n)]
+      jac = [
+        lin(*[jnp.ones_like(p) if j == i else jnp.zeros_like(p) for j, p in enumerate(p64)])
+        for i in range(n)
+      ]
     out = jax.tree_util.tree_map(_float32_directed, out64)
 
     def tangent(leaf, *partials):

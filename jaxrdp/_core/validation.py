@@ -17,19 +17,19 @@ import jax
 import jax.numpy as jnp
 
 __all__ = [
-    "is_concrete",
-    "check_range",
-    "concrete_or_none",
-    "Interval",
-    "PROBABILITY",
-    "NOISE_MULTIPLIER",
-    "FINITE_NOISE_MULTIPLIER",
-    "ORDER",
-    "DELTA",
-    "COUNT",
-    "EPSILON",
-    "FINITE_EPSILON",
-    "RDP",
+  "is_concrete",
+  "check_range",
+  "concrete_or_none",
+  "Interval",
+  "PROBABILITY",
+  "NOISE_MULTIPLIER",
+  "FINITE_NOISE_MULTIPLIER",
+  "ORDER",
+  "DELTA",
+  "COUNT",
+  "EPSILON",
+  "FINITE_EPSILON",
+  "RDP",
 ]
 
 
@@ -61,7 +61,7 @@ def check_real(name: str, x) -> None:
   """
   if not is_concrete(x):
     return
-  allowed = ("a real number (int or float) or an array or list of them")
+  allowed = "a real number (int or float) or an array or list of them"
   if isinstance(x, (jax.Array, np.ndarray, np.generic)):
     kind = np.dtype(x.dtype).kind
   elif isinstance(x, (bool, int, float)):
@@ -74,8 +74,10 @@ def check_real(name: str, x) -> None:
   else:
     raise TypeError(f"{name} must be {allowed}, got {type(x).__name__}")
   if kind not in _REAL_KINDS:
-    raise TypeError(f"{name} must be {allowed}, got {type(x).__name__} with "
-                    f"{'elements of dtype ' + str(np.asarray(x).dtype) if kind != 'O' else 'non-numeric or oversized elements'}")
+    raise TypeError(
+      f"{name} must be {allowed}, got {type(x).__name__} with "
+      f"{'elements of dtype ' + str(np.asarray(x).dtype) if kind != 'O' else 'non-numeric or oversized elements'}"
+    )
   try:
     np.asarray(x, dtype=np.float64)
   except OverflowError:
@@ -83,14 +85,14 @@ def check_real(name: str, x) -> None:
 
 
 def check_range(
-    name: str,
-    x,
-    *,
-    lower: float | None = None,
-    upper: float | None = None,
-    lower_open: bool = False,
-    upper_open: bool = False,
-    allow_inf: bool = False,
+  name: str,
+  x,
+  *,
+  lower: float | None = None,
+  upper: float | None = None,
+  lower_open: bool = False,
+  upper_open: bool = False,
+  allow_inf: bool = False,
 ) -> None:
   """Raises ValueError if concrete ``x`` has NaN or leaves the given interval.
 

@@ -14,6 +14,15 @@ from ..pld._event_accountant import PldState as PldState
 from .. import pld as _pld  # registers accountant='pld'
 
 __all__ = [
-    "Accountant", "PldAccountant", "PldState", "PrivacyAccountant", "RdpAccountant", "RdpState", "delta_from_event",
-    "epsilon_from_event", "get_accountant", "register_accountant", "registered_accountants",
+  "Accountant",
+  "PldAccountant",
+  "PldState",
+  "PrivacyAccountant",
+  "RdpAccountant",
+  "RdpState",
+  "delta_from_event",
+  "epsilon_from_event",
+  "get_accountant",
+  "register_accountant",
+  "registered_accountants",
 ]

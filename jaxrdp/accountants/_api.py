@@ -21,8 +21,9 @@ def _as_event(event):
   return from_dp_accounting(event) if is_dp_accounting_event(event) else event
 
 
-def epsilon_from_event(event: Any, delta: ArrayLike, *,
-                       accountant: str | Accountant = "rdp") -> EpsilonResult:
+def epsilon_from_event(
+  event: Any, delta: ArrayLike, *, accountant: str | Accountant = "rdp"
+) -> EpsilonResult:
   """epsilon at ``delta`` of everything ``event`` describes.
 
   Args:
@@ -48,8 +49,9 @@ def epsilon_from_event(event: Any, delta: ArrayLike, *,
   return get_accountant(accountant).epsilon(_as_event(event), delta)
 
 
-def delta_from_event(event: Any, epsilon: ArrayLike, *,
-                     accountant: str | Accountant = "rdp") -> DeltaResult:
+def delta_from_event(
+  event: Any, epsilon: ArrayLike, *, accountant: str | Accountant = "rdp"
+) -> DeltaResult:
   """delta at ``epsilon`` of everything ``event`` describes; see :func:`epsilon_from_event`."""
   return get_accountant(accountant).delta(_as_event(event), epsilon)
 

@@ -43,9 +43,15 @@ class BatchSizeCalibration(NamedTuple):
   feasible: np.ndarray
 
 
-def floor_to_batch_size(calibration: SamplingRateCalibration, dataset_size: ArrayLike,
-                        sigma: ArrayLike, steps: ArrayLike, *,
-                        for_delta: bool = False, accountant="rdp") -> BatchSizeCalibration:
+def floor_to_batch_size(
+  calibration: SamplingRateCalibration,
+  dataset_size: ArrayLike,
+  sigma: ArrayLike,
+  steps: ArrayLike,
+  *,
+  for_delta: bool = False,
+  accountant="rdp",
+) -> BatchSizeCalibration:
   """The largest integer batch size within a sampling-rate calibration's budget.
 
   Args:
@@ -84,14 +90,17 @@ def floor_to_batch_size(calibration: SamplingRateCalibration, dataset_size: Arra
   sigma_eval = sigma if accountant == "rdp" else np.where(ok, sigma, 1.0)
   steps_eval = steps if accountant == "rdp" else np.where(ok, steps, 1.0)
   if for_delta:
-    res = dpsgd_delta(q_eval, sigma_eval, steps_eval, np.where(ok, epsilon, 0.5),
-                      accountant=accountant)
+    res = dpsgd_delta(
+      q_eval, sigma_eval, steps_eval, np.where(ok, epsilon, 0.5), accountant=accountant
+    )
     delta = np.where(ok, np.asarray(res.delta), np.nan)
   else:
-    res = dpsgd_epsilon(q_eval, sigma_eval, steps_eval, np.where(ok, delta, 0.5),
-                        accountant=accountant)
+    res = dpsgd_epsilon(
+      q_eval, sigma_eval, steps_eval, np.where(ok, delta, 0.5), accountant=accountant
+    )
     epsilon = np.where(ok, np.asarray(res.epsilon), np.nan)
   order = np.asarray(getattr(res, "order", np.full(np.shape(q_eval), np.nan)))
   feasible = np.asarray(calibration.feasible) & ok
-  return BatchSizeCalibration(np.where(ok, batch, np.nan), q, epsilon, delta,
-                              np.where(ok, order, np.nan), feasible)
+  return BatchSizeCalibration(
+    np.where(ok, batch, np.nan), q, epsilon, delta, np.where(ok, order, np.nan), feasible
+  )

@@ -69,8 +69,12 @@ from ._with_accountant import calibrate_with_accountant
 from ._core import SAFETY, Budget, Domain, Evaluator, Known, calibrate
 
 __all__ = [
-    "NoiseCalibration", "StepsCalibration", "SamplingRateCalibration",
-    "calibrate_noise", "calibrate_steps", "calibrate_sampling_rate",
+  "NoiseCalibration",
+  "StepsCalibration",
+  "SamplingRateCalibration",
+  "calibrate_noise",
+  "calibrate_steps",
+  "calibrate_sampling_rate",
 ]
 
 # Search domains: sigma in [1e-3, 1e6]; q in [1e-10, 1]; steps in [1, 2**52] (integers
@@ -176,8 +180,9 @@ def _proxy_orders(all_orders: np.ndarray) -> np.ndarray:
   return np.unique(ints)
 
 
-def _sgm_evaluator(budget, q_of, sigma_of, steps, given, all_orders, orders_static,
-                   increasing, domain, start) -> Evaluator:
+def _sgm_evaluator(
+  budget, q_of, sigma_of, steps, given, all_orders, orders_static, increasing, domain, start
+) -> Evaluator:
   """The SGM accountant as a family in one parameter p: q_of(p), sigma_of(p) per cell.
 
   Epsilon uses the order search (the exact minimum over the orders, which evaluates the
@@ -207,7 +212,8 @@ def _sgm_evaluator(budget, q_of, sigma_of, steps, given, all_orders, orders_stat
   memo_like = None
   if budget is Budget.EPSILON:
     memo_like = jax.ShapeDtypeStruct(
-        jnp.shape(steps) + (search_table_size(orders_static.array),), jnp.float64)
+      jnp.shape(steps) + (search_table_size(orders_static.array),), jnp.float64
+    )
   return Evaluator(value, increasing, domain, start, proxy if sub.size else None, memo_like)
 
 
@@ -226,8 +232,18 @@ def _noise_impl(target, given, q, steps, all_orders, orders_static, budget):
   t_s = jnp.where(active, steps, 1.0)
   g_s = jnp.where(active, given, 0.5)
   sigma0 = jnp.clip(q_s * jnp.sqrt(t_s / _guess_rho(budget, target, given)), 0.3, 1e5)
-  ev = _sgm_evaluator(budget, lambda s: q_s, lambda s: s, t_s, g_s, all_orders,
-                      orders_static, False, _SIGMA_DOMAIN, sigma0)
+  ev = _sgm_evaluator(
+    budget,
+    lambda s: q_s,
+    lambda s: s,
+    t_s,
+    g_s,
+    all_orders,
+    orders_static,
+    False,
+    _SIGMA_DOMAIN,
+    sigma0,
+  )
   known = Known(trivial & reachable, jnp.zeros_like(q), floor, floor_order)
   return NoiseCalibration(*calibrate(ev, budget, target, given, active, known))
 
@@ -244,8 +260,9 @@ def _rate_impl(target, given, sigma, steps, all_orders, orders_static, budget):
   t_s = jnp.where(active, steps, 1.0)
   g_s = jnp.where(active, given, 0.5)
   q0 = jnp.clip(s_s * jnp.sqrt(_guess_rho(budget, target, given) / t_s), 1e-8, 1.0)
-  ev = _sgm_evaluator(budget, lambda q: q, lambda q: s_s, t_s, g_s, all_orders,
-                      orders_static, True, _Q_DOMAIN, q0)
+  ev = _sgm_evaluator(
+    budget, lambda q: q, lambda q: s_s, t_s, g_s, all_orders, orders_static, True, _Q_DOMAIN, q0
+  )
   known = Known(no_steps & reachable, jnp.ones_like(sigma), floor, floor_order)
   return SamplingRateCalibration(*calibrate(ev, budget, target, given, active, known))
 
@@ -300,8 +317,10 @@ def _budget(fn, target_epsilon, delta, target_delta, epsilon):
   by_epsilon = target_epsilon is not None or delta is not None
   by_delta = target_delta is not None or epsilon is not None
   if by_epsilon == by_delta:
-    raise TypeError(f"{fn}() takes either target_epsilon and delta (an epsilon budget) "
-                    "or target_delta and epsilon (a delta budget)")
+    raise TypeError(
+      f"{fn}() takes either target_epsilon and delta (an epsilon budget) "
+      "or target_delta and epsilon (a delta budget)"
+    )
   budget = Budget.DELTA if by_delta else Budget.EPSILON
   target, given = (target_delta, epsilon) if by_delta else (target_epsilon, delta)
   for name, x in ((budget.target_name, target), (budget.given_name, given)):
@@ -326,16 +345,20 @@ def _refine(kind, accountant, out, budget, target, given, fixed, orders):
   if accountant == "rdp":
     return out
   if orders is not None:
-    raise ValueError(f"orders configures the RDP accountant; leave it out with "
-                     f"accountant={accountant!r}")
+    raise ValueError(
+      f"orders configures the RDP accountant; leave it out with accountant={accountant!r}"
+    )
   if not all(is_concrete(x) for x in (target, given, *fixed.values())):
-    raise ValueError(f"calibration with accountant={accountant!r} needs concrete arguments "
-                     "(it runs on the host); use accountant='rdp' under jit")
+    raise ValueError(
+      f"calibration with accountant={accountant!r} needs concrete arguments "
+      "(it runs on the host); use accountant='rdp' under jit"
+    )
   name = {"noise": "sigma", "rate": "q", "steps": "steps"}[kind]
   solved = np.asarray(getattr(out, name), dtype=np.float64)
   shape = solved.shape
-  cols = {k: np.broadcast_to(np.asarray(v, dtype=np.float64), shape).ravel()
-          for k, v in fixed.items()}
+  cols = {
+    k: np.broadcast_to(np.asarray(v, dtype=np.float64), shape).ravel() for k, v in fixed.items()
+  }
   cols.setdefault("q", None)
   cols.setdefault("sigma", None)
   cols.setdefault("steps", None)
@@ -348,15 +371,21 @@ def _refine(kind, accountant, out, budget, target, given, fixed, orders):
   trivial = {"noise": start == 0, "rate": start == 1, "steps": ~np.isfinite(start)}[kind]
   searched = feasible & ~trivial
   with _precision.x64_context():
-    param, value, ok = calibrate_with_accountant(kind, accountant, budget, tgt, giv, cols,
-                                                 start, searched)
+    param, value, ok = calibrate_with_accountant(
+      kind, accountant, budget, tgt, giv, cols, start, searched
+    )
   value = np.where(searched, value, np.asarray(getattr(out, budget.value)).ravel())
   ok = np.where(searched, ok, feasible)
   param = np.where(ok, param, np.nan)
   value = np.where(ok, value, np.nan)
   eps, dlt = budget.pair(value, giv)
-  fields = {name: param, "epsilon": eps, "delta": dlt,
-            "order": np.full(param.shape, np.nan), "feasible": ok}
+  fields = {
+    name: param,
+    "epsilon": eps,
+    "delta": dlt,
+    "order": np.full(param.shape, np.nan),
+    "feasible": ok,
+  }
   return type(out)(**{k: np.reshape(v, shape) for k, v in fields.items()})
 
 
@@ -380,16 +409,23 @@ def _call(jitted, budget, target, given, a, b, orders):
     args = [_precision.as_float64(x) for x in (target, given, a, b)]
     shape = jnp.broadcast_shapes(*(x.shape for x in args))
     args = [jnp.broadcast_to(x, shape) for x in args]
-    out = jitted(*args, jnp.asarray(all_orders), orders_static=StaticArray(all_orders),
-                 budget=budget)
+    out = jitted(
+      *args, jnp.asarray(all_orders), orders_static=StaticArray(all_orders), budget=budget
+    )
   return _finalize(out, outer_x64)
 
 
-def calibrate_noise(target_epsilon: ArrayLike | None = None, delta: ArrayLike | None = None,
-                    q: ArrayLike | None = None, steps: ArrayLike | None = None,
-                    orders: ArrayLike | None = None, *,
-                    target_delta: ArrayLike | None = None, epsilon: ArrayLike | None = None,
-                    accountant: str = "rdp") -> NoiseCalibration:
+def calibrate_noise(
+  target_epsilon: ArrayLike | None = None,
+  delta: ArrayLike | None = None,
+  q: ArrayLike | None = None,
+  steps: ArrayLike | None = None,
+  orders: ArrayLike | None = None,
+  *,
+  target_delta: ArrayLike | None = None,
+  epsilon: ArrayLike | None = None,
+  accountant: str = "rdp",
+) -> NoiseCalibration:
   """Smallest noise multiplier sigma whose guarantee meets the budget.
 
   The budget is either ``target_epsilon`` at a given ``delta`` (positionally, as in
@@ -440,8 +476,7 @@ def calibrate_noise(target_epsilon: ArrayLike | None = None, delta: ArrayLike | 
     >>> round(float(res.sigma), 4)
     1.2953
   """
-  budget, target, given = _budget("calibrate_noise", target_epsilon, delta, target_delta,
-                                  epsilon)
+  budget, target, given = _budget("calibrate_noise", target_epsilon, delta, target_delta, epsilon)
   _require("calibrate_noise", q=q, steps=steps)
   _check_accountant(accountant)
   budget.check(target, given)
@@ -451,11 +486,17 @@ def calibrate_noise(target_epsilon: ArrayLike | None = None, delta: ArrayLike | 
   return _refine("noise", accountant, out, budget, target, given, dict(q=q, steps=steps), orders)
 
 
-def calibrate_steps(target_epsilon: ArrayLike | None = None, delta: ArrayLike | None = None,
-                    q: ArrayLike | None = None, sigma: ArrayLike | None = None,
-                    orders: ArrayLike | None = None, *,
-                    target_delta: ArrayLike | None = None, epsilon: ArrayLike | None = None,
-                    accountant: str = "rdp") -> StepsCalibration:
+def calibrate_steps(
+  target_epsilon: ArrayLike | None = None,
+  delta: ArrayLike | None = None,
+  q: ArrayLike | None = None,
+  sigma: ArrayLike | None = None,
+  orders: ArrayLike | None = None,
+  *,
+  target_delta: ArrayLike | None = None,
+  epsilon: ArrayLike | None = None,
+  accountant: str = "rdp",
+) -> StepsCalibration:
   """Largest integer number of steps T whose guarantee meets the budget.
 
   The budget is ``target_epsilon`` at a given ``delta`` (positionally) or, as
@@ -498,8 +539,7 @@ def calibrate_steps(target_epsilon: ArrayLike | None = None, delta: ArrayLike | 
     ...                            epsilon=2.597).steps)
     14066
   """
-  budget, target, given = _budget("calibrate_steps", target_epsilon, delta, target_delta,
-                                  epsilon)
+  budget, target, given = _budget("calibrate_steps", target_epsilon, delta, target_delta, epsilon)
   _require("calibrate_steps", q=q, sigma=sigma)
   _check_accountant(accountant)
   budget.check(target, given)
@@ -509,12 +549,17 @@ def calibrate_steps(target_epsilon: ArrayLike | None = None, delta: ArrayLike | 
   return _refine("steps", accountant, out, budget, target, given, dict(q=q, sigma=sigma), orders)
 
 
-def calibrate_sampling_rate(target_epsilon: ArrayLike | None = None,
-                            delta: ArrayLike | None = None, sigma: ArrayLike | None = None,
-                            steps: ArrayLike | None = None, orders: ArrayLike | None = None,
-                            *, target_delta: ArrayLike | None = None,
-                            epsilon: ArrayLike | None = None, accountant: str = "rdp"
-                            ) -> SamplingRateCalibration:
+def calibrate_sampling_rate(
+  target_epsilon: ArrayLike | None = None,
+  delta: ArrayLike | None = None,
+  sigma: ArrayLike | None = None,
+  steps: ArrayLike | None = None,
+  orders: ArrayLike | None = None,
+  *,
+  target_delta: ArrayLike | None = None,
+  epsilon: ArrayLike | None = None,
+  accountant: str = "rdp",
+) -> SamplingRateCalibration:
   """Largest sampling rate q in (0, 1] whose guarantee meets the budget.
 
   The budget is ``target_epsilon`` at a given ``delta`` (positionally) or, as
@@ -551,13 +596,15 @@ def calibrate_sampling_rate(target_epsilon: ArrayLike | None = None,
     >>> round(float(res.q) * 60000)
     256
   """
-  budget, target, given = _budget("calibrate_sampling_rate", target_epsilon, delta,
-                                  target_delta, epsilon)
+  budget, target, given = _budget(
+    "calibrate_sampling_rate", target_epsilon, delta, target_delta, epsilon
+  )
   _require("calibrate_sampling_rate", sigma=sigma, steps=steps)
   _check_accountant(accountant)
   budget.check(target, given)
   check_range("sigma", sigma, lower=0.0, allow_inf=True)
   check_range("steps", steps, lower=0.0)
   out = _call(_rate_jit, budget, target, given, sigma, steps, orders)
-  return _refine("rate", accountant, out, budget, target, given, dict(sigma=sigma, steps=steps),
-                 orders)
+  return _refine(
+    "rate", accountant, out, budget, target, given, dict(sigma=sigma, steps=steps), orders
+  )

@@ -32,10 +32,10 @@ from ._core import Budget
 
 __all__ = ["calibrate_with_accountant"]
 
-_LOG_TOL = 1e-5       # bracket width in log sigma or log q
+_LOG_TOL = 1e-5  # bracket width in log sigma or log q
 _MAX_ROUNDS = 200
-_WIDEN = 1.1          # first step towards less privacy
-_NARROW = 1.25        # step towards more privacy when the start violates
+_WIDEN = 1.1  # first step towards less privacy
+_NARROW = 1.25  # step towards more privacy when the start violates
 
 
 def _evaluate(kind, accountant, budget, param, fixed, target_given):

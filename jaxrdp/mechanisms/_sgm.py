@@ -11,12 +11,20 @@ import numpy as np
 
 from ..mechanisms._sgm_quadrature import log_a_minus_1_quadrature
 from ..mechanisms._sgm_series import (
-    FULL_MAX_ORDER, log_a_minus_1_integer_full, log_a_minus_1_integer_grid,
-    log_a_minus_1_integer_windowed)
+  FULL_MAX_ORDER,
+  log_a_minus_1_integer_full,
+  log_a_minus_1_integer_grid,
+  log_a_minus_1_integer_windowed,
+)
 from .._core.numerics import TINY, log_expm1, positive_subnormal, raise_subnormal
 from .._core.static_index import concatenate_to
-from .._core.validation import (NOISE_MULTIPLIER, ORDER, PROBABILITY, concrete_or_none,
-                                static_or_none)
+from .._core.validation import (
+  NOISE_MULTIPLIER,
+  ORDER,
+  PROBABILITY,
+  concrete_or_none,
+  static_or_none,
+)
 
 __all__ = ["sgm_log_a", "sgm_rdp", "sgm_log_a_minus_1", "MAX_ORDER"]
 
@@ -52,8 +60,9 @@ def check_order_limit(name, alpha):
   bad = np.isfinite(arr) & (arr > MAX_ORDER)
   if bad.any():
     raise ValueError(
-        f"{name} must be in (1, {MAX_ORDER:.0e}] or inf, got {float(arr[bad].flat[0])!r}: orders "
-        f"above {MAX_ORDER:.0e} are not supported")
+      f"{name} must be in (1, {MAX_ORDER:.0e}] or inf, got {float(arr[bad].flat[0])!r}: orders "
+      f"above {MAX_ORDER:.0e} are not supported"
+    )
 
 
 def _validate(q, sigma, alpha):
@@ -76,10 +85,12 @@ def _small_sigma_bound(q, sigma, alpha):
   gauss = _over_sigma_squared(0.5 * alpha * beta, sigma)
   pow2 = beta * np.log(2.0) + jnp.logaddexp(alpha * jnp.log1p(-q), alpha * jnp.log(q) + gauss)
   n0 = jnp.floor(alpha)
+
   def log_a_at(n):
     ok = n >= 2.0
     val, covered = log_a_minus_1_integer_windowed(q, sigma, jnp.where(ok, n, 2.0))
     return jnp.where(ok, jnp.where(covered, jnp.logaddexp(0.0, val), jnp.inf), 0.0)
+
   f0, f1 = log_a_at(n0), log_a_at(n0 + 1.0)
   t = alpha - n0
   chord = jnp.where(t > 0, f0 + t * (f1 - f0), f0)
@@ -93,10 +104,12 @@ def log_a_minus_1_quadrature_checked(q, sigma, alpha):
   where the quadrature can be too low, the bound of _small_sigma_bound."""
   small = sigma < _QUAD_MIN_SIGMA
   general = log_a_minus_1_quadrature(q, jnp.where(small, 1.0, sigma), alpha)
+
   def with_bound(general):
     shape = q.shape
     qs, ss, as_ = (jnp.ravel(x) for x in (q, jnp.where(small, sigma, _QUAD_MIN_SIGMA), alpha))
     return jnp.where(small, _small_sigma_bound(qs, ss, as_).reshape(shape), general)
+
   return jax.lax.cond(jnp.any(small), with_bound, lambda general: general, general)
 
 
@@ -116,9 +129,9 @@ def _log_a_minus_1_regular(q, sigma, alpha, alpha_np, rows_constant=False):
   a = np.broadcast_to(alpha_np, shape).ravel()
   is_int = np.isfinite(a) & (a == np.round(a)) & (a >= 2)
   groups = [
-      np.flatnonzero(is_int & (a <= FULL_MAX_ORDER)),
-      np.flatnonzero(is_int & (a > FULL_MAX_ORDER)),
-      np.flatnonzero(~is_int),
+    np.flatnonzero(is_int & (a <= FULL_MAX_ORDER)),
+    np.flatnonzero(is_int & (a > FULL_MAX_ORDER)),
+    np.flatnonzero(~is_int),
   ]
   qf, sf, af = q.ravel(), sigma.ravel(), alpha.ravel()
   parts = []
@@ -132,8 +145,10 @@ def _log_a_minus_1_regular(q, sigma, alpha, alpha_np, rows_constant=False):
     # Rare: the windows may miss terms (very broad term distributions). Only
     # then is the quadrature run, for the whole group, and used where needed.
     val = jax.lax.cond(
-        jnp.all(covered), lambda: val,
-        lambda: jnp.where(covered, val, log_a_minus_1_quadrature_checked(qi, si, ai)))
+      jnp.all(covered),
+      lambda: val,
+      lambda: jnp.where(covered, val, log_a_minus_1_quadrature_checked(qi, si, ai)),
+    )
     parts.append(val)
   if groups[2].size:
     i = groups[2]
@@ -150,9 +165,9 @@ def _regular_along_last_axis(q, sigma, alpha, orders, rows_constant):
   """
   is_int = np.isfinite(orders) & (orders == np.round(orders)) & (orders >= 2)
   groups = [
-      np.flatnonzero(is_int & (orders <= FULL_MAX_ORDER)),
-      np.flatnonzero(is_int & (orders > FULL_MAX_ORDER)),
-      np.flatnonzero(~is_int),
+    np.flatnonzero(is_int & (orders <= FULL_MAX_ORDER)),
+    np.flatnonzero(is_int & (orders > FULL_MAX_ORDER)),
+    np.flatnonzero(~is_int),
   ]
   parts = []
   if groups[0].size:
@@ -168,8 +183,10 @@ def _regular_along_last_axis(q, sigma, alpha, orders, rows_constant):
     val, covered = log_a_minus_1_integer_windowed(qi.ravel(), si.ravel(), ai.ravel())
     val, covered = val.reshape(qi.shape), covered.reshape(qi.shape)
     val = jax.lax.cond(
-        jnp.all(covered), lambda: val,
-        lambda: jnp.where(covered, val, log_a_minus_1_quadrature_checked(qi, si, ai)))
+      jnp.all(covered),
+      lambda: val,
+      lambda: jnp.where(covered, val, log_a_minus_1_quadrature_checked(qi, si, ai)),
+    )
     parts.append(val)
   if groups[2].size:
     i = groups[2]
@@ -186,14 +203,22 @@ def _log_a_minus_1_f64(q, sigma, alpha, alpha_static=None):
   """
   alpha_np = alpha_static.array if alpha_static is not None else concrete_or_none(alpha)
   # A batch of configurations against a 1-D grid of orders on the last axis.
-  rows_constant = (alpha_np is not None and alpha_np.ndim == 1 and np.ndim(alpha) == 1
-                   and all(np.ndim(x) == 0 or np.shape(x)[-1] == 1 for x in (q, sigma)))
+  rows_constant = (
+    alpha_np is not None
+    and alpha_np.ndim == 1
+    and np.ndim(alpha) == 1
+    and all(np.ndim(x) == 0 or np.shape(x)[-1] == 1 for x in (q, sigma))
+  )
   q, sigma, alpha = _precision.broadcast_float64(q, sigma, alpha)
   # XLA reads a subnormal q as 0; A is non-decreasing in q, so rounding it up to
   # the smallest normal float is sound.
   q = raise_subnormal(q)
-  invalid = ~(PROBABILITY.holds(q) & NOISE_MULTIPLIER.holds(sigma) & ORDER.holds(alpha)
-              & ((alpha <= MAX_ORDER) | jnp.isinf(alpha)))
+  invalid = ~(
+    PROBABILITY.holds(q)
+    & NOISE_MULTIPLIER.holds(sigma)
+    & ORDER.holds(alpha)
+    & ((alpha <= MAX_ORDER) | jnp.isinf(alpha))
+  )
   zero = q == 0  # the mechanism never looks at the data: A = 1
   exact_gauss = q == 1  # A = exp(alpha (alpha - 1) / (2 sigma^2))
   infinite = ((sigma == 0) | jnp.isinf(alpha)) & ~zero
@@ -209,6 +234,7 @@ def _log_a_minus_1_f64(q, sigma, alpha, alpha_static=None):
   if alpha_np is not None:
     alpha_np = np.where(np.isfinite(alpha_np) & (alpha_np > 1), alpha_np, 2.0)
   general = _log_a_minus_1_regular(qs, ss, as_, alpha_np, rows_constant)
+
   # q = 1: log(A - 1) = log(expm1(x)), x = alpha (alpha - 1) / (2 sigma^2).
   # Only computed when some element has q = 1.
   def with_gauss(general):
@@ -216,6 +242,7 @@ def _log_a_minus_1_f64(q, sigma, alpha, alpha_static=None):
     ag = jnp.where(exact_gauss & ~infinite, alpha, 2.0)
     x = ag * (ag - 1.0) / (2.0 * ss_g * ss_g)
     return jnp.where(exact_gauss, log_expm1(x), general)
+
   out = jax.lax.cond(jnp.any(exact_gauss), with_gauss, lambda general: general, general)
   # The asymptotic regimes (see _TINY_SIGMA), q = 1 included, each rounded up.
   at = jnp.where(tiny_sigma | big_sigma, alpha, 2.0)
@@ -245,8 +272,9 @@ def sgm_log_a_minus_1(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.A
   _validate(q, sigma, alpha)
   alpha_static = static_or_none(alpha)
   return _precision.elementwise_float64(
-      lambda q, sigma, alpha: _log_a_minus_1_jit(q, sigma, alpha, alpha_static=alpha_static),
-      (q, sigma, alpha))
+    lambda q, sigma, alpha: _log_a_minus_1_jit(q, sigma, alpha, alpha_static=alpha_static),
+    (q, sigma, alpha),
+  )
 
 
 def _log_a_f64(q, sigma, alpha, alpha_static=None):
@@ -300,8 +328,9 @@ def sgm_log_a(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.Array:
   _validate(q, sigma, alpha)
   alpha_static = static_or_none(alpha)
   return _precision.elementwise_float64(
-      lambda q, sigma, alpha: _log_a_jit(q, sigma, alpha, alpha_static=alpha_static),
-      (q, sigma, alpha))
+    lambda q, sigma, alpha: _log_a_jit(q, sigma, alpha, alpha_static=alpha_static),
+    (q, sigma, alpha),
+  )
 
 
 def _rdp_f64(q, sigma, alpha, alpha_static=None):
@@ -311,8 +340,14 @@ def _rdp_f64(q, sigma, alpha, alpha_static=None):
   # sigma < _TINY_SIGMA: rdp = alpha / (2 sigma^2) (rounded up) directly, finite
   # where log A itself overflows.
   qq, ss, aa = _precision.broadcast_float64(q, sigma, alpha)
-  tiny = ((ss < _TINY_SIGMA) & (ss > 0) & ((qq > 0) | positive_subnormal(qq)) & (qq <= 1)
-          & (aa > 1) & (aa <= MAX_ORDER))
+  tiny = (
+    (ss < _TINY_SIGMA)
+    & (ss > 0)
+    & ((qq > 0) | positive_subnormal(qq))
+    & (qq <= 1)
+    & (aa > 1)
+    & (aa <= MAX_ORDER)
+  )
   st, at = jnp.where(tiny, ss, _TINY_SIGMA), jnp.where(tiny, aa, 2.0)
   rdp = jnp.where(tiny, _over_sigma_squared(0.5 * at, st) * (1.0 + 1e-15), rdp)
   # alpha = inf: the limit is inf for q > 0 and 0 for q = 0 (log A is then 0 or inf).
@@ -337,8 +372,8 @@ def sgm_rdp(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.Array:
   _validate(q, sigma, alpha)
   alpha_static = static_or_none(alpha)
   return _precision.elementwise_float64(
-      lambda q, sigma, alpha: _rdp_jit(q, sigma, alpha, alpha_static=alpha_static),
-      (q, sigma, alpha))
+    lambda q, sigma, alpha: _rdp_jit(q, sigma, alpha, alpha_static=alpha_static), (q, sigma, alpha)
+  )
 
 
 # Public entry points run one compiled program per call (op-by-op dispatch of

@@ -156,7 +156,12 @@ def _lgamma1p_fast(x):
   z = y + 4.0
   r = 1.0 / z
   r2 = r * r
-  stirling = (z - 0.5) * jnp.log(z) - z + 0.5 * math.log(2 * math.pi) + r * (1 / 12 - r2 * (1 / 360 - r2 / 1260))
+  stirling = (
+    (z - 0.5) * jnp.log(z)
+    - z
+    + 0.5 * math.log(2 * math.pi)
+    + r * (1 / 12 - r2 * (1 / 360 - r2 / 1260))
+  )
   return stirling - jnp.log(y * (y + 1.0) * (y + 2.0) * (y + 3.0))
 
 
@@ -176,7 +181,9 @@ def _trigamma1p_fast(x):
   r = 1.0 / z
   r2 = r * r
   asym = r + 0.5 * r2 + r * r2 * (1 / 6 - r2 * (1 / 30 - r2 / 42))
-  return asym + 1.0 / (y * y) + 1.0 / ((y + 1.0) ** 2) + 1.0 / ((y + 2.0) ** 2) + 1.0 / ((y + 3.0) ** 2)
+  return (
+    asym + 1.0 / (y * y) + 1.0 / ((y + 1.0) ** 2) + 1.0 / ((y + 2.0) ** 2) + 1.0 / ((y + 3.0) ** 2)
+  )
 
 
 def _bump_logweight_derivs(x, q, sigma, alpha):
@@ -191,12 +198,14 @@ def _bump_logweight_derivs(x, q, sigma, alpha):
 
 def _refine_max(x0, lo, hi, q, sigma, alpha):
   """Safeguarded Newton steps towards a local maximum of t inside [lo, hi]."""
+
   def body(_, x):
     d1, d2 = _bump_logweight_derivs(x, q, sigma, alpha)
     # Newton where t is concave; otherwise a bounded step uphill.
     step = jnp.where(d2 < 0, -d1 / jnp.where(d2 < 0, d2, -1.0), jnp.sign(d1))
     step = jnp.clip(step, -0.25 * (hi - lo) - 1.0, 0.25 * (hi - lo) + 1.0)
     return jnp.clip(x + step, lo, hi)
+
   return jax.lax.fori_loop(0, _NEWTON, body, x0)
 
 
@@ -229,7 +238,9 @@ def _bump_maxima(q, sigma, alpha):
   step = alpha / (_GRID - 1) * np.pi  # >= twice the largest grid spacing
   # Both maxima are refined together: one loop compiles much faster than two.
   x0 = xs[best]
-  x_lo, x_hi = _refine_max(x0, jnp.maximum(x0 - step, 0.0), jnp.minimum(x0 + step, alpha), q, sigma, alpha)
+  x_lo, x_hi = _refine_max(
+    x0, jnp.maximum(x0 - step, 0.0), jnp.minimum(x0 + step, alpha), q, sigma, alpha
+  )
   return x_lo, x_hi
 
 
@@ -274,8 +285,11 @@ def _window_panels(a, b, gap_lo, gap_hi, panels=_PANELS):
   uniform = np.linspace(0.0, 1.0, panels + 1)
   j = np.arange(panels + 2)
   at = jnp.sum(length * uniform <= first)  # uniform edges before `first`
-  s = jnp.where(j < at, length * uniform[np.minimum(j, panels)],
-                jnp.where(j == at, first, length * uniform[np.maximum(j - 1, 0)]))
+  s = jnp.where(
+    j < at,
+    length * uniform[np.minimum(j, panels)],
+    jnp.where(j == at, first, length * uniform[np.maximum(j - 1, 0)]),
+  )
   # Map the gap-free coordinate s back to z: a panel's left end at s = first
   # is the far side of the gap (hi), its right end at s = first the near side (lo).
   # The side is decided by the panel midpoint, never by comparing s with
@@ -368,6 +382,7 @@ def _log_integral_two_pass(parts, q, sigma, alpha):
 
 class _Geometry(NamedTuple):
   """Where the integrand's mass is (module docstring); no derivative flows through it."""
+
   a1: jax.Array  # lower window [a1, b1]
   b1: jax.Array
   a2: jax.Array  # upper window [a2, b2]; when the two overlap, their union split at its middle
@@ -392,16 +407,16 @@ def _geometry(q, sigma, alpha):
 
 def _full_parts(g):
   return [
-      _kink_panels(g.z0, g.c),
-      _window_panels(g.a1, g.b1, g.z0 - g.c, g.z0 + g.c),
-      _window_panels(g.a2, g.b2, g.z0 - g.c, g.z0 + g.c),
+    _kink_panels(g.z0, g.c),
+    _window_panels(g.a1, g.b1, g.z0 - g.c, g.z0 + g.c),
+    _window_panels(g.a2, g.b2, g.z0 - g.c, g.z0 + g.c),
   ]
 
 
 def _light_parts(g):
   return [
-      _kink_panels(g.z0, g.c, _LIGHT_KINK),
-      _window_panels(g.a1, g.b2, g.z0 - g.c, g.z0 + g.c, _LIGHT_PANELS),
+    _kink_panels(g.z0, g.c, _LIGHT_KINK),
+    _window_panels(g.a1, g.b2, g.z0 - g.c, g.z0 + g.c, _LIGHT_PANELS),
   ]
 
 
@@ -458,8 +473,11 @@ def _full_where(todo, value, q, sigma, alpha, g):
   count = jnp.sum(todo, dtype=jnp.int32)
   # order[:count]: the indices to do, in order; the rest n (dropped by the scatter).
   position = jnp.where(todo, jnp.cumsum(todo, dtype=jnp.int32) - 1, chunks * chunk)
-  order = jnp.full(chunks * chunk, n, jnp.int32).at[position].set(
-      jnp.arange(n, dtype=jnp.int32), mode="drop")
+  order = (
+    jnp.full(chunks * chunk, n, jnp.int32)
+    .at[position]
+    .set(jnp.arange(n, dtype=jnp.int32), mode="drop")
+  )
 
   # The inputs as the columns of one array: one gather per chunk.
   columns = jnp.stack([q, sigma, alpha, *g], axis=-1)
@@ -474,8 +492,9 @@ def _full_where(todo, value, q, sigma, alpha, g):
   def step(i, value):
     return jax.lax.cond(i * chunk < count, run_chunk, lambda i, value: value, i, value)
 
-  return jax.lax.cond(count > 0, lambda v: jax.lax.fori_loop(0, chunks, step, v),
-                      lambda v: v, value)
+  return jax.lax.cond(
+    count > 0, lambda v: jax.lax.fori_loop(0, chunks, step, v), lambda v: v, value
+  )
 
 
 def log_a_minus_1_quadrature(q, sigma, alpha):
@@ -494,8 +513,12 @@ def log_a_minus_1_quadrature(q, sigma, alpha):
     return jnp.zeros(shape, q.dtype)
   g, light = _choose_layout(q, sigma, alpha)
   value, exact = jax.lax.cond(
-      _runs_light_layout(light),
-      lambda *args: _elementwise(_log_a_minus_1_light, *args),
-      lambda *args: (jnp.full((n,), jnp.nan), jnp.zeros((n,), bool)),
-      q, sigma, alpha, g)
+    _runs_light_layout(light),
+    lambda *args: _elementwise(_log_a_minus_1_light, *args),
+    lambda *args: (jnp.full((n,), jnp.nan), jnp.zeros((n,), bool)),
+    q,
+    sigma,
+    alpha,
+    g,
+  )
   return _full_where(~(light & exact), value, q, sigma, alpha, g).reshape(shape)

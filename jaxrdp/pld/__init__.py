@@ -69,6 +69,16 @@ from ..accountants._protocol import register_accountant as _register_accountant
 
 _register_accountant("pld", PldAccountant)
 
-__all__ = ["DEFAULT_RTOL", "MAX_GRID_SIZE", "TRACED_GRID_SIZE", "PldAccountant", "PldDelta",
-           "PldEpsilon", "PldState",
-           "pld_delta", "pld_delta_phases", "pld_epsilon", "pld_epsilon_phases"]
+__all__ = [
+  "DEFAULT_RTOL",
+  "MAX_GRID_SIZE",
+  "TRACED_GRID_SIZE",
+  "PldAccountant",
+  "PldDelta",
+  "PldEpsilon",
+  "PldState",
+  "pld_delta",
+  "pld_delta_phases",
+  "pld_epsilon",
+  "pld_epsilon_phases",
+]

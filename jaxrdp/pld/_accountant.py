@@ -15,15 +15,24 @@ from .._core import precision as _precision
 from .._core.validation import check_range, is_concrete
 from . import _kernel
 
-__all__ = ["PldEpsilon", "PldDelta", "pld_epsilon", "pld_delta", "pld_epsilon_phases",
-           "pld_delta_phases", "DEFAULT_RTOL", "TRACED_GRID_SIZE", "MAX_GRID_SIZE"]
+__all__ = [
+  "PldEpsilon",
+  "PldDelta",
+  "pld_epsilon",
+  "pld_delta",
+  "pld_epsilon_phases",
+  "pld_delta_phases",
+  "DEFAULT_RTOL",
+  "TRACED_GRID_SIZE",
+  "MAX_GRID_SIZE",
+]
 
 DEFAULT_RTOL = 1e-5
 # Grid size used when the arguments are traced (inside jit/vmap/grad) and no
 # grid_size is given: the automatic choice needs concrete values.
-TRACED_GRID_SIZE = 2 ** 17
-MAX_GRID_SIZE = 2 ** 21
-_MIN_GRID_SIZE = 2 ** 10
+TRACED_GRID_SIZE = 2**17
+MAX_GRID_SIZE = 2**21
+_MIN_GRID_SIZE = 2**10
 MAX_STEPS = 1e7
 # Bytes of working memory per configuration and grid point (both directions,
 # complex spectra, partial sums), measured with jax's CPU backend.
@@ -39,6 +48,7 @@ class PldEpsilon(NamedTuple):
     epsilon_lower: certified lower bound of the same quantity (optimistic
       side; the true epsilon lies in ``[epsilon_lower, epsilon]``).
   """
+
   epsilon: jax.Array
   epsilon_lower: jax.Array
 
@@ -50,6 +60,7 @@ class PldDelta(NamedTuple):
     delta: certified upper bound on the add/remove delta at the given epsilon.
     delta_lower: certified lower bound of the same quantity.
   """
+
   delta: jax.Array
   delta_lower: jax.Array
 
@@ -60,8 +71,10 @@ def _check_phase(q, sigma, steps, where=""):
   check_range(f"steps{where}", steps, lower=1.0, upper=MAX_STEPS)
   arr = None if not is_concrete(steps) else np.asarray(steps, dtype=np.float64)
   if arr is not None and np.any(arr != np.round(arr)):
-    raise ValueError(f"steps{where} must be a whole number in [1, {MAX_STEPS:g}], got "
-                     f"{arr[arr != np.round(arr)].flat[0]!r}")
+    raise ValueError(
+      f"steps{where} must be a whole number in [1, {MAX_STEPS:g}], got "
+      f"{arr[arr != np.round(arr)].flat[0]!r}"
+    )
 
 
 def _check_options(rtol, grid_size, max_grid_size, memory_limit):
@@ -70,10 +83,11 @@ def _check_options(rtol, grid_size, max_grid_size, memory_limit):
   for name, v in (("grid_size", grid_size), ("max_grid_size", max_grid_size)):
     if v is None and name == "grid_size":
       continue
-    if not (isinstance(v, (int, np.integer)) and _MIN_GRID_SIZE <= v <= 2 ** 26
-            and (v & (v - 1)) == 0):
+    if not (
+      isinstance(v, (int, np.integer)) and _MIN_GRID_SIZE <= v <= 2**26 and (v & (v - 1)) == 0
+    ):
       raise ValueError(f"{name} must be a power of two in [{_MIN_GRID_SIZE}, 2**26], got {v!r}")
-  if not (isinstance(memory_limit, (int, float)) and memory_limit >= 2 ** 24):
+  if not (isinstance(memory_limit, (int, float)) and memory_limit >= 2**24):
     raise ValueError(f"memory_limit must be a number of bytes >= 2**24, got {memory_limit!r}")
 
 
@@ -94,7 +108,7 @@ def _grid_sizes(q, sigma, steps, target, mode, rtol, grid_size, max_grid_size):
   need = np.asarray(_kernel.batch_plan_points(qp, sp, tp, gp, rtol, mode))[:size]
   need = np.where(np.isfinite(need), need, float(max_grid_size) * 2)
   log_n = np.ceil(np.log2(np.maximum(need, 2.0)))
-  n = np.maximum(2.0 ** log_n, _MIN_GRID_SIZE).astype(np.int64)
+  n = np.maximum(2.0**log_n, _MIN_GRID_SIZE).astype(np.int64)
   reached = bool(np.all(n <= max_grid_size))
   return np.minimum(n, max_grid_size), reached
 
@@ -123,8 +137,18 @@ def _batched(q, sigma, steps, tgt, mode, n, memory_limit):
   rows = -(-size // chunk) * chunk
   q, sigma, steps, tgt = _pad_rows([q, sigma, steps, tgt], rows)
   if all(is_concrete(x) for x in (q, sigma, steps, tgt)):
-    outs = [_kernel.run_batch(q[i:i + chunk], sigma[i:i + chunk], steps[i:i + chunk],
-                              tgt[i:i + chunk], mode, n, chunk) for i in range(0, rows, chunk)]
+    outs = [
+      _kernel.run_batch(
+        q[i : i + chunk],
+        sigma[i : i + chunk],
+        steps[i : i + chunk],
+        tgt[i : i + chunk],
+        mode,
+        n,
+        chunk,
+      )
+      for i in range(0, rows, chunk)
+    ]
     up, low, ok = (jnp.concatenate(parts)[:size] for parts in zip(*outs))
   else:
     up, low, ok = _kernel.run_batch(q, sigma, steps, tgt, mode, n, chunk)
@@ -154,17 +178,20 @@ def _run(phases, target, mode, rtol, grid_size, max_grid_size, memory_limit):
     tgt = cols[-1]
     n, reached = _grid_sizes(q, sigma, steps, tgt, mode, rtol, grid_size, max_grid_size)
     if not reached:
-      warnings.warn(f"the PLD grid needed for rtol={rtol:g} exceeds max_grid_size="
-                    f"{max_grid_size}; the result is a certified bound at that size, less "
-                    "tight (see the lower bound)", RuntimeWarning, stacklevel=4)
+      warnings.warn(
+        f"the PLD grid needed for rtol={rtol:g} exceeds max_grid_size="
+        f"{max_grid_size}; the result is a certified bound at that size, less "
+        "tight (see the lower bound)",
+        RuntimeWarning,
+        stacklevel=4,
+      )
     if isinstance(n, np.ndarray):
       up = np.zeros(size)
       low = np.zeros(size)
       ok = np.zeros(size, bool)
       for n_b in np.unique(n):
         rows = np.nonzero(n == n_b)[0]
-        parts = _batched(q[rows], sigma[rows], steps[rows], tgt[rows], mode, int(n_b),
-                         memory_limit)
+        parts = _batched(q[rows], sigma[rows], steps[rows], tgt[rows], mode, int(n_b), memory_limit)
         up[rows], low[rows], ok[rows] = (np.asarray(x) for x in parts)
       up, low, ok = jnp.asarray(up), jnp.asarray(low), jnp.asarray(ok)
     else:
@@ -180,8 +207,12 @@ def _run(phases, target, mode, rtol, grid_size, max_grid_size, memory_limit):
     up = jnp.where(invalid, jnp.nan, up)
     low = jnp.where(invalid, jnp.nan, low)
     if is_concrete(ok) and not bool(np.all(np.asarray(ok) | np.asarray(invalid))):
-      warnings.warn("the PLD window missed the answer for some configurations; their "
-                    "results are valid but loose bounds", RuntimeWarning, stacklevel=4)
+      warnings.warn(
+        "the PLD window missed the answer for some configurations; their "
+        "results are valid but loose bounds",
+        RuntimeWarning,
+        stacklevel=4,
+      )
     return up.reshape(shape), low.reshape(shape)
 
   diff = tuple(leaves)
@@ -189,9 +220,17 @@ def _run(phases, target, mode, rtol, grid_size, max_grid_size, memory_limit):
   return out
 
 
-def pld_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: ArrayLike, *,
-                rtol: float = DEFAULT_RTOL, grid_size: int | None = None,
-                max_grid_size: int = MAX_GRID_SIZE, memory_limit: int = 2 ** 30) -> PldEpsilon:
+def pld_epsilon(
+  q: ArrayLike,
+  sigma: ArrayLike,
+  steps: ArrayLike,
+  delta: ArrayLike,
+  *,
+  rtol: float = DEFAULT_RTOL,
+  grid_size: int | None = None,
+  max_grid_size: int = MAX_GRID_SIZE,
+  memory_limit: int = 2**30,
+) -> PldEpsilon:
   r"""Tight epsilon of ``steps`` Poisson-subsampled Gaussian steps, certified.
 
   Numerically composes the privacy-loss distribution (PLD) of the Sampled
@@ -231,14 +270,23 @@ def pld_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: ArrayLi
     >>> round(float(r.epsilon), 4)
     2.3817
   """
-  up, low = _run([(q, sigma, steps)], delta, "epsilon", rtol, grid_size, max_grid_size,
-                 memory_limit)
+  up, low = _run(
+    [(q, sigma, steps)], delta, "epsilon", rtol, grid_size, max_grid_size, memory_limit
+  )
   return PldEpsilon(up, low)
 
 
-def pld_delta(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, epsilon: ArrayLike, *,
-              rtol: float = DEFAULT_RTOL, grid_size: int | None = None,
-              max_grid_size: int = MAX_GRID_SIZE, memory_limit: int = 2 ** 30) -> PldDelta:
+def pld_delta(
+  q: ArrayLike,
+  sigma: ArrayLike,
+  steps: ArrayLike,
+  epsilon: ArrayLike,
+  *,
+  rtol: float = DEFAULT_RTOL,
+  grid_size: int | None = None,
+  max_grid_size: int = MAX_GRID_SIZE,
+  memory_limit: int = 2**30,
+) -> PldDelta:
   r"""Tight delta at ``epsilon`` of ``steps`` Poisson-subsampled Gaussian steps, certified.
 
   ``delta(eps) = max_dir [P_inf + sum_{s > eps} p_s (1 - e^{eps - s})]`` over the
@@ -248,8 +296,9 @@ def pld_delta(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, epsilon: ArrayLi
   Returns:
     :class:`PldDelta` (upper bound ``delta`` and lower bound ``delta_lower``).
   """
-  up, low = _run([(q, sigma, steps)], epsilon, "delta", rtol, grid_size, max_grid_size,
-                 memory_limit)
+  up, low = _run(
+    [(q, sigma, steps)], epsilon, "delta", rtol, grid_size, max_grid_size, memory_limit
+  )
   return PldDelta(up, low)
 
 
@@ -264,9 +313,15 @@ def pld_epsilon_phases(phases: Sequence[tuple], delta: ArrayLike, **options) -> 
   phases = [tuple(p) for p in phases]
   if not phases or any(len(p) != 3 for p in phases):
     raise ValueError("phases must be a non-empty sequence of (q, sigma, steps) triples")
-  up, low = _run(phases, delta, "epsilon", options.get("rtol", DEFAULT_RTOL),
-                 options.get("grid_size"), options.get("max_grid_size", MAX_GRID_SIZE),
-                 options.get("memory_limit", 2 ** 30))
+  up, low = _run(
+    phases,
+    delta,
+    "epsilon",
+    options.get("rtol", DEFAULT_RTOL),
+    options.get("grid_size"),
+    options.get("max_grid_size", MAX_GRID_SIZE),
+    options.get("memory_limit", 2**30),
+  )
   return PldEpsilon(up, low)
 
 
@@ -275,7 +330,13 @@ def pld_delta_phases(phases: Sequence[tuple], epsilon: ArrayLike, **options) -> 
   phases = [tuple(p) for p in phases]
   if not phases or any(len(p) != 3 for p in phases):
     raise ValueError("phases must be a non-empty sequence of (q, sigma, steps) triples")
-  up, low = _run(phases, epsilon, "delta", options.get("rtol", DEFAULT_RTOL),
-                 options.get("grid_size"), options.get("max_grid_size", MAX_GRID_SIZE),
-                 options.get("memory_limit", 2 ** 30))
+  up, low = _run(
+    phases,
+    epsilon,
+    "delta",
+    options.get("rtol", DEFAULT_RTOL),
+    options.get("grid_size"),
+    options.get("max_grid_size", MAX_GRID_SIZE),
+    options.get("memory_limit", 2**30),
+  )
   return PldDelta(up, low)

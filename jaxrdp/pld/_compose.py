@@ -29,7 +29,7 @@ import numpy as np
 
 __all__ = ["compose"]
 
-_U = 2.0 ** -53
+_U = 2.0**-53
 
 
 def compose(x, steps, n: int):

@@ -23,12 +23,12 @@ from jax.typing import ArrayLike
 
 from ..events._events import Composed, Gaussian, NoOp, PoissonSampled, SelfComposed, validate_event
 from ._accountant import (
-    DEFAULT_RTOL,
-    MAX_GRID_SIZE,
-    PldDelta,
-    PldEpsilon,
-    pld_delta_phases,
-    pld_epsilon_phases,
+  DEFAULT_RTOL,
+  MAX_GRID_SIZE,
+  PldDelta,
+  PldEpsilon,
+  pld_delta_phases,
+  pld_epsilon_phases,
 )
 
 __all__ = ["PldAccountant", "PldState", "event_phases"]
@@ -49,8 +49,9 @@ def event_phases(event: Any, count: ArrayLike | None = None) -> list[tuple]:
   if isinstance(event, NoOp):
     return []
   if isinstance(event, SelfComposed):
-    return event_phases(event.event,
-                        event.count if count is None else jnp.multiply(count, event.count))
+    return event_phases(
+      event.event, event.count if count is None else jnp.multiply(count, event.count)
+    )
   if isinstance(event, Composed):
     return [p for e in event.events for p in event_phases(e, count)]
   if isinstance(event, PoissonSampled) and isinstance(event.inner, Gaussian):
@@ -59,9 +60,10 @@ def event_phases(event: Any, count: ArrayLike | None = None) -> list[tuple]:
     return [(1.0, event.sigma, 1 if count is None else count)]
   inner = f" of {type(event.inner).__name__}" if isinstance(event, PoissonSampled) else ""
   raise NotImplementedError(
-      f"the PLD accountant has no construction for {type(event).__name__}{inner} events "
-      "(it supports Gaussian and Poisson-subsampled Gaussian mechanisms and their "
-      "compositions); use accountant='rdp' for them")
+    f"the PLD accountant has no construction for {type(event).__name__}{inner} events "
+    "(it supports Gaussian and Poisson-subsampled Gaussian mechanisms and their "
+    "compositions); use accountant='rdp' for them"
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -90,7 +92,7 @@ class PldAccountant:
 
   rtol: float = DEFAULT_RTOL
   max_grid_size: int = MAX_GRID_SIZE
-  memory_limit: int = 2 ** 30
+  memory_limit: int = 2**30
 
   def _options(self):
     return dict(rtol=self.rtol, max_grid_size=self.max_grid_size, memory_limit=self.memory_limit)

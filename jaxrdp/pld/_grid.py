@@ -37,8 +37,8 @@ __all__ = ["Plan", "plan", "required_points", "LAMBDAS"]
 # Tilts (Renyi orders minus one) searched for the Chernoff bounds.
 LAMBDAS = np.geomspace(1e-3, 1e3, 48)
 _MGF_POINTS = 1536
-_LOG_TAIL = math.log(1e10)   # top of the window: tail <= 1e-10 delta
-_LOG_ALIAS = math.log(1e8)   # bottom: aliased tilted mass <= 1e-8 delta
+_LOG_TAIL = math.log(1e10)  # top of the window: tail <= 1e-10 delta
+_LOG_ALIAS = math.log(1e8)  # bottom: aliased tilted mass <= 1e-8 delta
 _LOG_SUPPORT = math.log(1e12)  # single step: lost mass <= 1e-12 delta / T
 # Empirical constant of the connect-the-dots error model (see required_points).
 ERROR_MODEL = 1.0
@@ -46,6 +46,7 @@ ERROR_MODEL = 1.0
 
 class Plan(NamedTuple):
   """Per-configuration grid (all float64 scalars except ``a``: ``(2, P)``)."""
+
   lam: jnp.ndarray  # tilt
   nu_hi: jnp.ndarray  # Chernoff exponent that sized the window's top
   eps_c: jnp.ndarray  # RDP (Chernoff) epsilon: centre of the window
@@ -106,7 +107,7 @@ def plan(q, sigma, steps, target, mode: str) -> Plan:
   aa, ba = _discretize.support(q, sigma, z, "add")
   # Chernoff on one step: P_remove(L > b) <= exp(K1(lam) - lam b) and
   # P_add(L < a) <= E_mu0[(mu/mu0)^(1+lam)] e^{(1+lam) a} = exp(K1(lam) + (1+lam) a).
-  log_cut = (jnp.log(t_total) + _LOG_SUPPORT - log_delta_c)
+  log_cut = jnp.log(t_total) + _LOG_SUPPORT - log_delta_c
   br = jnp.minimum(br, jnp.min((k1 + log_cut) / lam, axis=-1))
   aa = jnp.maximum(aa, -jnp.min((k1 + log_cut) / (1.0 + lam), axis=-1))
   return Plan(lam_i, nu_hi, eps_c, log_delta_c, lo, hi, jnp.stack([ar, aa]), jnp.stack([br, ba]))

@@ -28,9 +28,12 @@ def _curves(q, sigma, steps, target, mode, n, n1):
   d = jax.lax.stop_gradient(_grid.spacing(pl, n, n1))
   lam = pl.lam
   e = pl.a[..., None] + d * jnp.arange(n1, dtype=q.dtype)  # (2, P, n1)
-  log_delta = jnp.stack([
+  log_delta = jnp.stack(
+    [
       _discretize.log_delta_curve(e[0], q[:, None], sigma[:, None], "remove"),
-      _discretize.log_delta_curve(e[1], q[:, None], sigma[:, None], "add")])
+      _discretize.log_delta_curve(e[1], q[:, None], sigma[:, None], "add"),
+    ]
+  )
   p, p_inf = _discretize.connect_the_dots(log_delta, d)
   pos_p = p > 0
   lp = jnp.where(pos_p, jnp.log(jnp.where(pos_p, p, 1.0)), -jnp.inf)  # safe for jax.grad
@@ -55,12 +58,14 @@ def _curves(q, sigma, steps, target, mode, n, n1):
   k1 = kk[:, _I_ONE]
   low_nu = nu < lam
   high_nu = nu > lam
-  tau = (jnp.exp(jnp.min(jnp.where(low_nu, kk - k1[:, None] + (lam - nu) * lo[:, None], jnp.inf),
-                         axis=-1))
-         + jnp.exp(jnp.min(jnp.where(high_nu, kk - k1[:, None] - (nu - lam) * hi[:, None],
-                                     jnp.inf), axis=-1)))
+  tau = jnp.exp(
+    jnp.min(jnp.where(low_nu, kk - k1[:, None] + (lam - nu) * lo[:, None], jnp.inf), axis=-1)
+  ) + jnp.exp(
+    jnp.min(jnp.where(high_nu, kk - k1[:, None] - (nu - lam) * hi[:, None], jnp.inf), axis=-1)
+  )
   curves = jax.vmap(_read.curve, in_axes=(0, 0, None, None, 0, 0, 0, 0, 0))(
-      w, lo, d, lam, k1, err_l2, tail, tau, hi)
+    w, lo, d, lam, k1, err_l2, tail, tau, hi
+  )
   t_total = jnp.sum(steps)
   # Hoeffding shift of the coupling between the exact and the connect-the-dots losses.
   return curves, d, t_total
@@ -104,8 +109,9 @@ def _plan_points(q, sigma, steps, target, mode, rtol):
 @functools.partial(jax.jit, static_argnames=("mode",))
 def batch_plan_points(q, sigma, steps, target, rtol, mode):
   """Grid points needed per configuration (``q, sigma, steps``: ``(B, P)``)."""
-  return jax.vmap(_plan_points, in_axes=(0, 0, 0, 0, None, None))(q, sigma, steps, target, mode,
-                                                                  rtol)
+  return jax.vmap(_plan_points, in_axes=(0, 0, 0, 0, None, None))(
+    q, sigma, steps, target, mode, rtol
+  )
 
 
 @functools.partial(jax.jit, static_argnames=("mode", "n", "chunk"))

@@ -37,7 +37,7 @@ import numpy as np
 
 __all__ = ["curve", "epsilon_upper", "epsilon_lower", "delta_upper", "delta_lower"]
 
-_U = 2.0 ** -53
+_U = 2.0**-53
 
 
 def _first(mask):
@@ -73,9 +73,12 @@ def curve(w, lo, d, lam, log_c, fft_l2, tail, tau, top):
   # Suffix sums over j > k, scaled at the top so that nothing overflows;
   # summed from the top down, each suffix carries a relative error <= n u.
   zero = jnp.zeros((1,), w.dtype)
-  s1 = jnp.concatenate([jnp.cumsum((wc * jnp.exp(jnp.minimum(lam * (top - s), 700.0)))[::-1])[::-1][1:], zero])
-  s2 = jnp.concatenate([jnp.cumsum((wc * jnp.exp(jnp.minimum((1.0 + lam) * (top - s), 700.0)))[::-1])[::-1][1:],
-                        zero])
+  s1 = jnp.concatenate(
+    [jnp.cumsum((wc * jnp.exp(jnp.minimum(lam * (top - s), 700.0)))[::-1])[::-1][1:], zero]
+  )
+  s2 = jnp.concatenate(
+    [jnp.cumsum((wc * jnp.exp(jnp.minimum((1.0 + lam) * (top - s), 700.0)))[::-1])[::-1][1:], zero]
+  )
   base = log_c - lam * top  # log(M^T e^{-lam top})
   a = base + _safe_log(s1)  # log sum_{j>k} p_j  (untilted P-mass above s_k)
   b = base - top + _safe_log(s2)  # log sum_{j>k} p_j e^{-s_j}
@@ -87,8 +90,21 @@ def curve(w, lo, d, lam, log_c, fft_l2, tail, tau, top):
   fft = scale * jnp.sqrt(float(n)) * fft_l2
   up = read + rounding + fft + tail
   low = read - rounding - fft - scale * tau
-  return dict(s=s, a=a, b=b, log_c=log_c, read=read, fft=fft, tail=tail, alias=scale * tau,
-              rounding=rounding, up=up, low=low, d=d, lo=lo)
+  return dict(
+    s=s,
+    a=a,
+    b=b,
+    log_c=log_c,
+    read=read,
+    fft=fft,
+    tail=tail,
+    alias=scale * tau,
+    rounding=rounding,
+    up=up,
+    low=low,
+    d=d,
+    lo=lo,
+  )
 
 
 def _solve(c, k, extra, delta):
@@ -148,8 +164,7 @@ def _at(c, x):
   finite = c["a"][k] > -jnp.inf
   a_k = jnp.where(finite, c["a"][k], 0.0)
   gap = jnp.minimum(x + jnp.where(finite, c["b"][k], 0.0) - a_k, 0.0)
-  read = jnp.where(finite, jnp.exp(a_k) * -jnp.expm1(jnp.where(finite & (gap < 0), gap, -1.0)),
-                   0.0)
+  read = jnp.where(finite, jnp.exp(a_k) * -jnp.expm1(jnp.where(finite & (gap < 0), gap, -1.0)), 0.0)
   return k, read
 
 

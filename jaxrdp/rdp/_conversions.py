@@ -65,8 +65,9 @@ def _check_curve(rdp, orders):
     raise ValueError("orders must hold at least one order in (1, inf], got an empty array")
   if np.ndim(rdp) < 1 or np.shape(rdp)[-1] != np.shape(orders)[0]:
     raise ValueError(
-        f"rdp must have the orders on its last axis: rdp shape {np.shape(rdp)}, "
-        f"orders shape {np.shape(orders)}")
+      f"rdp must have the orders on its last axis: rdp shape {np.shape(rdp)}, "
+      f"orders shape {np.shape(orders)}"
+    )
 
 
 def _epsilon_per_order(rdp, orders, delta, method, tv=True):
@@ -151,8 +152,9 @@ _epsilon_jit = jax.jit(epsilon_from_rdp_f64, static_argnames=("method",))
 _delta_jit = jax.jit(delta_from_rdp_f64, static_argnames=("method",))
 
 
-def rdp_to_epsilon(rdp: ArrayLike, orders: ArrayLike, delta: ArrayLike, *,
-                   method: str = "improved") -> EpsilonResult:
+def rdp_to_epsilon(
+  rdp: ArrayLike, orders: ArrayLike, delta: ArrayLike, *, method: str = "improved"
+) -> EpsilonResult:
   """Converts an RDP curve to (epsilon, delta)-DP: the smallest epsilon over orders.
 
   Args:
@@ -180,8 +182,9 @@ def rdp_to_epsilon(rdp: ArrayLike, orders: ArrayLike, delta: ArrayLike, *,
   return scope.finalize(out)
 
 
-def rdp_to_delta(rdp: ArrayLike, orders: ArrayLike, epsilon: ArrayLike, *,
-                 method: str = "improved") -> DeltaResult:
+def rdp_to_delta(
+  rdp: ArrayLike, orders: ArrayLike, epsilon: ArrayLike, *, method: str = "improved"
+) -> DeltaResult:
   """Converts an RDP curve to the smallest delta at the given epsilon.
 
   Args:

@@ -11,8 +11,13 @@ from jax.typing import ArrayLike
 
 from .._core import precision as _precision
 from ..rdp._conversions import (
-    DeltaResult, EpsilonResult, delta_from_rdp_f64, epsilon_from_rdp_f64, _check_method,
-    _log_delta_per_order)
+  DeltaResult,
+  EpsilonResult,
+  delta_from_rdp_f64,
+  epsilon_from_rdp_f64,
+  _check_method,
+  _log_delta_per_order,
+)
 from .._core.numerics import raise_subnormal
 from ..rdp._order_search import min_epsilon_over_orders, with_derivative_at_order
 from ..mechanisms._sgm import _rdp_f64, _validate as _validate_sgm, check_order_limit
@@ -22,19 +27,24 @@ __all__ = ["DEFAULT_ORDERS", "DP_ACCOUNTING_ORDERS", "dpsgd_epsilon", "dpsgd_del
 
 #: dp_accounting's default orders (dp_accounting.rdp.RdpAccountant, 156 orders).
 DP_ACCOUNTING_ORDERS = np.array(
-    [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024],
-    dtype=np.float64)
+  [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024],
+  dtype=np.float64,
+)
 
 #: jaxrdp's default orders: a superset of dp_accounting's 156, so the epsilon is
 #: never looser than dp_accounting's with its defaults (our RDP is exact and
 #: theirs is an upper bound, and the minimum runs over more orders). The extras
 #: fill the gaps that matter: orders in (1, 1.1) for large-noise / few-step
 #: regimes, and orders between and beyond 64..1024 for very small epsilons.
-DEFAULT_ORDERS = np.unique(np.concatenate([
-    DP_ACCOUNTING_ORDERS,
-    1.0 + np.arange(1, 10) / 100.0,
-    np.array([80, 96, 160, 192, 384, 768, 2048, 4096], dtype=np.float64),
-]))
+DEFAULT_ORDERS = np.unique(
+  np.concatenate(
+    [
+      DP_ACCOUNTING_ORDERS,
+      1.0 + np.arange(1, 10) / 100.0,
+      np.array([80, 96, 160, 192, 384, 768, 2048, 4096], dtype=np.float64),
+    ]
+  )
+)
 
 
 def _orders_or_default(orders):
@@ -67,8 +77,7 @@ def _search_f64(q, sigma, steps, delta, orders_static, method, live=None, f_floo
   ``min_epsilon_over_orders``). Returns the whole ``SearchResult``.
   """
   q, sigma, steps, delta = _precision.broadcast_float64(q, sigma, steps, delta)
-  return min_epsilon_over_orders(q, sigma, steps, delta, orders_static.array, method, live,
-                                 f_floor)
+  return min_epsilon_over_orders(q, sigma, steps, delta, orders_static.array, method, live, f_floor)
 
 
 def _dpsgd_epsilon_f64(q, sigma, steps, delta, orders, orders_static, method, mode):
@@ -104,7 +113,9 @@ def _dpsgd_delta_f64(q, sigma, steps, epsilon, orders, orders_static, method):
   return DeltaResult(delta, res.order)
 
 
-_dpsgd_epsilon_jit = jax.jit(_dpsgd_epsilon_f64, static_argnames=("orders_static", "method", "mode"))
+_dpsgd_epsilon_jit = jax.jit(
+  _dpsgd_epsilon_f64, static_argnames=("orders_static", "method", "mode")
+)
 _dpsgd_delta_jit = jax.jit(_dpsgd_delta_f64, static_argnames=("orders_static", "method"))
 
 
@@ -114,20 +125,32 @@ def _is_rdp(accountant) -> bool:
 
 def _with_accountant(kind, q, sigma, steps, target, orders, method, accountant):
   """The one-line DP-SGD call through another accountant (the event of ``steps`` SGM steps)."""
-  from ..accountants._api import delta_from_event, epsilon_from_event  # accountants import this module
+  from ..accountants._api import (
+    delta_from_event,
+    epsilon_from_event,
+  )  # accountants import this module
   from ..events._events import Gaussian, PoissonSampled, SelfComposed
 
   if orders is not None or method != "improved":
-    raise ValueError("orders and method configure the Renyi-DP accountant; with another "
-                     "accountant leave them out (or pass accountants.RdpAccountant(orders, method))")
+    raise ValueError(
+      "orders and method configure the Renyi-DP accountant; with another "
+      "accountant leave them out (or pass accountants.RdpAccountant(orders, method))"
+    )
   event = SelfComposed(PoissonSampled(q, Gaussian(sigma)), steps)
   fn = epsilon_from_event if kind == "epsilon" else delta_from_event
   return fn(event, target, accountant=accountant)
 
 
-def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: ArrayLike,
-                  orders: ArrayLike | None = None, *, method: str = "improved",
-                  accountant: Any = "rdp") -> EpsilonResult:
+def dpsgd_epsilon(
+  q: ArrayLike,
+  sigma: ArrayLike,
+  steps: ArrayLike,
+  delta: ArrayLike,
+  orders: ArrayLike | None = None,
+  *,
+  method: str = "improved",
+  accountant: Any = "rdp",
+) -> EpsilonResult:
   """epsilon of DP-SGD: ``steps`` compositions of the Sampled Gaussian Mechanism.
 
   eps = min over alpha of conv(steps * sgm_rdp(q, sigma, alpha), alpha, delta),
@@ -179,14 +202,24 @@ def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: Array
   orders_static = static_or_none(orders)
   mode = "exhaustive" if orders_static is None else "search"
   return _precision.elementwise_float64(
-      lambda q, sigma, steps, delta, orders: _dpsgd_epsilon_jit(
-          q, sigma, steps, delta, orders, orders_static=orders_static, method=method, mode=mode),
-      (q, sigma, steps, delta), (orders,))
+    lambda q, sigma, steps, delta, orders: _dpsgd_epsilon_jit(
+      q, sigma, steps, delta, orders, orders_static=orders_static, method=method, mode=mode
+    ),
+    (q, sigma, steps, delta),
+    (orders,),
+  )
 
 
-def dpsgd_delta(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, epsilon: ArrayLike,
-                orders: ArrayLike | None = None, *, method: str = "improved",
-                accountant: Any = "rdp") -> DeltaResult:
+def dpsgd_delta(
+  q: ArrayLike,
+  sigma: ArrayLike,
+  steps: ArrayLike,
+  epsilon: ArrayLike,
+  orders: ArrayLike | None = None,
+  *,
+  method: str = "improved",
+  accountant: Any = "rdp",
+) -> DeltaResult:
   """delta of DP-SGD at a given epsilon; arguments as in :func:`dpsgd_epsilon`.
 
   Returns:
@@ -202,6 +235,9 @@ def dpsgd_delta(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, epsilon: Array
   orders = _orders_or_default(orders)
   orders_static = static_or_none(orders)
   return _precision.elementwise_float64(
-      lambda q, sigma, steps, epsilon, orders: _dpsgd_delta_jit(
-          q, sigma, steps, epsilon, orders, orders_static=orders_static, method=method),
-      (q, sigma, steps, epsilon), (orders,))
+    lambda q, sigma, steps, epsilon, orders: _dpsgd_delta_jit(
+      q, sigma, steps, epsilon, orders, orders_static=orders_static, method=method
+    ),
+    (q, sigma, steps, epsilon),
+    (orders,),
+  )

@@ -134,8 +134,9 @@ def _neighbours(known):
   left = jax.lax.associative_scan(jnp.maximum, jnp.where(known, idx, jnp.int32(-1)), axis=axis)
   prev1 = jnp.concatenate([none_left, left[..., :-1]], axis=-1)
   prev2 = jnp.take_along_axis(prev1, jnp.maximum(prev1, 0), axis=-1)
-  right = jax.lax.associative_scan(jnp.minimum, jnp.where(known, idx, jnp.int32(n)), axis=axis,
-                                   reverse=True)
+  right = jax.lax.associative_scan(
+    jnp.minimum, jnp.where(known, idx, jnp.int32(n)), axis=axis, reverse=True
+  )
   next1 = jnp.concatenate([right[..., 1:], none_right], axis=-1)
   next2 = jnp.take_along_axis(jnp.concatenate([next1, none_right], axis=-1), next1, axis=-1)
   return prev1, prev2, next1, next2
@@ -154,10 +155,12 @@ def _add_known(near, j):
   a, d, b, c = at_j(prev1), at_j(prev2), at_j(next1), at_j(next2)
   right_of_j = (idx > j) & (idx <= b)
   left_of_j = (idx >= a) & (idx < j)
-  return (jnp.where(right_of_j, j, prev1),
-          jnp.where(right_of_j, a, jnp.where((idx > b) & (idx <= c), j, prev2)),
-          jnp.where(left_of_j, j, next1),
-          jnp.where(left_of_j, b, jnp.where((idx >= d) & (idx < a), j, next2)))
+  return (
+    jnp.where(right_of_j, j, prev1),
+    jnp.where(right_of_j, a, jnp.where((idx > b) & (idx <= c), j, prev2)),
+    jnp.where(left_of_j, j, next1),
+    jnp.where(left_of_j, b, jnp.where((idx >= d) & (idx < a), j, next2)),
+  )
 
 
 def _static_neighbours(known):
@@ -243,8 +246,9 @@ def _with_derivative_at_order_jvp(value_at_order, method, primals, tangents):
   dq, dsigma, dsteps, dx, _, _ = tangents
   regular = jnp.isfinite(order) & jnp.isfinite(value) & (value > 0)
   a = jnp.where(regular, order, 2.0)
-  _, dv = jax.jvp(lambda *args: value_at_order(method, a, *args),
-                  (q, sigma, steps, x), (dq, dsigma, dsteps, dx))
+  _, dv = jax.jvp(
+    lambda *args: value_at_order(method, a, *args), (q, sigma, steps, x), (dq, dsigma, dsteps, dx)
+  )
   return value, jnp.where(regular, dv, 0.0)
 
 
@@ -264,7 +268,7 @@ def _loop_points(fixed):
   keep = ~fixed
   for i in np.flatnonzero(~fixed):
     k = np.searchsorted(known_idx, i)
-    keep[known_idx[max(k - 2, 0):k + 2]] = True
+    keep[known_idx[max(k - 2, 0) : k + 2]] = True
   return np.flatnonzero(keep)
 
 
@@ -282,15 +286,15 @@ def _epsilon_at_order(method, a, q, sigma, steps, delta):
 class _Layout(NamedTuple):
   """Where the search's points lie: concrete numpy, fixed when the search is traced."""
 
-  xs: np.ndarray        # every point, sorted: 0 and 1 (f = 0), the coarse set, the other orders
-  perm: np.ndarray      # xs = concatenate([[0, 1], coarse, others])[perm]
-  coarse: np.ndarray    # the integer orders evaluated first, by the series
-  n_others: int         # how many orders are left to the loop
-  fixed: np.ndarray     # known from the start: 0, 1 and the coarse set
+  xs: np.ndarray  # every point, sorted: 0 and 1 (f = 0), the coarse set, the other orders
+  perm: np.ndarray  # xs = concatenate([[0, 1], coarse, others])[perm]
+  coarse: np.ndarray  # the integer orders evaluated first, by the series
+  n_others: int  # how many orders are left to the loop
+  fixed: np.ndarray  # known from the start: 0, 1 and the coarse set
   eligible: np.ndarray  # in the caller's grid (0, 1 and coarse points outside it are not)
-  alpha: np.ndarray     # the order of the conversion at each point (2, unused, at 0 and 1)
-  loop: np.ndarray      # the points the loop works on (see _loop_points)
-  has_inf: bool         # the grid holds alpha = inf
+  alpha: np.ndarray  # the order of the conversion at each point (2, unused, at 0 and 1)
+  loop: np.ndarray  # the points the loop works on (see _loop_points)
+  has_inf: bool  # the grid holds alpha = inf
 
 
 def _layout(orders) -> _Layout:
@@ -301,21 +305,29 @@ def _layout(orders) -> _Layout:
   perm = np.argsort(xs, kind="stable")
   xs = xs[perm]
   fixed = (np.arange(xs.size) < 2 + coarse.size)[perm]
-  return _Layout(xs=xs, perm=perm, coarse=coarse, n_others=others.size, fixed=fixed,
-                 eligible=np.isin(xs, finite), alpha=np.where(xs > 1.0, xs, 2.0),
-                 loop=_loop_points(fixed), has_inf=bool(np.isinf(orders).any()))
+  return _Layout(
+    xs=xs,
+    perm=perm,
+    coarse=coarse,
+    n_others=others.size,
+    fixed=fixed,
+    eligible=np.isin(xs, finite),
+    alpha=np.where(xs > 1.0, xs, 2.0),
+    loop=_loop_points(fixed),
+    has_inf=bool(np.isinf(orders).any()),
+  )
 
 
 class _LoopSpec(NamedTuple):
   """What the loop's functions know at trace time (the loop's points only)."""
 
-  xs: np.ndarray        # the loop's points (_Layout.xs[_Layout.loop])
-  fixed: np.ndarray     # known from the start, on the loop's points
+  xs: np.ndarray  # the loop's points (_Layout.xs[_Layout.loop])
+  fixed: np.ndarray  # known from the start, on the loop's points
   eligible: np.ndarray
   alpha: np.ndarray
   method: str
-  has_floor: bool       # the caller passed f_floor
-  batch: int            # configurations evaluated per round
+  has_floor: bool  # the caller passed f_floor
+  batch: int  # configurations evaluated per round
   max_rounds: int
 
 
@@ -327,19 +339,19 @@ class _Rows(NamedTuple):
   steps: jax.Array
   delta: jax.Array
   searching: jax.Array  # bool: the loop may evaluate orders of this row
-  floor: jax.Array      # [rows, loop points]: the caller's floors on log A (0 without)
+  floor: jax.Array  # [rows, loop points]: the caller's floors on log A (0 without)
 
 
 class _SearchState(NamedTuple):
   """The loop's state: one row per configuration, the loop's points on the last axis."""
 
-  f: jax.Array        # log A, exact where ``known``
-  known: jax.Array    # bool
-  near: tuple         # _neighbours(known), kept up to date by _add_known
-  best: jax.Array     # the smallest exact epsilon so far (over all points, not only the loop's)
-  left: jax.Array     # int32: orders still in contention (0: finished)
-  pick: jax.Array     # int32: the next order to evaluate (index into the loop's points)
-  rounds: jax.Array   # int32 scalar
+  f: jax.Array  # log A, exact where ``known``
+  known: jax.Array  # bool
+  near: tuple  # _neighbours(known), kept up to date by _add_known
+  best: jax.Array  # the smallest exact epsilon so far (over all points, not only the loop's)
+  left: jax.Array  # int32: orders still in contention (0: finished)
+  pick: jax.Array  # int32: the next order to evaluate (index into the loop's points)
+  rounds: jax.Array  # int32 scalar
 
 
 def _analyse(spec: _LoopSpec, rows: _Rows, f, known, best, nearest=None):
@@ -369,8 +381,9 @@ def _search_init(spec: _LoopSpec, rows: _Rows, f, best) -> _SearchState:
   """The state before the first round: the points known from the start."""
   # The first analysis knows the same points in every row: its neighbours are static.
   left, pick = _analyse(spec, rows, f, spec.fixed, best)
-  near = tuple(jnp.broadcast_to(jnp.asarray(v, jnp.int32), f.shape)
-               for v in _static_neighbours(spec.fixed))
+  near = tuple(
+    jnp.broadcast_to(jnp.asarray(v, jnp.int32), f.shape) for v in _static_neighbours(spec.fixed)
+  )
   # (known is a broadcast constant, built as such rather than gathered, so that
   # XLA does not fold a [rows, points] constant.)
   known = jnp.broadcast_to(jnp.asarray(spec.fixed), f.shape)
@@ -411,8 +424,10 @@ def _search_step(spec: _LoopSpec, rows: _Rows, x, s: _SearchState) -> _SearchSta
   # The nearest known points are kept up to date elementwise (the scans of
   # _neighbours are ~60 small XLA ops a round) and read back from the state, so
   # that XLA does not fuse the update into each of their uses below.
-  near = tuple(v.at[sel].set(w, mode="drop")
-               for v, w in zip(s.near, _add_known(tuple(v[r] for v in s.near), j)))
+  near = tuple(
+    v.at[sel].set(w, mode="drop")
+    for v, w in zip(s.near, _add_known(tuple(v[r] for v in s.near), j))
+  )
   # Only the rows just updated can change state.
   left_r, pick_r = _analyse(spec, mine, f[r], known[r], best[r], tuple(v[r] for v in near))
   left = s.left.at[sel].set(left_r, mode="drop")
@@ -423,14 +438,16 @@ def _search_step(spec: _LoopSpec, rows: _Rows, x, s: _SearchState) -> _SearchSta
 class _Final(NamedTuple):
   """What the search knows at the end, on all points (one row per configuration)."""
 
-  f: jax.Array            # log A: exact where ``known``
+  f: jax.Array  # log A: exact where ``known``
   known: jax.Array
-  eps: jax.Array          # epsilon at the known points of the grid, inf elsewhere
-  exact: jax.Array        # the row's minimum is the exact grid minimum
+  eps: jax.Array  # epsilon at the known points of the grid, inf elsewhere
+  exact: jax.Array  # the row's minimum is the exact grid minimum
   evaluations: jax.Array  # int32: orders evaluated by quadrature
 
 
-def _search_finish(layout: _Layout, method, args, flat: _Rows, f_coarse, end: _Final) -> SearchResult:
+def _search_finish(
+  layout: _Layout, method, args, flat: _Rows, f_coarse, end: _Final
+) -> SearchResult:
   """The result: the minimum and its order, with its derivative rule, and the table,
   in the batch shape of ``args`` (q, sigma, steps, delta as the caller gave them;
   ``flat``: the same as rows, with the floors on all points)."""
@@ -477,10 +494,12 @@ def _tv_rule(qf, sf, tf, df, f2, a_min):
   within a factor 1e6 of the threshold, and only when some row is."""
   r_max = tv_threshold(df)
   maybe = (tf * f2 <= 1e6 * r_max) & (tf > 0)
+
   def exact():
     order = np.array([a_min])
     f = _log_a_f64(qf[:, None], sf[:, None], order, StaticArray(order))[:, 0]
     return maybe & (tf * f / (a_min - 1.0) <= r_max)
+
   return jax.lax.cond(jnp.any(maybe), exact, lambda: jnp.zeros(maybe.shape, bool))
 
 
@@ -506,11 +525,15 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
   q, steps = raise_subnormal(q), raise_subnormal(steps)
   shape = q.shape
   rows = math.prod(shape)
-  qf, sf, tf, df = (jnp.reshape(jax.lax.stop_gradient(x), (rows,)) for x in (q, sigma, steps, delta))
+  qf, sf, tf, df = (
+    jnp.reshape(jax.lax.stop_gradient(x), (rows,)) for x in (q, sigma, steps, delta)
+  )
   coarse = layout.coarse
   f_coarse = _log_a_f64(qf[:, None], sf[:, None], coarse, StaticArray(coarse))  # [rows, C] (series)
-  fv = take_last(jnp.concatenate(
-      [jnp.zeros((rows, 2)), f_coarse, jnp.zeros((rows, layout.n_others))], axis=-1), layout.perm)
+  fv = take_last(
+    jnp.concatenate([jnp.zeros((rows, 2)), f_coarse, jnp.zeros((rows, layout.n_others))], axis=-1),
+    layout.perm,
+  )
   known = jnp.broadcast_to(jnp.asarray(layout.fixed), fv.shape)
   eps_known = jnp.where(layout.eligible & known, _eps_of(fv, layout.alpha, tf, df, method), jnp.inf)
   best = jnp.min(eps_known, axis=-1)
@@ -540,25 +563,37 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
     # Enough rounds to finish: while at least `batch` rows are in contention a
     # round makes `batch` of the at most rows * n_others evaluations; after
     # that every row left is in each round, and needs at most n_others more.
-    spec = _LoopSpec(xs=layout.xs[loop], fixed=layout.fixed[loop], eligible=layout.eligible[loop],
-                     alpha=layout.alpha[loop], method=method, has_floor=f_floor is not None,
-                     batch=batch, max_rounds=layout.n_others * (-(-rows // batch) + 1))
+    spec = _LoopSpec(
+      xs=layout.xs[loop],
+      fixed=layout.fixed[loop],
+      eligible=layout.eligible[loop],
+      alpha=layout.alpha[loop],
+      method=method,
+      has_floor=f_floor is not None,
+      batch=batch,
+      max_rounds=layout.n_others * (-(-rows // batch) + 1),
+    )
     # (The default floor is a broadcast constant, not gathered: see _search_init.)
     floor_l = jnp.zeros((rows, loop.size)) if f_floor is None else take_last(floor, loop)
     loop_rows = flat._replace(floor=floor_l)
     state = jax.lax.while_loop(
-        functools.partial(_search_continues, spec),
-        functools.partial(_search_step, spec, loop_rows, jnp.asarray(spec.xs)),
-        _search_init(spec, loop_rows, take_last(fv, loop), best))
+      functools.partial(_search_continues, spec),
+      functools.partial(_search_step, spec, loop_rows, jnp.asarray(spec.xs)),
+      _search_init(spec, loop_rows, take_last(fv, loop), best),
+    )
     fv, known = put_last(fv, loop, state.f), put_last(known, loop, state.known)
     # A finished row's minimum is over its exact values: every order never
     # evaluated has a lower bound at or above it. An unfinished row (exact =
     # False) reports the best exact value it found, a valid (sound) epsilon.
-    end = _Final(fv, known,
-                 jnp.where(layout.eligible & known, _eps_of(fv, layout.alpha, tf, df, method), jnp.inf),
-                 (state.left == 0) & ~skipped,
-                 jnp.sum(known & ~layout.fixed, axis=-1, dtype=jnp.int32))
+    end = _Final(
+      fv,
+      known,
+      jnp.where(layout.eligible & known, _eps_of(fv, layout.alpha, tf, df, method), jnp.inf),
+      (state.left == 0) & ~skipped,
+      jnp.sum(known & ~layout.fixed, axis=-1, dtype=jnp.int32),
+    )
   else:
-    end = _Final(fv, known, eps_known, jnp.ones((rows,), dtype=bool),
-                 jnp.zeros((rows,), dtype=jnp.int32))
+    end = _Final(
+      fv, known, eps_known, jnp.ones((rows,), dtype=bool), jnp.zeros((rows,), dtype=jnp.int32)
+    )
   return _search_finish(layout, method, (q, sigma, steps, delta), flat, f_coarse, end)

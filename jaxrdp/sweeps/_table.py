@@ -31,7 +31,7 @@ def format_number(x, digits: int = 4, direction: int = 0) -> str:
   if direction and x != 0 and (float(text) - x) * direction < 0:
     # Move the last printed digit one unit in the wanted direction.
     exponent = math.floor(math.log10(abs(x))) - (digits - 1)
-    step = 10.0 ** exponent
+    step = 10.0**exponent
     rounded = (math.ceil(x / step) if direction > 0 else math.floor(x / step)) * step
     text = f"{rounded:.{digits}g}"
     if (float(text) - x) * direction < 0:  # the decimal rounding of the step itself

@@ -29,23 +29,23 @@ from ._step import privacy_guard as privacy_guard
 from ._tight import tight_epsilon as tight_epsilon
 
 __all__ = [
-    "CheckpointError",
-    "DPSGDState",
-    "PrivacyGuard",
-    "SGMCache",
-    "StepInfo",
-    "clip_per_example",
-    "dp_gradient",
-    "dpsgd_init",
-    "epochs_to_steps",
-    "load_checkpoint",
-    "make_dpsgd_step",
-    "per_example_grads",
-    "poisson_sample_mask",
-    "privacy_guard",
-    "sampling_rate",
-    "save_checkpoint",
-    "tight_epsilon",
+  "CheckpointError",
+  "DPSGDState",
+  "PrivacyGuard",
+  "SGMCache",
+  "StepInfo",
+  "clip_per_example",
+  "dp_gradient",
+  "dpsgd_init",
+  "epochs_to_steps",
+  "load_checkpoint",
+  "make_dpsgd_step",
+  "per_example_grads",
+  "poisson_sample_mask",
+  "privacy_guard",
+  "sampling_rate",
+  "save_checkpoint",
+  "tight_epsilon",
 ]
 
 # Batch samplers with static shapes and the gathered gradient (O(batch) per step).
@@ -60,13 +60,13 @@ from ._samplers import truncated_poisson_delta as truncated_poisson_delta
 from ._samplers import truncation_delta as truncation_delta
 
 __all__ += [
-    "FixedSizeSampler",
-    "PoissonSampler",
-    "ShuffleSampler",
-    "binomial_log_sf",
-    "default_capacity",
-    "gather_batch",
-    "gathered_dp_gradient",
-    "truncated_poisson_delta",
-    "truncation_delta",
+  "FixedSizeSampler",
+  "PoissonSampler",
+  "ShuffleSampler",
+  "binomial_log_sf",
+  "default_capacity",
+  "gather_batch",
+  "gathered_dp_gradient",
+  "truncated_poisson_delta",
+  "truncation_delta",
 ]

@@ -35,8 +35,9 @@ def schedule_phases(q: float | Callable, sigma: float | Callable, steps: int) ->
   return phases
 
 
-def tight_epsilon(state: Any, *, q: float | Callable, sigma: float | Callable, delta: float,
-                  accountant: Any = "pld"):
+def tight_epsilon(
+  state: Any, *, q: float | Callable, sigma: float | Callable, delta: float, accountant: Any = "pld"
+):
   """Tight epsilon of the private steps a DP-SGD run has taken, from its state.
 
   Args:
@@ -61,6 +62,8 @@ def tight_epsilon(state: Any, *, q: float | Callable, sigma: float | Callable, d
 
   steps = int(np.asarray(state.step))
   acct = get_accountant(accountant)
-  events = tuple(SelfComposed(PoissonSampled(qv, Gaussian(sv)), n)
-                 for qv, sv, n in schedule_phases(q, sigma, steps))
+  events = tuple(
+    SelfComposed(PoissonSampled(qv, Gaussian(sv)), n)
+    for qv, sv, n in schedule_phases(q, sigma, steps)
+  )
   return acct.get_epsilon(acct.compose(acct.init(), Composed(events)), delta)
