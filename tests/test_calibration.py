@@ -125,7 +125,13 @@ def test_noise_monotone_mnist_and_degenerate():
   # REFERENCE.md: sigma = 1.1 gives epsilon 2.597 for this configuration.
   assert sigma[-3] == pytest.approx(1.1, rel=1e-3)
   assert sigma[-2] == 0.0
-  assert np.isnan(sigma[-1])  # 1e-4 is below the infinite-noise floor
+  # 1e-4 is below the floor of the order-wise conversion; the total-variation rule
+  # (epsilon = 0 where delta >= sqrt(1 - exp(-RDP))) can still meet it with enough
+  # noise. Either way no sigma is returned that misses the budget.
+  assert (
+    np.isnan(sigma[-1])
+    or float(jaxrdp.dpsgd_epsilon(q[-1], sigma[-1], steps[-1], delta[-1]).epsilon) <= 1e-4
+  )
 
 
 # --------------------------------------------------------------------------------------
@@ -207,7 +213,9 @@ def test_sampling_rate_largest(grid):
   assert ok.sum() >= N // 2
   assert np.all((q[ok] > 0) & (q[ok] <= 1))
   assert np.all(eps_of(q[ok], sigma[ok], steps[ok], delta[ok]) <= eps[ok])
-  inner = ok & (q < 1)
+  # Tightness where epsilon is positive at the answer (where the total-variation rule
+  # gives epsilon = 0, epsilon jumps at the boundary and q is only the end of that range).
+  inner = ok & (q < 1) & (eps_of(q, sigma, steps, delta) > 0)
   assert inner.sum() >= 5
   assert np.all(
     eps_of(q[inner] * (1 + 1e-6), sigma[inner], steps[inner], delta[inner]) > eps[inner]

@@ -134,7 +134,8 @@ def test_calibrate_sigma_steps_and_batch(capsys):
 
 
 def test_calibrate_infeasible_is_marked(capsys):
-  code, out, err = run(["calibrate", "--epsilon", "1e-4", "--q", "0.01", "--steps", "100"], capsys)
+  # Not even one step of SGM(q = 0.5, sigma = 0.5) meets epsilon = 1e-4 at delta = 1e-5.
+  code, out, err = run(["calibrate", "--epsilon", "1e-4", "--q", "0.5", "--sigma", "0.5"], capsys)
   assert code == 0
   assert "infeasible" in out and "1 of 1 requests are infeasible" in err
 

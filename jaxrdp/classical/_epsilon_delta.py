@@ -422,7 +422,7 @@ def advanced_composition_capped_kl(
 
   Examples:
     >>> import jaxrdp
-    >>> r = jaxrdp.advanced_composition_capped_kl(0.1, 0.0, 100, 1e-5)
+    >>> r = jaxrdp.classical.advanced_composition_capped_kl(0.1, 0.0, 100, 1e-5)
     >>> round(float(r.epsilon), 6)
     5.850235
   """

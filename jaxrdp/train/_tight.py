@@ -30,7 +30,7 @@ def schedule_phases(q: float | Callable, sigma: float | Callable, steps: int) ->
   start = 0
   for t in range(1, steps + 1):
     if t == steps or qs[t] != qs[start] or ss[t] != ss[start]:
-      phases.append((qs[start], ss[start], t - start))
+      phases.append((float(qs[start]), float(ss[start]), t - start))
       start = t
   return phases
 
