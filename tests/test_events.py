@@ -193,8 +193,8 @@ def test_registry_is_open():
   finally:
     jaxrdp.accountants._protocol._FACTORIES.pop("rdp-classic-test")
     jaxrdp.accountants._protocol._DEFAULTS.pop("rdp-classic-test", None)
-  with pytest.raises(ValueError, match="unknown accountant 'pld'.*rdp"):
-    jaxrdp.epsilon_from_event(Gaussian(2.0), 1e-5, accountant="pld")
+  with pytest.raises(ValueError, match="unknown accountant 'prv'.*pld.*rdp"):
+    jaxrdp.epsilon_from_event(Gaussian(2.0), 1e-5, accountant="prv")
   with pytest.raises(TypeError, match="accountant"):
     jaxrdp.epsilon_from_event(Gaussian(2.0), 1e-5, accountant=3)
 

@@ -241,8 +241,10 @@ def test_dpsgd_epsilon_work_per_round(monkeypatch):
   assert coarse.size == 63  # every integer 2..64 (2.0..10.0 come from the 1 + x/10 part)
   assert len(grid_series) == 1 and grid_series[0][0] == (batch,)
   assert full == []
-  # Orders beyond 65 are bounded by convexity, never summed in this path.
-  assert windowed == []
+  # Orders beyond 65 are bounded by convexity, never summed in this path; the
+  # windowed series appears once, inside the quadrature, for the small-sigma bound
+  # (both neighbouring integers of each configuration's order in one call).
+  assert len(windowed) == 1 and windowed[0][0] == (2 * batch,)
   # Bounds: before the loop and in its body on the loop's points; once on all
   # points for the table (which dpsgd_epsilon does not use).
   points = [shapes[1] for shapes in bounds]  # _bounds(xs, fv, known, sigma): fv's shape
@@ -264,11 +266,12 @@ def test_traced_dpsgd_epsilon_and_its_derivative_evaluate_no_order_grid(monkeypa
   with _precision.x64_context():
     jax.eval_shape(eps, x * 0.02, x * 2.0)
     assert len(quad) == 1 and len(grid_series) == 1  # the loop body; the coarse integers
-    quad.clear(), grid_series.clear()
+    assert len(windowed) == 1  # the quadrature's small-sigma bound
+    quad.clear(), grid_series.clear(), windowed.clear()
     jax.eval_shape(jax.grad(eps, argnums=(0, 1)), y * 0.02, y * 2.0)
   # The value, plus one quadrature at the selected order for the derivative.
   assert len(quad) == 2 and len(grid_series) == 1
-  assert full == [] and windowed == []
+  assert full == [] and len(windowed) == len(quad)
 
 
 def test_dpsgd_epsilon_search_evaluations_on_the_standard_grid():

@@ -335,24 +335,38 @@ def _require(fn, **args):
       raise TypeError(f"{fn}() missing argument {name!r}")
 
 
-def _check_accountant(accountant):
+def _check_accountant(accountant, orders, values):
+  """Reject a bad accountant request before anything is compiled."""
   if accountant not in _ACCOUNTANTS:
     raise ValueError(f"accountant must be one of {_ACCOUNTANTS}, got {accountant!r}")
-
-
-def _refine(kind, accountant, out, budget, target, given, fixed, orders):
-  """The Renyi-DP answer ``out``, or, for another accountant, its refinement on the host."""
   if accountant == "rdp":
-    return out
+    return
   if orders is not None:
     raise ValueError(
       f"orders configures the RDP accountant; leave it out with accountant={accountant!r}"
     )
-  if not all(is_concrete(x) for x in (target, given, *fixed.values())):
+  if not all(is_concrete(x) for x in values):
     raise ValueError(
       f"calibration with accountant={accountant!r} needs concrete arguments "
       "(it runs on the host); use accountant='rdp' under jit"
     )
+
+
+def _solve(kind, jitted, accountant, budget, target, given, fixed, orders):
+  """One jitted Renyi-DP calibration, refined on the host for another accountant.
+
+  ``fixed`` maps the two given DP-SGD parameters, in the jitted function's argument
+  order, to their values.
+  """
+  _check_accountant(accountant, orders, (target, given, *fixed.values()))
+  out = _call(jitted, budget, target, given, *fixed.values(), orders)
+  if accountant == "rdp":
+    return out
+  return _refine(kind, accountant, out, budget, target, given, fixed)
+
+
+def _refine(kind, accountant, out, budget, target, given, fixed):
+  """The Renyi-DP answer ``out`` refined on the host by another accountant."""
   name = {"noise": "sigma", "rate": "q", "steps": "steps"}[kind]
   solved = np.asarray(getattr(out, name), dtype=np.float64)
   shape = solved.shape
@@ -478,12 +492,11 @@ def calibrate_noise(
   """
   budget, target, given = _budget("calibrate_noise", target_epsilon, delta, target_delta, epsilon)
   _require("calibrate_noise", q=q, steps=steps)
-  _check_accountant(accountant)
   budget.check(target, given)
   check_range("q", q, lower=0.0, upper=1.0)
   check_range("steps", steps, lower=0.0)
-  out = _call(_noise_jit, budget, target, given, q, steps, orders)
-  return _refine("noise", accountant, out, budget, target, given, dict(q=q, steps=steps), orders)
+  fixed = dict(q=q, steps=steps)
+  return _solve("noise", _noise_jit, accountant, budget, target, given, fixed, orders)
 
 
 def calibrate_steps(
@@ -541,12 +554,11 @@ def calibrate_steps(
   """
   budget, target, given = _budget("calibrate_steps", target_epsilon, delta, target_delta, epsilon)
   _require("calibrate_steps", q=q, sigma=sigma)
-  _check_accountant(accountant)
   budget.check(target, given)
   check_range("q", q, lower=0.0, upper=1.0)
   check_range("sigma", sigma, lower=0.0, allow_inf=True)
-  out = _call(_steps_jit, budget, target, given, q, sigma, orders)
-  return _refine("steps", accountant, out, budget, target, given, dict(q=q, sigma=sigma), orders)
+  fixed = dict(q=q, sigma=sigma)
+  return _solve("steps", _steps_jit, accountant, budget, target, given, fixed, orders)
 
 
 def calibrate_sampling_rate(
@@ -600,11 +612,8 @@ def calibrate_sampling_rate(
     "calibrate_sampling_rate", target_epsilon, delta, target_delta, epsilon
   )
   _require("calibrate_sampling_rate", sigma=sigma, steps=steps)
-  _check_accountant(accountant)
   budget.check(target, given)
   check_range("sigma", sigma, lower=0.0, allow_inf=True)
   check_range("steps", steps, lower=0.0)
-  out = _call(_rate_jit, budget, target, given, sigma, steps, orders)
-  return _refine(
-    "rate", accountant, out, budget, target, given, dict(sigma=sigma, steps=steps), orders
-  )
+  fixed = dict(sigma=sigma, steps=steps)
+  return _solve("rate", _rate_jit, accountant, budget, target, given, fixed, orders)

@@ -86,12 +86,14 @@ def _small_sigma_bound(q, sigma, alpha):
   pow2 = beta * np.log(2.0) + jnp.logaddexp(alpha * jnp.log1p(-q), alpha * jnp.log(q) + gauss)
   n0 = jnp.floor(alpha)
 
-  def log_a_at(n):
-    ok = n >= 2.0
-    val, covered = log_a_minus_1_integer_windowed(q, sigma, jnp.where(ok, n, 2.0))
-    return jnp.where(ok, jnp.where(covered, jnp.logaddexp(0.0, val), jnp.inf), 0.0)
-
-  f0, f1 = log_a_at(n0), log_a_at(n0 + 1.0)
+  # Both neighbours in one series evaluation (one copy of the series in the program).
+  n = jnp.concatenate([n0, n0 + 1.0])
+  ok = n >= 2.0
+  val, covered = log_a_minus_1_integer_windowed(
+    jnp.concatenate([q, q]), jnp.concatenate([sigma, sigma]), jnp.where(ok, n, 2.0)
+  )
+  f = jnp.where(ok, jnp.where(covered, jnp.logaddexp(0.0, val), jnp.inf), 0.0)
+  f0, f1 = f[: q.shape[0]], f[q.shape[0] :]
   t = alpha - n0
   chord = jnp.where(t > 0, f0 + t * (f1 - f0), f0)
   chord = jnp.where(jnp.isnan(chord), jnp.inf, chord)

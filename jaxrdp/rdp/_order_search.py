@@ -112,13 +112,32 @@ def _top_rows(priority, k, max_priority):
   return best >> bits, low - (best & low)
 
 
-def _eps_of(f, alpha, steps, delta, method):
-  """epsilon at each order from f = log A (orders along the last axis)."""
+def _eps_of(f, alpha, steps, delta, method, tv=None):
+  """epsilon at each order from f = log A (orders along the last axis).
+
+  ``tv``: where (a boolean mask broadcastable to ``f``) the total-variation rule
+  applies (epsilon 0 where delta >= sqrt(1 - exp(-r))). Not everywhere: a lower
+  bound of 0 on f would then give a lower bound of 0 on epsilon and keep every
+  order in contention. The search applies it at the smallest order only (the RDP
+  is non-decreasing in alpha, so that order decides), and only in the rows where
+  it may hold (see ``_tv_rows``).
+  """
   rdp = jnp.where(steps[..., None] == 0, 0.0, steps[..., None] * f / (alpha - 1.0))
-  # Without the total-variation rule: it would make the epsilon of every lower
-  # bound of 0 equal 0 and keep every order in contention; it is applied once,
-  # at the smallest order, at the end of min_epsilon_over_orders.
-  return _epsilon_per_order(rdp, alpha, delta, method, tv=False)
+  eps = _epsilon_per_order(rdp, alpha, delta, method, tv=False)
+  if tv is None:
+    return eps
+  return jnp.where(tv & (rdp <= tv_threshold(delta)[..., None]), 0.0, eps)
+
+
+def _tv_rows(layout, tf, df, f_coarse):
+  """Rows where the total-variation rule may hold at the smallest order: the RDP at
+  the smallest coarse order is within a factor 1e6 of the rule's threshold. This
+  only decides where the search looks (the rule itself is checked exactly at the
+  smallest order); it keeps the rule from costing an evaluation in the rows far
+  from it."""
+  c0 = float(layout.coarse[0])
+  r = tf * f_coarse[:, 0] / (c0 - 1.0)
+  return (r <= 1e6 * tv_threshold(df)) & (tf > 0)
 
 
 def _neighbours(known):
@@ -321,6 +340,8 @@ def _layout(orders) -> _Layout:
 class _LoopSpec(NamedTuple):
   """What the loop's functions know at trace time (the loop's points only)."""
 
+  a_min: float  # the smallest order of the grid (where the total-variation rule is checked)
+
   xs: np.ndarray  # the loop's points (_Layout.xs[_Layout.loop])
   fixed: np.ndarray  # known from the start, on the loop's points
   eligible: np.ndarray
@@ -339,6 +360,7 @@ class _Rows(NamedTuple):
   steps: jax.Array
   delta: jax.Array
   searching: jax.Array  # bool: the loop may evaluate orders of this row
+  tv: jax.Array  # bool: the total-variation rule may hold (see _tv_rows)
   floor: jax.Array  # [rows, loop points]: the caller's floors on log A (0 without)
 
 
@@ -361,14 +383,15 @@ def _analyse(spec: _LoopSpec, rows: _Rows, f, known, best, nearest=None):
   lower, upper, est = _bounds(spec.xs, f, known, rows.sigma, estimate=True, nearest=nearest)
   if spec.has_floor:
     lower = jnp.minimum(jnp.maximum(lower, rows.floor), upper)
-  eps_lo = _eps_of(lower, spec.alpha, rows.steps, rows.delta, spec.method)
+  tv = (spec.alpha == spec.a_min) & rows.tv[:, None]
+  eps_lo = _eps_of(lower, spec.alpha, rows.steps, rows.delta, spec.method, tv)
   contending = (~known) & spec.eligible & (eps_lo < best[:, None]) & rows.searching[:, None]
   # The next order: the one estimated to be the smallest. A floor from a nearby
   # configuration is nearly the exact value, so where there is one its lower
   # bound says best; else the cubic through the nearest known points (log A_alpha
   # is smooth in alpha), which finds the optimum in fewer evaluations than the
   # midpoint of the bounds (benchmarks/README.md).
-  key = _eps_of(est, spec.alpha, rows.steps, rows.delta, spec.method)
+  key = _eps_of(est, spec.alpha, rows.steps, rows.delta, spec.method, tv)
   if spec.has_floor:
     key = jnp.where(rows.floor > 0, eps_lo, key)
   # Every order in contention gets a finite key (an infinite or NaN estimate the
@@ -417,7 +440,8 @@ def _search_step(spec: _LoopSpec, rows: _Rows, x, s: _SearchState) -> _SearchSta
   j = s.pick[r]
   a = x[j]
   f_new = _log_a_f64(mine.q, mine.sigma, a)  # traced orders: quadrature
-  e_new = _eps_of(f_new[:, None], a[:, None], mine.steps, mine.delta, spec.method)[:, 0]
+  tv = ((a == spec.a_min) & mine.tv)[:, None]
+  e_new = _eps_of(f_new[:, None], a[:, None], mine.steps, mine.delta, spec.method, tv)[:, 0]
   f = s.f.at[sel, j].set(f_new, mode="drop")
   known = s.known.at[sel, j].set(True, mode="drop")
   best = s.best.at[sel].min(e_new, mode="drop")
@@ -473,9 +497,6 @@ def _search_finish(
   eps = jnp.take_along_axis(eps_all, j[:, None], axis=-1)[:, 0]
   order = jnp.take_along_axis(cand_alpha, j[:, None], axis=-1)[:, 0]
   eps = jnp.where(jnp.any(jnp.isnan(f_coarse), axis=-1), jnp.nan, eps)  # invalid traced input
-  finite = layout.xs[layout.eligible]
-  if finite.size:
-    eps = jnp.where(_tv_rule(qf, sf, tf, flat.delta, f_coarse[:, 0], float(finite.min())), 0.0, eps)
   eps, order, exact, evaluations = (jnp.reshape(v, shape) for v in (eps, order, exact, evaluations))
   eps = with_derivative_at_order(_epsilon_at_order, method, q, sigma, steps, delta, order, eps)
   eps = jnp.maximum(eps, 0.0)
@@ -484,23 +505,6 @@ def _search_finish(
   # A subnormal delta is a valid delta (XLA reads it as 0 in the comparison).
   eps = jnp.where(~(DELTA.holds(delta) | positive_subnormal(delta)), jnp.nan, eps)
   return SearchResult(eps, order, exact, evaluations, table)
-
-
-def _tv_rule(qf, sf, tf, df, f2, a_min):
-  """Where delta >= sqrt(1 - exp(-T rdp(alpha))) at some order of the grid, which
-  gives epsilon = 0 (the conversions' total-variation rule). The RDP is
-  non-decreasing in alpha, so the smallest order ``a_min`` decides. It is
-  evaluated exactly only where the RDP at order 2 (``f2`` = log A_2, known) is
-  within a factor 1e6 of the threshold, and only when some row is."""
-  r_max = tv_threshold(df)
-  maybe = (tf * f2 <= 1e6 * r_max) & (tf > 0)
-
-  def exact():
-    order = np.array([a_min])
-    f = _log_a_f64(qf[:, None], sf[:, None], order, StaticArray(order))[:, 0]
-    return maybe & (tf * f / (a_min - 1.0) <= r_max)
-
-  return jax.lax.cond(jnp.any(maybe), exact, lambda: jnp.zeros(maybe.shape, bool))
 
 
 def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f_floor=None):
@@ -535,7 +539,13 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
     layout.perm,
   )
   known = jnp.broadcast_to(jnp.asarray(layout.fixed), fv.shape)
-  eps_known = jnp.where(layout.eligible & known, _eps_of(fv, layout.alpha, tf, df, method), jnp.inf)
+  finite = layout.xs[layout.eligible]
+  a_min = float(finite.min()) if finite.size else np.inf
+  tv_rows = _tv_rows(layout, tf, df, f_coarse)
+  tv = (layout.alpha == a_min) & tv_rows[:, None]
+  eps_known = jnp.where(
+    layout.eligible & known, _eps_of(fv, layout.alpha, tf, df, method, tv), jnp.inf
+  )
   best = jnp.min(eps_known, axis=-1)
   # Configurations with nothing to search: no privacy loss, no finite bound
   # (sigma = 0: f is inf), or invalid traced input (NaN).
@@ -551,7 +561,7 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
     # 1e-12 below the caller's values: they were computed at another sigma (or q),
     # with their own rounding.
     floor = jnp.reshape(jax.lax.stop_gradient(f_floor), fv.shape) * (1.0 - 1e-12)
-  flat = _Rows(qf, sf, tf, df, searching, floor)
+  flat = _Rows(qf, sf, tf, df, searching, tv_rows, floor)
 
   if layout.n_others and rows:
     # The loop works on the points it may evaluate and the two nearest points known
@@ -564,6 +574,7 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
     # round makes `batch` of the at most rows * n_others evaluations; after
     # that every row left is in each round, and needs at most n_others more.
     spec = _LoopSpec(
+      a_min=a_min,
       xs=layout.xs[loop],
       fixed=layout.fixed[loop],
       eligible=layout.eligible[loop],
@@ -588,7 +599,7 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
     end = _Final(
       fv,
       known,
-      jnp.where(layout.eligible & known, _eps_of(fv, layout.alpha, tf, df, method), jnp.inf),
+      jnp.where(layout.eligible & known, _eps_of(fv, layout.alpha, tf, df, method, tv), jnp.inf),
       (state.left == 0) & ~skipped,
       jnp.sum(known & ~layout.fixed, axis=-1, dtype=jnp.int32),
     )
