@@ -28,22 +28,31 @@ jax.config.update("jax_enable_x64", True)
 # The mpmath oracle lives beside the tests.
 sys.path.insert(0, os.path.dirname(__file__))
 
-# Heaviest files first (by single-worker time, pytest --durations on the 2-core
-# machine, 2026-11-22; mostly XLA compilation). pytest-xdist's --dist loadfile hands whole files to
-# the two workers in collection order, so starting with the long ones keeps one
-# worker from finishing minutes after the other.
+# Heaviest files first (measured on the 2-core machine, 2026-11-25; mostly XLA
+# compilation, and the long single tests that run a subprocess). pytest-xdist's
+# --dist load, two tests at a time, hands tests to the two workers in collection
+# order, so starting with the long ones keeps one worker from finishing minutes
+# after the other; the persistent cache above keeps the two from compiling the
+# same program twice.
 _HEAVY_FIRST = (
-  "test_calibration.py",
-  "test_grad_x64_off.py",
-  "test_dpsgd.py",
-  "test_cli.py",
   "test_notebook_quickstart.py",
-  "test_bench_scripts.py",
   "test_notebooks_reproductions.py",
   "test_notebook_dpsgd.py",
-  "test_sgm.py",
+  "test_docs_build.py",
+  "test_grad_x64_off.py",
+  "test_bench_scripts.py",
   "test_precision.py",
+  "test_cli.py",
+  "test_doctests.py",
+  "test_calibration.py",
+  "test_dpsgd.py",
+  "test_soundness.py",
+  "test_sweep.py",
+  "test_events.py",
+  "test_regression_guard.py",
+  "test_pld_api.py",
   "test_training.py",
+  "test_sgm.py",
 )
 
 
