@@ -26,7 +26,7 @@ def test_bench_accelerator_tiny(tmp_path):
     ],
     capture_output=True,
     text=True,
-    timeout=90,
+    timeout=600,  # a guard against a hang: it compiles four programs, slow on a busy machine
     env=env,
     cwd=tmp_path,
   )

@@ -512,6 +512,27 @@ def test_in_jit_epsilon_equals_dpsgd_epsilon_constant_schedule():
   assert float(outside.epsilon) == float(info.epsilon[-1])
 
 
+def test_constant_schedule_accounts_in_float64_with_x64_off():
+  # With JAX's defaults (x64 off) the per-step curve of a constant schedule must still
+  # be the float64 curve: it was once rounded to nearest float32 on its way out of a
+  # jitted call, which under-reported the RDP by up to ~1e-7 relative.
+  data, params = _tiny_problem()
+  opt = optax.sgd(0.1)
+  q, sigma, steps = 0.25, 1.5, 3
+  with jax.enable_x64(False):
+    step = jaxrdp.train.make_dpsgd_step(
+      _tiny_loss, opt, clip_norm=1.0, q=q, sigma=sigma, delta=DELTA
+    )
+    state = jaxrdp.train.dpsgd_init(params, opt, jax.random.PRNGKey(0))
+    state, info = jax.jit(lambda s, d: jax.lax.scan(lambda c, _: step(c, d), s, None, length=3))(
+      state, data
+    )
+  assert bool(np.asarray(info.applied).all())
+  np.testing.assert_allclose(
+    np.asarray(state.accountant.rdp, np.float64), steps * ref_curve(q, sigma), rtol=1e-14
+  )
+
+
 def test_in_jit_epsilon_equals_hand_composition_for_schedules():
   data, params = _tiny_problem()
   opt = optax.adam(0.05)
