@@ -73,8 +73,9 @@ def _check_curve(rdp, orders):
 def _epsilon_per_order(rdp, orders, delta, method, tv=True):
   """eps(alpha) for every order; rdp [..., n], orders [n], delta [...].
 
-  ``tv``: apply the total-variation rule (0 where delta >= sqrt(1 - exp(-r))).
-  The order search applies it once, at the smallest order, instead."""
+  ``tv``: apply the total-variation rule (0 where delta >= sqrt(1 - exp(-r))):
+  everywhere (True), nowhere (False), or where a boolean mask broadcastable to
+  ``rdp`` is True (the order search applies it at the smallest order only)."""
   log_delta = log_subnormal_safe(delta)[..., None]  # XLA would read a subnormal delta as 0
   finite_order = jnp.isfinite(orders)
   a = jnp.where(finite_order, orders, 2.0)
@@ -84,13 +85,16 @@ def _epsilon_per_order(rdp, orders, delta, method, tv=True):
     eps = rdp + jnp.log1p(-1.0 / a) - (log_delta + jnp.log(a)) / (a - 1.0)
   # alpha = inf: both bounds tend to r(inf).
   eps = jnp.where(finite_order, eps, rdp)
-  if not tv:
+  if tv is False:
     return eps
   # (0, delta)-DP where delta >= sqrt(1 - exp(-r)) >= TV (Bretagnolle-Huber with
   # KL <= r(alpha)), the bound the delta conversion applies: that is
   # r <= -log(1 - delta^2), one threshold per delta (1e-14 below it for rounding;
   # delta < 1.5e-154, whose square underflows, gets threshold 0).
-  return jnp.where(rdp <= tv_threshold(delta)[..., None], 0.0, eps)
+  applies = rdp <= tv_threshold(delta)[..., None]
+  if tv is not True:
+    applies = applies & tv
+  return jnp.where(applies, 0.0, eps)
 
 
 def tv_threshold(delta):

@@ -112,21 +112,19 @@ def _top_rows(priority, k, max_priority):
   return best >> bits, low - (best & low)
 
 
-def _eps_of(f, alpha, steps, delta, method, tv=None):
+def _eps_of(f, alpha, steps, delta, method, a_min=None, tv_rows=None):
   """epsilon at each order from f = log A (orders along the last axis).
 
-  ``tv``: where (a boolean mask broadcastable to ``f``) the total-variation rule
-  applies (epsilon 0 where delta >= sqrt(1 - exp(-r))). Not everywhere: a lower
-  bound of 0 on f would then give a lower bound of 0 on epsilon and keep every
-  order in contention. The search applies it at the smallest order only (the RDP
-  is non-decreasing in alpha, so that order decides), and only in the rows where
-  it may hold (see ``_tv_rows``).
+  The total-variation rule (epsilon 0 where delta >= sqrt(1 - exp(-r))) applies at
+  order ``a_min`` in the rows where ``tv_rows`` (one bool per row) is True, and
+  nowhere without them. Not at every order: a lower bound of 0 on f would then give
+  a lower bound of 0 on epsilon and keep every order in contention. The smallest
+  order suffices (the RDP is non-decreasing in alpha, so that order decides), and
+  only the rows where the rule may hold need it (see ``_tv_rows``).
   """
   rdp = jnp.where(steps[..., None] == 0, 0.0, steps[..., None] * f / (alpha - 1.0))
-  eps = _epsilon_per_order(rdp, alpha, delta, method, tv=False)
-  if tv is None:
-    return eps
-  return jnp.where(tv & (rdp <= tv_threshold(delta)[..., None]), 0.0, eps)
+  tv = False if tv_rows is None else (alpha == a_min) & tv_rows[..., None]
+  return _epsilon_per_order(rdp, alpha, delta, method, tv=tv)
 
 
 def _tv_rows(layout, tf, df, f_coarse):
@@ -341,7 +339,6 @@ class _LoopSpec(NamedTuple):
   """What the loop's functions know at trace time (the loop's points only)."""
 
   a_min: float  # the smallest order of the grid (where the total-variation rule is checked)
-
   xs: np.ndarray  # the loop's points (_Layout.xs[_Layout.loop])
   fixed: np.ndarray  # known from the start, on the loop's points
   eligible: np.ndarray
@@ -383,15 +380,14 @@ def _analyse(spec: _LoopSpec, rows: _Rows, f, known, best, nearest=None):
   lower, upper, est = _bounds(spec.xs, f, known, rows.sigma, estimate=True, nearest=nearest)
   if spec.has_floor:
     lower = jnp.minimum(jnp.maximum(lower, rows.floor), upper)
-  tv = (spec.alpha == spec.a_min) & rows.tv[:, None]
-  eps_lo = _eps_of(lower, spec.alpha, rows.steps, rows.delta, spec.method, tv)
+  eps_lo = _eps_of(lower, spec.alpha, rows.steps, rows.delta, spec.method, spec.a_min, rows.tv)
   contending = (~known) & spec.eligible & (eps_lo < best[:, None]) & rows.searching[:, None]
   # The next order: the one estimated to be the smallest. A floor from a nearby
   # configuration is nearly the exact value, so where there is one its lower
   # bound says best; else the cubic through the nearest known points (log A_alpha
   # is smooth in alpha), which finds the optimum in fewer evaluations than the
   # midpoint of the bounds (benchmarks/README.md).
-  key = _eps_of(est, spec.alpha, rows.steps, rows.delta, spec.method, tv)
+  key = _eps_of(est, spec.alpha, rows.steps, rows.delta, spec.method, spec.a_min, rows.tv)
   if spec.has_floor:
     key = jnp.where(rows.floor > 0, eps_lo, key)
   # Every order in contention gets a finite key (an infinite or NaN estimate the
@@ -440,8 +436,9 @@ def _search_step(spec: _LoopSpec, rows: _Rows, x, s: _SearchState) -> _SearchSta
   j = s.pick[r]
   a = x[j]
   f_new = _log_a_f64(mine.q, mine.sigma, a)  # traced orders: quadrature
-  tv = ((a == spec.a_min) & mine.tv)[:, None]
-  e_new = _eps_of(f_new[:, None], a[:, None], mine.steps, mine.delta, spec.method, tv)[:, 0]
+  e_new = _eps_of(
+    f_new[:, None], a[:, None], mine.steps, mine.delta, spec.method, spec.a_min, mine.tv
+  )[:, 0]
   f = s.f.at[sel, j].set(f_new, mode="drop")
   known = s.known.at[sel, j].set(True, mode="drop")
   best = s.best.at[sel].min(e_new, mode="drop")
@@ -542,9 +539,8 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
   finite = layout.xs[layout.eligible]
   a_min = float(finite.min()) if finite.size else np.inf
   tv_rows = _tv_rows(layout, tf, df, f_coarse)
-  tv = (layout.alpha == a_min) & tv_rows[:, None]
   eps_known = jnp.where(
-    layout.eligible & known, _eps_of(fv, layout.alpha, tf, df, method, tv), jnp.inf
+    layout.eligible & known, _eps_of(fv, layout.alpha, tf, df, method, a_min, tv_rows), jnp.inf
   )
   best = jnp.min(eps_known, axis=-1)
   # Configurations with nothing to search: no privacy loss, no finite bound
@@ -599,7 +595,9 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
     end = _Final(
       fv,
       known,
-      jnp.where(layout.eligible & known, _eps_of(fv, layout.alpha, tf, df, method, tv), jnp.inf),
+      jnp.where(
+        layout.eligible & known, _eps_of(fv, layout.alpha, tf, df, method, a_min, tv_rows), jnp.inf
+      ),
       (state.left == 0) & ~skipped,
       jnp.sum(known & ~layout.fixed, axis=-1, dtype=jnp.int32),
     )

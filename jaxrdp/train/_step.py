@@ -83,15 +83,22 @@ def tree_select(pred: ArrayLike, on_true: PyTree, on_false: PyTree) -> PyTree:
 
 
 @jax.jit
-def _sgm_curve(q: jax.Array, sigma: jax.Array, orders: jax.Array) -> jax.Array:
-  """Per-step RDP curve in float64.
-
-  Jitted so that eager callers compile the quadrature once per process and
-  shape instead of dispatching it op by op; inside another trace it inlines.
-  Pass float64 arrays (a Python float would enter a float32 jit as float32).
-  """
+def _sgm_curve_jit(q: jax.Array, sigma: jax.Array, orders: jax.Array) -> jax.Array:
   with x64_context():
     return sgm_rdp(q, sigma, orders)
+
+
+def _sgm_curve(q: ArrayLike, sigma: ArrayLike, orders: ArrayLike) -> jax.Array:
+  """Per-step RDP curve in float64, whatever the caller's x64 setting.
+
+  Jitted so that eager callers compile the quadrature once per process and
+  shape instead of dispatching it op by op; inside another trace it inlines. The
+  call is made with float64 enabled: with x64 off, a jitted call would take its
+  arguments and give its result in float32, rounded to nearest (an RDP up to
+  ~1e-7 relative too low).
+  """
+  with x64_context():
+    return _sgm_curve_jit(*(jnp.asarray(x, jnp.float64) for x in (q, sigma, orders)))
 
 
 def _guard(accountant, step_rdp, q, sigma, delta, target, valid, count=1) -> PrivacyGuard:
@@ -178,7 +185,7 @@ def privacy_guard(
     check_range("target_epsilon", target_epsilon, lower=0.0, allow_inf=True)
   with x64_context():
     q64, s64 = jnp.asarray(q, jnp.float64), jnp.asarray(sigma, jnp.float64)
-    step_rdp = _sgm_curve(q64, s64, jnp.asarray(accountant.orders, jnp.float64))
+    step_rdp = _sgm_curve(q64, s64, accountant.orders)
   return _guard(accountant, step_rdp, q, sigma, delta, target_epsilon, True, count)
 
 
@@ -361,13 +368,8 @@ def make_dpsgd_step(
   orders_t = RdpAccountant(orders).orders
   orders_a = np.asarray(orders_t, dtype=np.float64)
   if constant:
-    # Computed once, eagerly: the step itself then only adds this curve. The call is
-    # inside the float64 scope too: a jitted function called with x64 off would take
-    # its arguments and give its result in float32 (rounded to nearest, which could
-    # under-report the RDP by ~1e-7 relative).
-    with x64_context():
-      q_c, sigma_c = jnp.asarray(q, jnp.float64), jnp.asarray(sigma, jnp.float64)
-      curve_c = _sgm_curve(q_c, sigma_c, orders_a)
+    # Computed once, eagerly: the step itself then only adds this curve.
+    curve_c = _sgm_curve(q, sigma, orders_a)
 
   def step(state: DPSGDState, data: PyTree) -> tuple[DPSGDState, StepInfo]:
     n = jax.tree.leaves(data)[0].shape[0]
