@@ -41,6 +41,16 @@ check("eps_sigma", lambda s: jaxrdp.dpsgd_epsilon(0.01, s, 1000, 1e-5).epsilon, 
 check("eps_q", lambda q: jaxrdp.dpsgd_epsilon(q, 1.0, 1000, 1e-5).epsilon, 0.01)
 check("eps_gauss", lambda s: jaxrdp.dpsgd_epsilon(1.0, s, 10, 1e-5).epsilon, 20.0)
 check("delta_sigma", lambda s: jaxrdp.dpsgd_delta(0.01, s, 1000, 2.0).delta, 1.0)
+# Through the accountant: two composed phases, then epsilon or delta from the state.
+from jaxrdp.accountants import RdpAccountant
+from jaxrdp.events import Gaussian, PoissonSampled, SelfComposed
+acct = RdpAccountant(orders=[1.5, 2.0, 4.0, 8.0, 16.0, 32.0])
+def acct_state(s):
+  state = acct.compose(acct.init(), SelfComposed(PoissonSampled(0.01, Gaussian(s)), 1000))
+  return acct.compose(state, SelfComposed(PoissonSampled(0.02, Gaussian(1.5 * s)), 100))
+check("acct_eps", lambda s: acct.get_epsilon(acct_state(s), 1e-5).epsilon, 1.0,
+      modes=("jit_grad",))
+check("acct_delta", lambda s: acct.get_delta(acct_state(s), 2.0).delta, 1.0)
 out["eps_gauss_order"] = float(jaxrdp.dpsgd_epsilon(1.0, 20.0, 10, 1e-5).order)
 # Vectors: vmap of grad, and grad of a sum, on the Gaussian mechanism (closed form).
 s = jnp.linspace(0.8, 2.0, 4)
@@ -62,10 +72,22 @@ def results():
 def test_every_mode_was_checked(results):
   assert {"grad", "jacfwd", "jit_grad"} <= set(results["rdp_frac"]), results["rdp_frac"]
   assert "jit_grad" in results["eps_sigma"], results["eps_sigma"]
+  assert "jit_grad" in results["acct_eps"], results["acct_eps"]
 
 
 @pytest.mark.parametrize(
-  "name", ["rdp_gauss", "rdp_frac", "rdp_int", "eps_sigma", "eps_q", "eps_gauss", "delta_sigma"]
+  "name",
+  [
+    "rdp_gauss",
+    "rdp_frac",
+    "rdp_int",
+    "eps_sigma",
+    "eps_q",
+    "eps_gauss",
+    "delta_sigma",
+    "acct_eps",
+    "acct_delta",
+  ],
 )
 def test_derivatives_match_finite_differences(results, name):
   r = results[name]

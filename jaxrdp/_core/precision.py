@@ -11,6 +11,8 @@ back (rounding *up*, see :func:`round_up_to`).
 from __future__ import annotations
 
 import contextlib
+import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -24,6 +26,7 @@ __all__ = [
   "Float64Scope",
   "finalize",
   "elementwise_float64",
+  "rowwise_float64",
 ]
 
 
@@ -140,8 +143,71 @@ def _as_array(x):
   return x
 
 
-def elementwise_float64(kernel, diff_args, const_args=()):
+def bucket_size(size: int) -> int:
+  """The padded length of a flat batch of ``size`` elements (``size >= 1``).
+
+  16 up to 16 elements (a scalar query costs the same compile, and little more
+  run time, at 16 as at 1), powers of two up to 64, then multiples of an eighth
+  of the next power of two: at most 12.5% padding above 64 elements, and at
+  most eight compiled programs per octave of batch sizes.
+  """
+  if size <= 64:
+    return max(16, 1 << (size - 1).bit_length())
+  step = (1 << (size - 1).bit_length()) // 8
+  return -(-size // step) * step
+
+
+def _bucketed(run, diff_args, const_args, to_float64: bool):
+  """``run`` on the broadcast ``diff_args`` flattened and padded to :func:`bucket_size`.
+
+  The padding repeats the last element (a valid input), and the outputs are cut
+  back and reshaped. An elementwise kernel thus compiles once per bucket, not
+  once per input shape: a scalar, a (3,) and a (2, 2) call share one program.
+  ``to_float64``: the arguments are also cast to float64 (for kernels that cast
+  them anyway), so that an integer ``steps`` does not compile a program apart.
+  """
+  shape = np.broadcast_shapes(*(np.shape(x) for x in diff_args))
+  size = math.prod(shape)
+  if size == 0:
+    return run(*diff_args, *const_args)
+  pad = bucket_size(size) - size
+  on_host = not any(isinstance(x, jax.Array) for x in diff_args)
+  xp = np if on_host else jnp
+
+  def flat(x):
+    x = xp.ravel(xp.broadcast_to(x, shape))
+    if to_float64:
+      x = x.astype(xp.float64)
+    return xp.pad(x, (0, pad), mode="edge") if pad else x
+
+  with x64_context():
+    args = [flat(x) for x in diff_args]
+  out = run(*args, *const_args)
+
+  def cut(leaf):
+    if pad:
+      leaf = leaf[:size]
+    return leaf.reshape(shape + leaf.shape[1:])
+
+  with x64_context():  # slicing a float64 result must not round it to float32
+    return jax.tree_util.tree_map(cut, out)
+
+
+def elementwise_float64(
+  kernel, diff_args, const_args=(), *, bucket: bool | str = False, tangent_trailing=None
+):
   """``kernel(*diff_args, *const_args)`` in float64, finalized as by Float64Scope.
+
+  ``bucket``: concrete calls run the kernel on the broadcast arguments flattened
+  and padded to a few fixed lengths (see :func:`_bucketed`), so that calls of
+  different shapes share compiled programs. Only for kernels whose outputs are
+  elementwise in every diff argument, with no per-shape static configuration.
+  ``bucket="float64"`` also casts the arguments to float64 before padding.
+
+  ``tangent_trailing``: for kernels whose outputs carry trailing axes that some
+  diff arguments lack (an RDP curve over orders from scalar mechanism fields),
+  the number of trailing axes to append to each diff argument's tangent, so
+  that it lines up with the output (default: none).
 
   For kernels whose outputs are elementwise (NumPy-broadcast) functions of
   ``diff_args``; ``const_args`` are not differentiated (their derivative is
@@ -162,6 +228,7 @@ def elementwise_float64(kernel, diff_args, const_args=()):
   """
   diff_args, const_args = tuple(_as_array(x) for x in diff_args), tuple(const_args)
   n = len(diff_args)
+  trailing = (0,) * n if tangent_trailing is None else tuple(tangent_trailing)
 
   def run(*args):
     with Float64Scope() as scope:
@@ -169,6 +236,8 @@ def elementwise_float64(kernel, diff_args, const_args=()):
     return scope.finalize(out)
 
   traced = any(isinstance(x, jax.core.Tracer) for x in diff_args + const_args)
+  if bucket and not traced:
+    return _bucketed(run, diff_args, const_args, to_float64=bucket == "float64")
   if bool(jax.config.jax_enable_x64) or not traced:
     return run(*diff_args, *const_args)
 
@@ -198,13 +267,77 @@ def elementwise_float64(kernel, diff_args, const_args=()):
       if not jnp.issubdtype(leaf.dtype, jnp.floating):
         return jnp.zeros(leaf.shape, jax.dtypes.float0)
       total = jnp.zeros(leaf.shape, leaf.dtype)
-      for d, t in zip(partials, tangents[:n]):
+      for d, t, extra in zip(partials, tangents[:n], trailing):
         t = jnp.asarray(t)
         if t.dtype == jax.dtypes.float0:  # integer argument: no tangent
           continue
+        t = t.reshape(t.shape + (1,) * extra)
         total = total + d.astype(leaf.dtype) * t.astype(leaf.dtype)
       return total
 
     return out, jax.tree_util.tree_map(tangent, out, *jac)
 
   return call(*diff_args, *const_args)
+
+
+def rowwise_float64(kernel, rows, values):
+  """``kernel(rows, values)`` in float64, finalized as by Float64Scope.
+
+  For kernels that reduce the last axis of ``rows`` (an RDP curve over orders,
+  shape ``batch + [n]``) with one element of ``values`` (shape ``batch``, both
+  broadcasting) into outputs of shape ``batch``: epsilon or delta from a
+  running RDP curve. As :func:`elementwise_float64`, concrete calls and
+  callers with ``jax_enable_x64`` on run the kernel in a Float64Scope; traced
+  calls with x64 off go through a ``custom_jvp`` whose rule computes the
+  partial derivatives inside the scope, here by reverse mode (each output
+  element depends on one row, so one ``jax.vjp`` per output gives every
+  row's gradient), and leaves ``sum_k J_k t_k + J_v t_v`` to the caller.
+  """
+  rows, values = _as_array(rows), _as_array(values)
+  traced = any(isinstance(x, jax.core.Tracer) for x in (rows, values))
+  if bool(jax.config.jax_enable_x64) or not traced:
+    with Float64Scope() as scope:
+      out = kernel(rows, values)
+    return scope.finalize(out)
+
+  def broadcast(r, v):
+    batch = jnp.broadcast_shapes(jnp.shape(r)[:-1], jnp.shape(v))
+    r = jnp.broadcast_to(as_float64(r), batch + jnp.shape(r)[-1:])
+    return r, jnp.broadcast_to(as_float64(v), batch)
+
+  @jax.custom_jvp
+  def call(r, v):
+    with x64_context():
+      out = kernel(*broadcast(r, v))
+    return jax.tree_util.tree_map(_float32_directed, out)
+
+  @call.defjvp
+  def call_jvp(primals, tangents):
+    with x64_context():
+      r, v = broadcast(*primals)
+      out64, pullback = jax.vjp(kernel, r, v)
+      leaves, treedef = jax.tree_util.tree_flatten(out64)
+      jac = []
+      for i, leaf in enumerate(leaves):
+        if not jnp.issubdtype(leaf.dtype, jnp.floating):
+          jac.append(None)
+          continue
+        cot = [jnp.ones_like(x) if j == i else jnp.zeros_like(x) for j, x in enumerate(leaves)]
+        jac.append(pullback(jax.tree_util.tree_unflatten(treedef, cot)))
+    out = [_float32_directed(leaf) for leaf in leaves]
+    t_rows, t_values = (jnp.asarray(t) for t in tangents)
+    tan = []
+    for leaf, j in zip(out, jac):
+      if j is None:
+        tan.append(jnp.zeros(leaf.shape, jax.dtypes.float0))
+        continue
+      total = jnp.zeros(leaf.shape, leaf.dtype)
+      if t_rows.dtype != jax.dtypes.float0:
+        total = total + jnp.sum(j[0].astype(leaf.dtype) * t_rows.astype(leaf.dtype), axis=-1)
+      if t_values.dtype != jax.dtypes.float0:
+        total = total + j[1].astype(leaf.dtype) * t_values.astype(leaf.dtype)
+      tan.append(total)
+    unflat = functools.partial(jax.tree_util.tree_unflatten, treedef)
+    return unflat(out), unflat(tan)
+
+  return call(rows, values)

@@ -103,6 +103,7 @@ def _one_shot(kernel, value, event, orders_static, method):
       value, jax.tree.unflatten(treedef, leaves), orders_static=orders_static, method=method
     ),
     (value, *leaves),
+    bucket=True,
   )
 
 
@@ -175,25 +176,38 @@ class RdpAccountant:
     """
     self._check_state(state)
     validate_event(event)
-    with _precision.x64_context():
-      rdp = _compose_jit(state.rdp, event, orders_static=self._static)
+    leaves, treedef = jax.tree.flatten(event)
+    # The RDP curve is elementwise in the state's RDP and, over a trailing orders
+    # axis, in the event's leaves: derivatives with x64 off go through
+    # elementwise_float64's rule, computed in float64.
+    rdp = _precision.elementwise_float64(
+      lambda rdp, *leaves: _compose_jit(
+        rdp, jax.tree.unflatten(treedef, leaves), orders_static=self._static
+      ),
+      (state.rdp, *leaves),
+      tangent_trailing=(0,) + (1,) * len(leaves),
+    )
     return RdpState(rdp, self.orders)
 
   def get_epsilon(self, state: RdpState, delta: ArrayLike) -> EpsilonResult:
     """epsilon spent so far at ``delta`` (jittable), and the order attaining it."""
     self._check_state(state)
     check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
-    with _precision.Float64Scope() as scope:
-      out = _epsilon_jit(state.rdp, self._static.array, delta, method=self.method)
-    return scope.finalize(out)
+    orders = self._static.array
+    return _precision.rowwise_float64(
+      lambda rdp, delta: _epsilon_jit(rdp, orders, delta, method=self.method), state.rdp, delta
+    )
 
   def get_delta(self, state: RdpState, epsilon: ArrayLike) -> DeltaResult:
     """delta spent so far at ``epsilon`` (jittable), and the order attaining it."""
     self._check_state(state)
     check_range("epsilon", epsilon, lower=0.0)
-    with _precision.Float64Scope() as scope:
-      out = _delta_jit(state.rdp, self._static.array, epsilon, method=self.method)
-    return scope.finalize(out)
+    orders = self._static.array
+    return _precision.rowwise_float64(
+      lambda rdp, epsilon: _delta_jit(rdp, orders, epsilon, method=self.method),
+      state.rdp,
+      epsilon,
+    )
 
   def epsilon(self, event: Event, delta: ArrayLike) -> EpsilonResult:
     """epsilon of ``event`` at ``delta``, of the broadcast shape of its leaves and delta."""

@@ -207,6 +207,7 @@ def dpsgd_epsilon(
     ),
     (q, sigma, steps, delta),
     (orders,),
+    bucket="float64",
   )
 
 
@@ -240,4 +241,5 @@ def dpsgd_delta(
     ),
     (q, sigma, steps, epsilon),
     (orders,),
+    bucket="float64",
   )
