@@ -109,11 +109,14 @@ def test_no_recompilation_for_same_shapes():
   assert f._cache_size() == 1
 
 
-def test_calls_of_different_shapes_share_one_program():
+def test_calls_of_different_shapes_share_one_program(monkeypatch):
   # Concrete calls are padded to a few fixed lengths (16 up to 16 elements), so a
   # scalar, an integer (3,) and a (2, 2) query compile one program between them;
   # each padded result equals its own scalar query.
+  from jaxrdp._core import stored_programs
   from jaxrdp.rdp._dpsgd import _dpsgd_epsilon_jit
+
+  monkeypatch.setattr(stored_programs, "program_dir", lambda: None)  # count the jit's programs
 
   orders = np.array([2.0, 3.5, 8.0, 32.0])  # orders of their own: a program apart
   before = _dpsgd_epsilon_jit._cache_size()

@@ -353,14 +353,23 @@ def test_sgm_rdp_no_recompilation_on_new_values():
   assert events == [], f"{len(events)} new XLA compilations for same-shape inputs"
 
 
-def test_one_program_per_public_call():
-  """A fresh input shape costs exactly one new compiled program (no op-by-op dispatch)."""
+@pytest.mark.parametrize("stored", [False, True])
+def test_one_program_per_public_call(stored, tmp_path, monkeypatch):
+  """A fresh input shape costs exactly one new compiled program (no op-by-op dispatch).
+
+  Concrete calls are padded to a few fixed lengths; 90 elements pad to 96, a
+  length no other test of this file uses. With stored programs (a persistent
+  cache directory), the one program is the stored one, run instead of the jit.
+  """
+  from jaxrdp._core import stored_programs
+
+  monkeypatch.setattr(stored_programs, "program_dir", lambda: tmp_path if stored else None)
   events, listener = _compile_events()
   try:
     before = _dpsgd._dpsgd_epsilon_jit._cache_size()
-    # A shape no other test uses.
-    jax.block_until_ready(jaxrdp.dpsgd_epsilon(np.full((2, 5, 1), 0.01), 1.0, 1000.0, 1e-5))
+    jax.block_until_ready(jaxrdp.dpsgd_epsilon(np.full((2, 5, 9), 0.01), 1.0, 1000.0, 1e-5))
   finally:
     _unregister(listener)
-  assert _dpsgd._dpsgd_epsilon_jit._cache_size() == before + 1
+  assert _dpsgd._dpsgd_epsilon_jit._cache_size() == before + (0 if stored else 1)
+  assert len(list(tmp_path.iterdir())) == (1 if stored else 0)
   assert len(events) == 1, f"{len(events)} XLA compilations for one dpsgd_epsilon call"

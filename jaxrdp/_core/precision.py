@@ -171,25 +171,22 @@ def _bucketed(run, diff_args, const_args, to_float64: bool):
   if size == 0:
     return run(*diff_args, *const_args)
   pad = bucket_size(size) - size
-  on_host = not any(isinstance(x, jax.Array) for x in diff_args)
-  xp = np if on_host else jnp
 
+  # Padding and cutting run in NumPy on the host (concrete arrays are read back):
+  # jnp would compile a small program per new shape for each of these steps.
   def flat(x):
-    x = xp.ravel(xp.broadcast_to(x, shape))
+    x = np.ravel(np.broadcast_to(np.asarray(x), shape))
     if to_float64:
-      x = x.astype(xp.float64)
-    return xp.pad(x, (0, pad), mode="edge") if pad else x
+      x = x.astype(np.float64)
+    return np.pad(x, (0, pad), mode="edge") if pad else x
 
-  with x64_context():
-    args = [flat(x) for x in diff_args]
-  out = run(*args, *const_args)
+  out = run(*[flat(x) for x in diff_args], *const_args)
 
   def cut(leaf):
-    if pad:
-      leaf = leaf[:size]
-    return leaf.reshape(shape + leaf.shape[1:])
+    host = np.asarray(leaf)[:size]
+    return jax.device_put(host.reshape(shape + host.shape[1:]))
 
-  with x64_context():  # slicing a float64 result must not round it to float32
+  with x64_context():  # a float64 result must not be converted to float32
     return jax.tree_util.tree_map(cut, out)
 
 

@@ -19,6 +19,7 @@ from ..rdp._conversions import (
   _log_delta_per_order,
 )
 from .._core.numerics import raise_subnormal
+from .._core.stored_programs import call_stored
 from ..rdp._order_search import min_epsilon_over_orders, with_derivative_at_order
 from ..mechanisms._sgm import _rdp_f64, _validate as _validate_sgm, check_order_limit
 from .._core.validation import COUNT, DELTA, FINITE_EPSILON, ORDER, check_range, static_or_none
@@ -202,8 +203,12 @@ def dpsgd_epsilon(
   orders_static = static_or_none(orders)
   mode = "exhaustive" if orders_static is None else "search"
   return _precision.elementwise_float64(
-    lambda q, sigma, steps, delta, orders: _dpsgd_epsilon_jit(
-      q, sigma, steps, delta, orders, orders_static=orders_static, method=method, mode=mode
+    lambda q, sigma, steps, delta, orders: call_stored(
+      "dpsgd_epsilon",
+      _dpsgd_epsilon_jit,
+      EpsilonResult,
+      (q, sigma, steps, delta, orders),
+      dict(orders_static=orders_static, method=method, mode=mode),
     ),
     (q, sigma, steps, delta),
     (orders,),
@@ -236,8 +241,12 @@ def dpsgd_delta(
   orders = _orders_or_default(orders)
   orders_static = static_or_none(orders)
   return _precision.elementwise_float64(
-    lambda q, sigma, steps, epsilon, orders: _dpsgd_delta_jit(
-      q, sigma, steps, epsilon, orders, orders_static=orders_static, method=method
+    lambda q, sigma, steps, epsilon, orders: call_stored(
+      "dpsgd_delta",
+      _dpsgd_delta_jit,
+      DeltaResult,
+      (q, sigma, steps, epsilon, orders),
+      dict(orders_static=orders_static, method=method),
     ),
     (q, sigma, steps, epsilon),
     (orders,),

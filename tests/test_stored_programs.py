@@ -1,0 +1,130 @@
+"""Programs stored beside JAX's persistent cache (jaxrdp._core.stored_programs).
+
+A stored program must give what the direct call gives, be found again by a fresh
+process without tracing, never be reused for other code, shapes or static
+configuration, and never break a call when the file is damaged or cannot be
+written.
+"""
+
+import functools
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import jax
+import jax.numpy as jnp
+
+from jaxrdp._core import stored_programs as sp
+
+pytest.importorskip("flatbuffers")
+
+
+@functools.partial(jax.jit, static_argnames=("power",))
+def _kernel(x, y, *, power):
+  return x**power + jnp.sin(y), jnp.cumsum(x)
+
+
+@pytest.fixture
+def program_dir(tmp_path, monkeypatch):
+  monkeypatch.setattr(sp, "program_dir", lambda: tmp_path)
+  monkeypatch.setattr(sp, "_LOADED", {})  # as in a fresh process
+  return tmp_path
+
+
+def _call(x, y, power=3):
+  with jax.enable_x64(True):
+    return sp.call_stored("kernel", _kernel, lambda *out: out, (x, y), {"power": power})
+
+
+def _direct(x, y, power=3):
+  with jax.enable_x64(True):
+    return _kernel(x, y, power=power)
+
+
+def test_stored_program_equals_the_direct_call_and_is_reused(program_dir, monkeypatch):
+  x, y = np.linspace(0.1, 2.0, 16), np.linspace(-1.0, 1.0, 16)
+  first = _call(x, y)
+  (stored,) = list(program_dir.iterdir())
+  for got, want in zip(first, _direct(x, y)):
+    np.testing.assert_array_equal(got, want)
+
+  def no_tracing(*args, **kwargs):
+    raise AssertionError("traced again although a stored program exists")
+
+  monkeypatch.setattr(jax.export, "export", no_tracing)
+  sp._LOADED.clear()  # a fresh process reads the file
+  again = _call(2 * x, y)  # same shapes and configuration: loaded, not traced
+  for got, want in zip(again, _direct(2 * x, y)):
+    np.testing.assert_array_equal(got, want)
+  assert list(program_dir.iterdir()) == [stored]
+
+
+def test_other_shapes_dtypes_or_static_configuration_are_other_programs(program_dir):
+  x, y = np.linspace(0.1, 2.0, 16), np.linspace(-1.0, 1.0, 16)
+  _call(x, y)
+  _call(x, y, power=2)
+  _call(x[:8], y[:8])
+  _call(x.astype(np.float32), y)
+  assert len(list(program_dir.iterdir())) == 4
+  np.testing.assert_array_equal(_call(x, y, power=2)[0], _direct(x, y, power=2)[0])
+
+
+def test_key_covers_the_source_code(program_dir, monkeypatch):
+  x, y = np.ones(4), np.ones(4)
+  before = sp._key("kernel", (x, y), {"power": 3})
+  monkeypatch.setattr(sp, "_source_digest", lambda: "edited")
+  assert sp._key("kernel", (x, y), {"power": 3}) != before
+
+
+def test_damaged_or_unwritable_files_fall_back_to_the_direct_call(program_dir):
+  x, y = np.linspace(0.1, 2.0, 16), np.linspace(-1.0, 1.0, 16)
+  _call(x, y)
+  (stored,) = list(program_dir.iterdir())
+  stored.write_bytes(b"not a program")
+  sp._LOADED.clear()  # a fresh process reads the file
+  np.testing.assert_array_equal(_call(x, y)[0], _direct(x, y)[0])
+  assert stored.read_bytes() != b"not a program"  # traced anew and replaced
+  if os.geteuid() != 0:  # root writes through permissions
+    os.chmod(program_dir, 0o500)
+    stored.unlink()
+    try:
+      np.testing.assert_array_equal(_call(x, y)[0], _direct(x, y)[0])
+    finally:
+      os.chmod(program_dir, 0o700)
+
+
+def test_no_cache_directory_means_no_stored_program(monkeypatch, tmp_path):
+  monkeypatch.setattr(sp, "program_dir", lambda: None)
+  x, y = np.ones(4), np.ones(4)
+  np.testing.assert_array_equal(_call(x, y)[0], _direct(x, y)[0])
+  assert not list(tmp_path.iterdir())
+
+
+def _cli(tmp_path):
+  script = (
+    "import jaxrdp.cli, sys; sys.exit(jaxrdp.cli.main("
+    "['epsilon', '--q', '0.01', '--sigma', '1.0', '--steps', '1000', '--delta', '1e-5']))"
+  )
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  env = dict(os.environ, JAXRDP_CACHE_DIR=str(tmp_path), JAX_LOG_COMPILES="1")
+  env["JAX_COMPILATION_CACHE_DIR"] = ""  # the CLI's own cache, not the test session's
+  env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
+  env.pop("JAX_ENABLE_X64", None)
+  proc = subprocess.run(
+    [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=900
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  return proc.stdout, proc.stderr
+
+
+def test_a_fresh_process_answers_without_tracing_the_order_search(tmp_path):
+  # The CLI turns the persistent cache on; the second process finds both the
+  # stored program and its compiled executable. Its answer is the first one's.
+  first, log = _cli(tmp_path)
+  assert "Finished tracing dpsgd_epsilon for" in log  # the check can fail
+  assert len(list((tmp_path / "jaxrdp-programs").iterdir())) == 1
+  second, log = _cli(tmp_path)
+  assert "Finished tracing dpsgd_epsilon for" not in log
+  assert second == first
