@@ -14,6 +14,7 @@ from ..rdp._conversions import (
 from ..rdp._order_search import min_epsilon_over_orders, with_derivative_at_order
 from ..mechanisms._sgm import _rdp_f64, _validate as _validate_sgm
 from .._core.validation import check_range, static_or_none
+from . import _sampling
 
 __all__ = ["DEFAULT_ORDERS", "DP_ACCOUNTING_ORDERS", "dpsgd_epsilon", "dpsgd_delta"]
 
@@ -102,7 +103,10 @@ _dpsgd_delta_jit = jax.jit(_dpsgd_delta_f64, static_argnames=("orders_static", "
 
 
 def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: ArrayLike,
-                  orders: ArrayLike | None = None, *, method: str = "improved") -> EpsilonResult:
+                  orders: ArrayLike | None = None, *, method: str = "improved",
+                  sampling: str = "poisson", relation: str | None = None,
+                  capacity: int | None = None, dataset_size: int | None = None
+                  ) -> EpsilonResult:
   """epsilon of DP-SGD: ``steps`` compositions of the Sampled Gaussian Mechanism.
 
   eps = min over alpha of conv(steps * sgm_rdp(q, sigma, alpha), alpha, delta),
@@ -119,6 +123,19 @@ def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: Array
     orders: Renyi orders to minimise over; default :data:`DEFAULT_ORDERS`, a
       superset of dp_accounting's 156 defaults, so never looser than it.
     method: ``"improved"`` (default) or ``"classic"`` RDP-to-DP conversion.
+    sampling: the batching scheme, ``"poisson"`` (default), ``"fixed"`` (B distinct
+      examples per step, q = B / n) or ``"shuffle"`` (shuffled epochs, q = B / n,
+      no amplification); see ``jaxrdp.rdp._sampling`` for each one's accounting.
+    relation: the neighbouring relation, ``"add_remove"`` or ``"replace_one"``;
+      default ``"add_remove"`` for ``"poisson"`` and ``"shuffle"``, ``"replace_one"``
+      for ``"fixed"`` (the only one its theorem covers; ``"add_remove"`` raises).
+      ``sigma`` is always the DP-SGD noise multiplier; the relation's sensitivity
+      (C or 2C) is applied here.
+    capacity: with ``dataset_size``, Poisson batches truncated at this capacity
+      B_max (``jaxrdp.train.PoissonSampler``): the epsilon returned then holds at
+      total delta ``delta`` *including* the truncation term (1 + e^eps) eta
+      (``jaxrdp.train.truncated_poisson_delta``); scalar arguments, integer steps.
+    dataset_size: the dataset size n, with ``capacity``.
 
   Returns:
     EpsilonResult(epsilon, order) with the broadcast shape of the arguments.
@@ -140,7 +157,15 @@ def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: Array
   _validate_sgm(q, sigma, 2.0)
   check_range("steps", steps, lower=0.0)
   check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
+  sampling, relation = _sampling.resolve_scheme(sampling, relation)
+  if capacity is not None or dataset_size is not None:
+    return _sampling.dpsgd_epsilon_truncated(
+        dpsgd_epsilon, q, sigma, steps, delta, orders, method=method, sampling=sampling,
+        relation=relation, capacity=capacity, dataset_size=dataset_size)
   orders = _orders_or_default(orders)
+  if not _sampling.is_default_scheme(sampling, relation):
+    return _sampling.scheme_epsilon(q, sigma, steps, delta, orders, method=method,
+                                    sampling=sampling, relation=relation)
   orders_static = static_or_none(orders)
   mode = "exhaustive" if orders_static is None else "search"
   return _precision.elementwise_float64(
@@ -150,8 +175,12 @@ def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: Array
 
 
 def dpsgd_delta(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, epsilon: ArrayLike,
-                orders: ArrayLike | None = None, *, method: str = "improved") -> DeltaResult:
+                orders: ArrayLike | None = None, *, method: str = "improved",
+                sampling: str = "poisson", relation: str | None = None) -> DeltaResult:
   """delta of DP-SGD at a given epsilon; arguments as in :func:`dpsgd_epsilon`.
+
+  ``sampling`` and ``relation`` as in :func:`dpsgd_epsilon`. (For truncated Poisson
+  batches add ``jaxrdp.train.truncated_poisson_delta`` to the result.)
 
   Returns:
     DeltaResult(delta, order) with the broadcast shape of the arguments.
@@ -160,7 +189,11 @@ def dpsgd_delta(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, epsilon: Array
   _validate_sgm(q, sigma, 2.0)
   check_range("steps", steps, lower=0.0)
   check_range("epsilon", epsilon, lower=0.0)
+  sampling, relation = _sampling.resolve_scheme(sampling, relation)
   orders = _orders_or_default(orders)
+  if not _sampling.is_default_scheme(sampling, relation):
+    return _sampling.scheme_delta(q, sigma, steps, epsilon, orders, method=method,
+                                  sampling=sampling, relation=relation)
   orders_static = static_or_none(orders)
   return _precision.elementwise_float64(
       lambda q, sigma, steps, epsilon, orders: _dpsgd_delta_jit(
