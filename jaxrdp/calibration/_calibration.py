@@ -64,6 +64,7 @@ from ..rdp._order_search import table_size as search_table_size
 from ..mechanisms._sgm import _rdp_f64
 from .._core.validation import StaticArray, check_range
 from ._core import SAFETY, Budget, Domain, Evaluator, Known, calibrate
+from ..rdp import _sampling
 
 __all__ = [
     "NoiseCalibration", "StepsCalibration", "SamplingRateCalibration",
@@ -346,11 +347,23 @@ def _call(jitted, budget, target, given, a, b, orders):
   return _finalize(out, outer_x64)
 
 
+def _call_scheme(which, budget, target, given, a, b, orders, sampling, relation):
+  """``_call`` on the evaluator of a scheme other than Poisson add/remove."""
+  import functools
+  from . import _schemes
+  _sampling.check_orders_for(sampling, orders_array(orders))
+  jitted = {"noise": _schemes.noise_jit, "steps": _schemes.steps_jit,
+            "rate": _schemes.rate_jit}[which]
+  return _call(functools.partial(jitted, sampling=sampling, relation=relation), budget, target,
+               given, a, b, orders)
+
+
 def calibrate_noise(target_epsilon: ArrayLike | None = None, delta: ArrayLike | None = None,
                     q: ArrayLike | None = None, steps: ArrayLike | None = None,
                     orders: ArrayLike | None = None, *,
                     target_delta: ArrayLike | None = None, epsilon: ArrayLike | None = None,
-                    accountant: str = "rdp") -> NoiseCalibration:
+                    accountant: str = "rdp", sampling: str = "poisson",
+                    relation: str | None = None) -> NoiseCalibration:
   """Smallest noise multiplier sigma whose guarantee meets the budget.
 
   The budget is either ``target_epsilon`` at a given ``delta`` (positionally, as in
@@ -375,6 +388,9 @@ def calibrate_noise(target_epsilon: ArrayLike | None = None, delta: ArrayLike | 
       ``target_epsilon`` and ``delta``).
     epsilon: epsilon of the guarantee, >= 0 (keyword).
     accountant: ``"rdp"``, the RDP accountant of the Sampled Gaussian Mechanism.
+    sampling: ``"poisson"`` (default), ``"fixed"`` or ``"shuffle"``, and
+    relation: ``"add_remove"`` or ``"replace_one"`` (default per scheme), as in
+      :func:`jaxrdp.dpsgd_epsilon`; q is B / n for ``"fixed"`` and ``"shuffle"``.
 
   Returns:
     ``NoiseCalibration(sigma, epsilon, delta, order, feasible)``, float64 arrays of
@@ -404,6 +420,9 @@ def calibrate_noise(target_epsilon: ArrayLike | None = None, delta: ArrayLike | 
   budget.check(target, given)
   check_range("q", q, lower=0.0, upper=1.0)
   check_range("steps", steps, lower=0.0)
+  sampling, relation = _sampling.resolve_scheme(sampling, relation)
+  if not _sampling.is_default_scheme(sampling, relation):
+    return _call_scheme("noise", budget, target, given, q, steps, orders, sampling, relation)
   return _call(_noise_jit, budget, target, given, q, steps, orders)
 
 
@@ -411,7 +430,8 @@ def calibrate_steps(target_epsilon: ArrayLike | None = None, delta: ArrayLike | 
                     q: ArrayLike | None = None, sigma: ArrayLike | None = None,
                     orders: ArrayLike | None = None, *,
                     target_delta: ArrayLike | None = None, epsilon: ArrayLike | None = None,
-                    accountant: str = "rdp") -> StepsCalibration:
+                    accountant: str = "rdp", sampling: str = "poisson",
+                    relation: str | None = None) -> StepsCalibration:
   """Largest integer number of steps T whose guarantee meets the budget.
 
   The budget is ``target_epsilon`` at a given ``delta`` (positionally) or, as
@@ -428,6 +448,7 @@ def calibrate_steps(target_epsilon: ArrayLike | None = None, delta: ArrayLike | 
     target_delta: delta budget in (0, 1) (keyword; with ``epsilon``).
     epsilon: epsilon of the guarantee, >= 0 (keyword).
     accountant: ``"rdp"``.
+    sampling, relation: the batching scheme and relation, as in :func:`calibrate_noise`.
 
   Returns:
     ``StepsCalibration(steps, epsilon, delta, order, feasible)``. ``steps`` is a
@@ -452,6 +473,9 @@ def calibrate_steps(target_epsilon: ArrayLike | None = None, delta: ArrayLike | 
   budget.check(target, given)
   check_range("q", q, lower=0.0, upper=1.0)
   check_range("sigma", sigma, lower=0.0, allow_inf=True)
+  sampling, relation = _sampling.resolve_scheme(sampling, relation)
+  if not _sampling.is_default_scheme(sampling, relation):
+    return _call_scheme("steps", budget, target, given, q, sigma, orders, sampling, relation)
   return _call(_steps_jit, budget, target, given, q, sigma, orders)
 
 
@@ -459,7 +483,8 @@ def calibrate_sampling_rate(target_epsilon: ArrayLike | None = None,
                             delta: ArrayLike | None = None, sigma: ArrayLike | None = None,
                             steps: ArrayLike | None = None, orders: ArrayLike | None = None,
                             *, target_delta: ArrayLike | None = None,
-                            epsilon: ArrayLike | None = None, accountant: str = "rdp"
+                            epsilon: ArrayLike | None = None, accountant: str = "rdp",
+                            sampling: str = "poisson", relation: str | None = None
                             ) -> SamplingRateCalibration:
   """Largest sampling rate q in (0, 1] whose guarantee meets the budget.
 
@@ -478,6 +503,7 @@ def calibrate_sampling_rate(target_epsilon: ArrayLike | None = None,
     target_delta: delta budget in (0, 1) (keyword; with ``epsilon``).
     epsilon: epsilon of the guarantee, >= 0 (keyword).
     accountant: ``"rdp"``.
+    sampling, relation: the batching scheme and relation, as in :func:`calibrate_noise`.
 
   Returns:
     ``SamplingRateCalibration(q, epsilon, delta, order, feasible)``; NaN and
@@ -500,4 +526,7 @@ def calibrate_sampling_rate(target_epsilon: ArrayLike | None = None,
   budget.check(target, given)
   check_range("sigma", sigma, lower=0.0, allow_inf=True)
   check_range("steps", steps, lower=0.0)
+  sampling, relation = _sampling.resolve_scheme(sampling, relation)
+  if not _sampling.is_default_scheme(sampling, relation):
+    return _call_scheme("rate", budget, target, given, sigma, steps, orders, sampling, relation)
   return _call(_rate_jit, budget, target, given, sigma, steps, orders)

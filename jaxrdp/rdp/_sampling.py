@@ -68,6 +68,13 @@ from ..mechanisms._sgm import _rdp_f64 as _sgm_rdp_f64
 from ._conversions import DeltaResult, EpsilonResult, delta_from_rdp_f64, epsilon_from_rdp_f64
 from ._event_curves import register_rdp_rule
 
+
+def _tables_now():
+  # The kernel's constant tables, built eagerly even when first asked for inside a
+  # trace (they are cached module-wide, so a tracer must never be stored there).
+  with jax.ensure_compile_time_eval():
+    return _wor_tables()
+
 __all__ = ["SAMPLINGS", "resolve_scheme", "is_default_scheme", "dpsgd_event", "scheme_rdp_f64",
            "scheme_epsilon", "scheme_delta", "truncated_poisson_epsilon"]
 
@@ -135,7 +142,7 @@ def per_step_rdp_f64(sampling, relation, q, sigma, orders, orders_static):
   if sampling == "poisson":
     return _sgm_rdp_f64(q, s, orders, orders_static)
   if sampling == "fixed":
-    return _wor_rdp_f64(q, s, orders, _wor_tables(), _wor_j_max(orders_static))
+    return _wor_rdp_f64(q, s, orders, _tables_now(), _wor_j_max(orders_static))
   return jnp.broadcast_to(_gaussian_impl(s, orders), jnp.broadcast_shapes(q.shape, s.shape,
                                                                           orders.shape))
 
@@ -186,7 +193,7 @@ def _fixed_size_sampled(event, orders, orders_static):
   if event.relation != "replace_one":
     raise ValueError(FIXED_ADD_REMOVE_ERROR)
   s = _effective(_leaf(event.inner.sigma), event.relation)
-  return _wor_rdp_f64(_leaf(event.gamma), s, orders, _wor_tables(), _wor_j_max(orders_static))
+  return _wor_rdp_f64(_leaf(event.gamma), s, orders, _tables_now(), _wor_j_max(orders_static))
 
 
 @register_rdp_rule(ShuffledEpochs)
