@@ -43,6 +43,7 @@ from ..rdp._conversions import epsilon_from_rdp_f64
 from ..train._dataset import epochs_to_steps
 from .._core.precision import x64_context
 from ..mechanisms._sgm import _rdp_f64
+from ..rdp import _sampling
 from .._core.progress import progress_bar
 from ..sweeps._table import format_number, format_table, pick_indices
 from .._core.validation import StaticArray
@@ -319,6 +320,13 @@ def _rdp_local(orders, q, sigma, *, orders_static):
                  batch_size=_PAIR_BATCH)
 
 
+def _scheme_rdp_local(orders, q, sigma, *, orders_static, sampling, relation):
+  # Another batching scheme or relation (jaxrdp.rdp._sampling): per step, or per epoch.
+  return lax.map(lambda qs: _sampling.per_step_rdp_f64(
+      sampling, relation, qs[0], qs[1], orders, orders_static), (q, sigma),
+      batch_size=_PAIR_BATCH)
+
+
 def _eps_local(rdp1, orders, pair, steps, delta):
   def one(cell):
     p, t, d = cell
@@ -495,6 +503,8 @@ def sweep(
     chunk_size: int = _DEFAULT_CHUNK,
     progress: bool | None = None,
     devices: Sequence[jax.Device] | jax.Device | Mesh | None = None,
+    sampling: str = "poisson",
+    relation: str | None = None,
 ) -> SweepResult:
   """Epsilon of DP-SGD on the full outer-product grid of the given axes, in one call.
 
@@ -546,6 +556,11 @@ def sweep(
       every device of every process. Pass one device to turn sharding off, or
       `jax.local_devices()` for a sweep that stays inside this process. Every
       process that owns one of the devices must call `sweep` with the same arguments.
+    sampling: the batching scheme, `"poisson"` (default), `"fixed"` or `"shuffle"`,
+      and
+    relation: the neighbouring relation (default per scheme), as in
+      `jaxrdp.dpsgd_epsilon`; q is B / n for `"fixed"` and `"shuffle"` (for
+      `"shuffle"` a cell of T steps composes ceil(T q) epochs).
 
   Returns:
     `SweepResult` with numpy arrays (epsilon, order, q, steps) and the axis values.
@@ -573,6 +588,9 @@ def sweep(
     raise ValueError("epochs needs dataset_size and batch_size (or give steps with q)")
   if not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
     raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+  sampling, relation = _sampling.resolve_scheme(sampling, relation)
+  scheme = () if _sampling.is_default_scheme(sampling, relation) else (
+      ("relation", relation), ("sampling", sampling))
 
   axes: dict[str, np.ndarray] = {}
   if q is not None:
@@ -594,6 +612,7 @@ def sweep(
     axes["epochs"] = _axis("epochs", epochs, lo=0.0)
   axes["delta"] = _axis("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
   orders_np = orders_array(orders)
+  _sampling.check_orders_for(sampling, orders_np)
 
   samp_shape = q_samp.shape
   n_samp, n_sigma = q_samp.size, axes["sigma"].size
@@ -623,7 +642,9 @@ def sweep(
         axes, orders_np, steps_sd, len1, len2, [d.id for d in cells.mesh.devices.flat]))
     orders_dev = cells.replicate(orders_np)
     orders_static = (("orders_static", StaticArray(orders_np)),)
-    rdp_program = _program(_rdp_local, cells.mesh, 1, 2)
+    rdp_program = _program(_scheme_rdp_local if scheme else _rdp_local, cells.mesh, 1, 2)
+    # Shuffling composes one curve per epoch, ceil(T q) of them; the others one per step.
+    count_sd = np.ceil(steps_sd * q_samp.reshape(-1, 1)) if sampling == "shuffle" else steps_sd
     eps_program = _program(_eps_local, cells.mesh, 2, 3)
     # By default one bar per sweep: in a multi-process sweep, process 0's.
     show = chunks2 > 1 and jax.process_index() == 0 if progress is None else progress
@@ -634,7 +655,7 @@ def sweep(
       s_pairs = np.tile(axes["sigma"], n_samp)
       rdp1 = np.empty((n_pairs, orders_np.size))
       _map_chunks(
-          lambda q, s: rdp_program(orders_dev, q, s, static=orders_static),
+          lambda q, s: rdp_program(orders_dev, q, s, static=orders_static + scheme),
           n_pairs, len1,
           lambda lo, hi: (cells.shard(_padded(q_pairs[lo:hi], len1, 0.5)),
                           cells.shard(_padded(s_pairs[lo:hi], len1, 1.0))),
@@ -649,7 +670,7 @@ def sweep(
       def cell_args(lo, hi):
         p, s, t, d = np.unravel_index(np.arange(lo, hi), grid)
         return (cells.shard(_padded(p * n_sigma + s, len2, 0)),
-                cells.shard(_padded(steps_sd[p, t], len2, 1.0)),
+                cells.shard(_padded(count_sd[p, t], len2, 1.0)),
                 cells.shard(_padded(axes["delta"][d], len2, 0.5)))
 
       _map_chunks(lambda p, t, d: eps_program(rdp1_dev, orders_dev, p, t, d),
