@@ -93,6 +93,18 @@ def _add_mechanism(p: argparse.ArgumentParser, *, sigma_required: bool) -> None:
                  help="number of training steps, >= 0")
   g.add_argument("--epochs", nargs="+", type=_number("nonneg"), metavar="E",
                  help="number of epochs; steps = ceil(E * N / B) (needs --dataset-size, --batch-size)")
+  _add_scheme(p)
+
+
+def _add_scheme(p: argparse.ArgumentParser) -> None:
+  g = p.add_argument_group("batching scheme and neighbouring relation")
+  g.add_argument("--sampling", choices=("poisson", "fixed", "shuffle"), default="poisson",
+                 help="poisson (default): each example joins a batch with probability q; "
+                      "fixed: B distinct examples per step (q = B / N); shuffle: shuffled "
+                      "epochs, accounted without amplification")
+  g.add_argument("--relation", choices=("add_remove", "replace_one"), default=None,
+                 help="neighbouring relation (default: add_remove, or replace_one for "
+                      "--sampling fixed, the only one its bound covers)")
 
 
 def _build_parser() -> _Parser:
@@ -108,6 +120,9 @@ def _build_parser() -> _Parser:
   _add_mechanism(p, sigma_required=True)
   p.add_argument("--delta", nargs="+", type=_number("open01"), default=[DEFAULT_DELTA],
                  metavar="D", help=f"delta, in (0, 1) (default {DEFAULT_DELTA:g})")
+  p.add_argument("--capacity", type=_count, default=None, metavar="BMAX",
+                 help="Poisson batches truncated at BMAX (needs --dataset-size): the epsilon "
+                      "then holds at --delta including the truncation term")
   _add_output(p)
   p.set_defaults(handler=_cmd_epsilon)
 
@@ -275,10 +290,47 @@ def _cmd_accountant(args, parser, given: str, value: str) -> int:
   from .rdp._dpsgd import dpsgd_delta, dpsgd_epsilon
 
   accountant = dpsgd_epsilon if value == "epsilon" else dpsgd_delta
-  res = accountant(cols["q"], cols["sigma"], cols["steps"], cols[given])
+  if getattr(args, "capacity", None) is not None:
+    res = _truncated_epsilon(cols, args, parser)
+  else:
+    res = accountant(cols["q"], cols["sigma"], cols["steps"], cols[given], **_scheme(args, parser))
   cols[value], cols["order"] = getattr(res, value), res.order
   _emit(cols, args)
   return 0
+
+
+def _scheme(args, parser) -> dict:
+  """The --sampling and --relation keywords, checked (a bad pair is a usage error)."""
+  from .rdp._sampling import resolve_scheme
+
+  try:
+    sampling, relation = resolve_scheme(args.sampling, args.relation)
+  except ValueError as e:
+    parser.error(f"argument --relation: {e}")
+  return {"sampling": sampling, "relation": relation}
+
+
+def _truncated_epsilon(cols, args, parser):
+  """epsilon per cell of Poisson batches truncated at --capacity (scalar calls)."""
+  import numpy as np
+
+  from .rdp._conversions import EpsilonResult
+  from .rdp._dpsgd import dpsgd_epsilon
+
+  if "dataset_size" not in cols:
+    parser.error("argument --capacity: needs --dataset-size and --batch-size")
+  scheme = _scheme(args, parser)
+  eps, order = [], []
+  for i in range(len(cols["q"])):
+    try:
+      r = dpsgd_epsilon(float(cols["q"][i]), float(cols["sigma"][i]), float(cols["steps"][i]),
+                        float(cols["delta"][i]), capacity=args.capacity,
+                        dataset_size=int(cols["dataset_size"][i]), **scheme)
+    except ValueError as e:
+      parser.error(f"argument --capacity: {e}")
+    eps.append(float(r.epsilon))
+    order.append(float(r.order))
+  return EpsilonResult(np.asarray(eps), np.asarray(order))
 
 
 def _cmd_epsilon(args, parser) -> int:
@@ -324,13 +376,15 @@ def _cmd_calibrate(args, parser) -> int:
   if solve == "sigma":
     axes = {**sampling, **duration}
     cols = _derived(_grid({**axes, "epsilon": args.epsilon, "delta": args.delta}))
-    res = cal.calibrate_noise(q=cols["q"], steps=cols["steps"], **budget_of(cols))
+    res = cal.calibrate_noise(q=cols["q"], steps=cols["steps"], **budget_of(cols),
+                              **_scheme(args, parser))
     out = {"sigma": np.asarray(res.sigma)}
   elif solve == "steps":
     axes = dict(sampling)
     cols = _derived(_grid({**axes, "sigma": args.sigma, "epsilon": args.epsilon,
                            "delta": args.delta}))
-    res = cal.calibrate_steps(q=cols["q"], sigma=cols["sigma"], **budget_of(cols))
+    res = cal.calibrate_steps(q=cols["q"], sigma=cols["sigma"], **budget_of(cols),
+                              **_scheme(args, parser))
     out = {"steps": np.asarray(res.steps)}
     if "batch_size" in cols:
       out["epochs"] = out["steps"] * cols["batch_size"] / cols["dataset_size"]
@@ -338,7 +392,8 @@ def _cmd_calibrate(args, parser) -> int:
     axes = {"dataset_size": args.dataset_size} if args.dataset_size else {}
     cols = _grid({**axes, "sigma": args.sigma, "steps": args.steps,
                   "epsilon": args.epsilon, "delta": args.delta})
-    res = cal.calibrate_sampling_rate(sigma=cols["sigma"], steps=cols["steps"], **budget_of(cols))
+    res = cal.calibrate_sampling_rate(sigma=cols["sigma"], steps=cols["steps"], **budget_of(cols),
+                                      **_scheme(args, parser))
     out = {"q": np.asarray(res.q)}
     if "dataset_size" in cols:
       from .rdp._dpsgd import dpsgd_delta, dpsgd_epsilon
@@ -350,10 +405,12 @@ def _cmd_calibrate(args, parser) -> int:
       q_b = np.where(ok, batch / cols["dataset_size"], np.nan)
       out = {"batch_size": np.where(ok, batch, np.nan), "q": q_b}
       if by_delta:
-        res2 = dpsgd_delta(np.nan_to_num(q_b), cols["sigma"], cols["steps"], cols["epsilon"])
+        res2 = dpsgd_delta(np.nan_to_num(q_b), cols["sigma"], cols["steps"], cols["epsilon"],
+                           **_scheme(args, parser))
         achieved = np.where(ok, np.asarray(res2.delta), np.nan)
       else:
-        res2 = dpsgd_epsilon(np.nan_to_num(q_b), cols["sigma"], cols["steps"], cols["delta"])
+        res2 = dpsgd_epsilon(np.nan_to_num(q_b), cols["sigma"], cols["steps"], cols["delta"],
+                             **_scheme(args, parser))
         achieved = np.where(ok, np.asarray(res2.epsilon), np.nan)
       res = res._replace(feasible=np.asarray(res.feasible) & ok,
                          order=np.where(ok, np.asarray(res2.order), np.nan),
@@ -419,7 +476,7 @@ def _cmd_sweep(args, parser) -> int:
   from .sweeps._sweep import sweep
 
   start = time.perf_counter()
-  result = sweep(**kwargs, chunk_size=args.chunk_size,
+  result = sweep(**kwargs, **_scheme(args, parser), chunk_size=args.chunk_size,
                  progress=False if args.no_progress else None)
   elapsed = time.perf_counter() - start
 
