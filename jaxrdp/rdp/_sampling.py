@@ -301,7 +301,7 @@ def truncated_poisson_epsilon(epsilon_at, q, steps, delta, *, capacity, dataset_
       return res
     # Twice the term: the next epsilon (at a smaller delta') is larger, and the
     # margin lets it grow by up to log 2 and still pass the check.
-    d = delta - 2.0 * (1.0 + math.exp(eps)) * eta
+    d = (delta - 2.0 * (1.0 + math.exp(eps)) * eta) * (1.0 - 1e-15)  # below delta, even for eta ~ 0
   raise ValueError(
       f"the truncation term (eta = {eta:.3g}) uses up delta = {delta:g} at capacity "
       f"{capacity}: raise capacity (jaxrdp.train.default_capacity)")
