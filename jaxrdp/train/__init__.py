@@ -68,3 +68,11 @@ __all__ += [
     "truncated_poisson_delta",
     "truncation_delta",
 ]
+
+# One step for every sampler: the sampler's state in the train state and checkpoint.
+from ._sampled_step import SamplerState as SamplerState
+from ._sampled_step import next_batch as next_batch
+from ._sampled_step import sampler_from_state as sampler_from_state
+from ._sampled_step import sampler_state as sampler_state
+
+__all__ += ["SamplerState", "next_batch", "sampler_from_state", "sampler_state"]
