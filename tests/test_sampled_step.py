@@ -127,3 +127,16 @@ def test_replace_one_and_guard_and_bad_arguments():
                           delta=DELTA)
   with pytest.raises(ValueError, match="sampler must be"):
     train.make_dpsgd_step(_loss, opt, sampler=object(), clip_norm=1.0, sigma=1.0, delta=DELTA)
+
+
+def test_epsilon_with_truncation_equals_dpsgd_epsilon_with_capacity():
+  from jaxrdp.events import Gaussian, PoissonSampled, SelfComposed
+  n, q, steps, cap = 1000, 0.05, 300, 120
+  acct = jaxrdp.RdpAccountant(ORDERS)
+  state = acct.compose(acct.init(), SelfComposed(PoissonSampled(q, Gaussian(1.0)), steps))
+  s = train.PoissonSampler(n=n, q=q, capacity=cap, seed=0)
+  got = train.epsilon_with_truncation(state, s, steps, DELTA)
+  ref = jaxrdp.dpsgd_epsilon(q, 1.0, steps, DELTA, ORDERS, capacity=cap, dataset_size=n)
+  assert float(got.epsilon) == pytest.approx(float(ref.epsilon), rel=1e-12)
+  with pytest.raises(ValueError, match="PoissonSampler"):
+    train.epsilon_with_truncation(state, train.FixedSizeSampler(n, 10), steps, DELTA)

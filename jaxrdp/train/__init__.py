@@ -71,8 +71,9 @@ __all__ += [
 
 # One step for every sampler: the sampler's state in the train state and checkpoint.
 from ._sampled_step import SamplerState as SamplerState
+from ._sampled_step import epsilon_with_truncation as epsilon_with_truncation
 from ._sampled_step import next_batch as next_batch
 from ._sampled_step import sampler_from_state as sampler_from_state
 from ._sampled_step import sampler_state as sampler_state
 
-__all__ += ["SamplerState", "next_batch", "sampler_from_state", "sampler_state"]
+__all__ += ["SamplerState", "epsilon_with_truncation", "next_batch", "sampler_from_state", "sampler_state"]

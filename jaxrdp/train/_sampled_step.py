@@ -40,6 +40,7 @@ resumed run draws the batches the uninterrupted one would.
 
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, NamedTuple
 
 import jax
@@ -133,12 +134,19 @@ def next_batch(sampler, data, state) -> tuple[Any, np.ndarray]:
     return gather_batch(data, idx), mask
 
 
+@functools.partial(jax.jit, static_argnames=("scheme", "relation", "orders_static"))
+def _curve_jit(q, sigma, orders, *, scheme, relation, orders_static):
+    # Jitted: eagerly, the SGM kernel would dispatch op by op (seconds).
+    return per_step_rdp_f64(scheme, relation, q, sigma, orders, orders_static)
+
+
 def _step_curve(scheme, relation, q, sigma, orders_a) -> jax.Array:
+    """The per-step (per-epoch for shuffling) RDP curve, computed once, in float64."""
     with x64_context():
         orders = jnp.asarray(orders_a, jnp.float64)
-        curve = per_step_rdp_f64(scheme, relation, jnp.asarray(q, jnp.float64),
-                                 jnp.asarray(sigma, jnp.float64), orders,
-                                 StaticArray(np.asarray(orders_a, np.float64)))
+        curve = _curve_jit(jnp.asarray(q, jnp.float64), jnp.asarray(sigma, jnp.float64), orders,
+                           scheme=scheme, relation=relation,
+                           orders_static=StaticArray(np.asarray(orders_a, np.float64)))
         return jax.device_get(curve)
 
 
@@ -188,3 +196,29 @@ def make_sampled_step(loss_fn, optimizer, *, sampler, relation, clip_norm, sigma
         return new_state, step_info(g.allowed, g.epsilon, g.order, q64, s64)
 
     return step
+
+
+def epsilon_with_truncation(accountant, sampler, steps, delta):
+    """epsilon of a run with a truncating :class:`~jaxrdp.train.PoissonSampler`, from its accountant.
+
+    The accountant (``state.accountant``) holds the untruncated Poisson RDP of
+    the ``steps`` applied steps; this returns the epsilon at which the truncated
+    run is (epsilon, ``delta``)-DP *including* the truncation term
+    (``jaxrdp.dpsgd_epsilon(..., capacity=, dataset_size=)``, here read from the
+    accountant instead of recomputing the SGM curve).
+
+    Returns:
+      ``EpsilonResult``.
+
+    Raises:
+      ValueError: if ``sampler`` is not a PoissonSampler, or the truncation term
+        alone uses up ``delta``.
+    """
+    from ..rdp._sampling import truncated_poisson_epsilon
+
+    if not isinstance(sampler, PoissonSampler):
+        raise ValueError(f"sampler must be a PoissonSampler, got {type(sampler).__name__}")
+    acct = RdpAccountant(np.asarray(accountant.orders, np.float64))
+    return truncated_poisson_epsilon(lambda d: acct.get_epsilon(accountant, d), sampler.q,
+                                     int(steps), delta, capacity=sampler.capacity,
+                                     dataset_size=sampler.n)
