@@ -46,7 +46,18 @@ import time
 
 import numpy as np
 
-TRANSCENDENTAL_PRIMITIVES = ("exp", "exp2", "expm1", "log", "log1p", "pow", "tanh", "logistic", "erf", "erfc")
+TRANSCENDENTAL_PRIMITIVES = (
+  "exp",
+  "exp2",
+  "expm1",
+  "log",
+  "log1p",
+  "pow",
+  "tanh",
+  "logistic",
+  "erf",
+  "erfc",
+)
 
 
 def quadrature_work(q, s, orders):
@@ -65,6 +76,7 @@ def quadrature_work(q, s, orders):
   from jaxrdp.rdp import _order_search
   from jaxrdp.mechanisms import _sgm
   from jaxrdp.mechanisms import _sgm_quadrature as m
+
   work = []
   quadrature = _sgm.log_a_minus_1_quadrature
 
@@ -74,16 +86,22 @@ def quadrature_work(q, s, orders):
     ran_light = m._runs_light_layout(light)
     chunk = m._chunk_size(n)
     chunks = -(-jnp.where(ran_light, jnp.sum(~light), n) // chunk)
-    jax.debug.callback(lambda a, b: work.append((int(a), int(b))),
-                       jnp.where(ran_light, n * m.LIGHT_NODES, 0), chunks * chunk * m.FULL_NODES)
+    jax.debug.callback(
+      lambda a, b: work.append((int(a), int(b))),
+      jnp.where(ran_light, n * m.LIGHT_NODES, 0),
+      chunks * chunk * m.FULL_NODES,
+    )
     return quadrature(qq, ss, aa)
 
   _sgm.log_a_minus_1_quadrature = spy
   try:
     with jax.enable_x64(True):
       q, s = jnp.asarray(q, jnp.float64), jnp.asarray(s, jnp.float64)
-      res = jax.jit(lambda q, s: _order_search.min_epsilon_over_orders(
-          q, s, jnp.full(q.shape, float(STEPS)), jnp.full(q.shape, DELTA), orders, "improved"))(q, s)
+      res = jax.jit(
+        lambda q, s: _order_search.min_epsilon_over_orders(
+          q, s, jnp.full(q.shape, float(STEPS)), jnp.full(q.shape, DELTA), orders, "improved"
+        )
+      )(q, s)
       count = int(jnp.sum(res.evaluations))
     jax.effects_barrier()
   finally:
@@ -108,7 +126,9 @@ def transcendentals_per_node():
     n = 0
     for eqn in jp.eqns:
       # Literal inputs (constants, e.g. log q) have a .val; per-node inputs do not.
-      if eqn.primitive.name in TRANSCENDENTAL_PRIMITIVES and any(not hasattr(v, "val") for v in eqn.invars):
+      if eqn.primitive.name in TRANSCENDENTAL_PRIMITIVES and any(
+        not hasattr(v, "val") for v in eqn.invars
+      ):
         n += 1
       for param in eqn.params.values():
         sub = getattr(param, "jaxpr", param)  # ClosedJaxpr -> Jaxpr
@@ -118,7 +138,8 @@ def transcendentals_per_node():
 
   with jax.enable_x64(True):
     light = jax.make_jaxpr(
-        lambda z: m._shifted_integrand(z[None, None], jnp.zeros(1), 0.01, 1.1, 7.3, 0.0))(jnp.zeros(()))
+      lambda z: m._shifted_integrand(z[None, None], jnp.zeros(1), 0.01, 1.1, 7.3, 0.0)
+    )(jnp.zeros(()))
     full = jax.make_jaxpr(lambda z: m._log_integrand(z, 0.01, 1.1, 7.3))(jnp.zeros(()))
   return count(light.jaxpr), count(full.jaxpr) + 1
 
@@ -138,6 +159,7 @@ def grid(n):
 def timed(fn, min_total=1.0, max_repeats=5):
   """(first-call seconds, median seconds of the following calls, last result)."""
   import jax
+
   t0 = time.perf_counter()
   out = jax.block_until_ready(fn())
   first = time.perf_counter() - t0
@@ -169,6 +191,7 @@ def exp_throughput(dtype_name):
     def one_pass(i, acc):
       v = jax.lax.iota(scale.dtype, n) if x is None else x
       return acc + jnp.sum(jnp.exp(v * (scale * (i + 1).astype(scale.dtype))))
+
     return jax.lax.fori_loop(0, passes, one_pass, jnp.zeros((), scale.dtype))
 
   f = jax.jit(kernel)
@@ -181,13 +204,26 @@ def exp_throughput(dtype_name):
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-  p.add_argument("--sizes", type=float, nargs="+", default=[1e3, 1e4, 1e5, 1e6],
-                 help="numbers of configurations (default 1e3 1e4 1e5 1e6)")
+  p = argparse.ArgumentParser(
+    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+  )
+  p.add_argument(
+    "--sizes",
+    type=float,
+    nargs="+",
+    default=[1e3, 1e4, 1e5, 1e6],
+    help="numbers of configurations (default 1e3 1e4 1e5 1e6)",
+  )
   p.add_argument("--tiny", action="store_true", help="CI smoke run: sizes 10 and 100 only")
-  p.add_argument("--dtypes", nargs="+", default=["float64", "float32"], choices=["float64", "float32"])
-  p.add_argument("--chunk", type=int, default=100_000,
-                 help="configurations per call; larger N runs in chunks of this size (bounds memory)")
+  p.add_argument(
+    "--dtypes", nargs="+", default=["float64", "float32"], choices=["float64", "float32"]
+  )
+  p.add_argument(
+    "--chunk",
+    type=int,
+    default=100_000,
+    help="configurations per call; larger N runs in chunks of this size (bounds memory)",
+  )
   p.add_argument("--json", help="also write the results to this JSON file")
   args = p.parse_args(argv)
   sizes = [10, 100] if args.tiny else [int(s) for s in args.sizes]
@@ -197,7 +233,10 @@ def main(argv=None):
   import jaxrdp
 
   if jax.config.jax_enable_x64:
-    print("note: jax_enable_x64 is on globally; the float32 run still uses float32 inputs", file=sys.stderr)
+    print(
+      "note: jax_enable_x64 is on globally; the float32 run still uses float32 inputs",
+      file=sys.stderr,
+    )
   orders = jaxrdp.DP_ACCOUNTING_ORDERS
   n_orders = int(orders.size)
   device = jax.devices()[0]
@@ -219,7 +258,7 @@ def main(argv=None):
     c = min(args.chunk, n)
     outs = []
     for i in range(0, n, c):
-      qi, si = q[i:i + c], s[i:i + c]
+      qi, si = q[i : i + c], s[i : i + c]
       pad = c - qi.size
       if pad:
         qi, si = np.pad(qi, (0, pad), mode="edge"), np.pad(si, (0, pad), mode="edge")
@@ -237,12 +276,20 @@ def main(argv=None):
     q, s = grid(n)
     # Correctness first: a few cells against unbatched calls.
     check = np.unique(np.linspace(0, n - 1, min(n, 4)).astype(int))
+
     def unbatched(qs, ss):
-      return np.array([float(jaxrdp.dpsgd_epsilon(qs[i], ss[i], STEPS, DELTA, orders=orders).epsilon)
-                       for i in check])
+      return np.array(
+        [
+          float(jaxrdp.dpsgd_epsilon(qs[i], ss[i], STEPS, DELTA, orders=orders).epsilon)
+          for i in check
+        ]
+      )
+
     ref64 = unbatched(q, s)
     # The float32 program sees float32-rounded q and sigma: compare with those.
-    ref32 = unbatched(q.astype(np.float32).astype(np.float64), s.astype(np.float32).astype(np.float64))
+    ref32 = unbatched(
+      q.astype(np.float32).astype(np.float64), s.astype(np.float32).astype(np.float64)
+    )
     eps_by_dtype = {}
     for dt in args.dtypes:
       fn = eps64 if dt == "float64" else eps32
@@ -250,21 +297,27 @@ def main(argv=None):
       eps = np.concatenate([np.asarray(o, dtype=np.float64) for o in out])[:n]
       eps_by_dtype[dt] = eps
       ref = ref64 if dt == "float64" else ref32
-      rtol = 1e-10 if dt == "float64" else 2.0 ** -22  # float32: one ulp, rounded up
+      rtol = 1e-10 if dt == "float64" else 2.0**-22  # float32: one ulp, rounded up
       cell_err = float(np.max(np.abs(eps[check] - ref) / ref))
       good = bool(np.all(np.isfinite(eps)) and cell_err <= rtol)
       if dt == "float32":
         good = good and bool(np.all(eps[check] >= ref * (1 - 1e-15)))  # rounded up, never down
       ok &= good
-      rows.append({
-          "configurations": n, "dtype": dt, "chunk": min(args.chunk, n),
-          "first_call_s": first, "median_s": med,
+      rows.append(
+        {
+          "configurations": n,
+          "dtype": dt,
+          "chunk": min(args.chunk, n),
+          "first_call_s": first,
+          "median_s": med,
           "configurations_per_s": n / med,
           "ns_per_evaluation": 1e9 * med / (n * n_orders),
           # jaxrdp computes in float64 in both runs: compare with the float64 exp rate.
           "fraction_of_exp_throughput": transcendentals[n] / med / rates["float64"],
-          "max_rel_err_unbatched": cell_err, "ok": good,
-      })
+          "max_rel_err_unbatched": cell_err,
+          "ok": good,
+        }
+      )
     if "float64" in eps_by_dtype and "float32" in eps_by_dtype:
       e64, e32 = eps_by_dtype["float64"], eps_by_dtype["float32"]
       err = float(np.max(np.abs(e32 - e64) / e64))
@@ -272,39 +325,60 @@ def main(argv=None):
         if r["configurations"] == n and r["dtype"] == "float32":
           r["float32_max_rel_err_vs_float64"] = err
 
-  print(f"device: {device} ({device.platform}), jax {jax.__version__}, "
-        f"{platform.machine()} {os.cpu_count()} cores; T={STEPS}, delta={DELTA}, {n_orders} orders")
-  print(f"measured exp throughput: " + ", ".join(f"{dt} {r / 1e9:.2f} G/s" for dt, r in rates.items()))
+  print(
+    f"device: {device} ({device.platform}), jax {jax.__version__}, "
+    f"{platform.machine()} {os.cpu_count()} cores; T={STEPS}, delta={DELTA}, {n_orders} orders"
+  )
+  print(
+    f"measured exp throughput: " + ", ".join(f"{dt} {r / 1e9:.2f} G/s" for dt, r in rates.items())
+  )
   per_config = {n: quadratures[n] / n for n in sizes}
-  print(f"work model: quadrature orders per configuration (counted by the order search: "
-        + ", ".join(f"{v:.2f} at {n:,}" for n, v in per_config.items()) + "); integrand nodes "
-        "evaluated by the light / full layout (recorded per search round): "
-        + ", ".join(f"{counted[n][1]:,} / {counted[n][2]:,} at {n:,}" for n in sizes)
-        + f"; {tpn[0]} / {tpn[1]} transcendentals per node (counted in the traced integrands, "
-        "the full layout's +1 for its logsumexp); integer series orders not counted; against the "
-        "float64 exp rate (jaxrdp computes in float64 in both runs)")
-  print("note: float32 = float32 program (x64 off, float32 q and sigma); jaxrdp still computes in "
-        "float64 inside and rounds epsilon up to float32; its error vs float64 includes the input rounding")
+  print(
+    f"work model: quadrature orders per configuration (counted by the order search: "
+    + ", ".join(f"{v:.2f} at {n:,}" for n, v in per_config.items())
+    + "); integrand nodes "
+    "evaluated by the light / full layout (recorded per search round): "
+    + ", ".join(f"{counted[n][1]:,} / {counted[n][2]:,} at {n:,}" for n in sizes)
+    + f"; {tpn[0]} / {tpn[1]} transcendentals per node (counted in the traced integrands, "
+    "the full layout's +1 for its logsumexp); integer series orders not counted; against the "
+    "float64 exp rate (jaxrdp computes in float64 in both runs)"
+  )
+  print(
+    "note: float32 = float32 program (x64 off, float32 q and sigma); jaxrdp still computes in "
+    "float64 inside and rounds epsilon up to float32; its error vs float64 includes the input rounding"
+  )
   print()
-  print("| configurations | dtype | first call (s) | median (s) | configs/s | ns per (q,sigma,alpha) "
-        "| fraction of exp peak | f32 rel err vs f64 | check |")
+  print(
+    "| configurations | dtype | first call (s) | median (s) | configs/s | ns per (q,sigma,alpha) "
+    "| fraction of exp peak | f32 rel err vs f64 | check |"
+  )
   print("|---:|---|---:|---:|---:|---:|---:|---:|---|")
   for r in rows:
     f32 = r.get("float32_max_rel_err_vs_float64")
-    print(f"| {r['configurations']:,} | {r['dtype']} | {r['first_call_s']:.2f} | {r['median_s']:.4f} "
-          f"| {r['configurations_per_s']:.3g} | {r['ns_per_evaluation']:.1f} "
-          f"| {100 * r['fraction_of_exp_throughput']:.1f}% | {'' if f32 is None else f'{f32:.1e}'} "
-          f"| {'ok' if r['ok'] else 'FAILED'} |")
+    print(
+      f"| {r['configurations']:,} | {r['dtype']} | {r['first_call_s']:.2f} | {r['median_s']:.4f} "
+      f"| {r['configurations_per_s']:.3g} | {r['ns_per_evaluation']:.1f} "
+      f"| {100 * r['fraction_of_exp_throughput']:.1f}% | {'' if f32 is None else f'{f32:.1e}'} "
+      f"| {'ok' if r['ok'] else 'FAILED'} |"
+    )
   if args.json:
     report = {
-        "date": datetime.date.today().isoformat(), "device": str(device), "platform": device.platform,
-        "jax": jax.__version__, "machine": f"{platform.machine()}, {os.cpu_count()} cores",
-        "orders": n_orders, "steps": STEPS, "delta": DELTA,
-        "work_model": {"quadratures_per_configuration": {str(n): v for n, v in per_config.items()},
-                       "light_layout_nodes": {str(n): counted[n][1] for n in sizes},
-                       "full_layout_nodes": {str(n): counted[n][2] for n in sizes},
-                       "transcendentals_per_node": {"light": tpn[0], "full": tpn[1]}},
-        "exp_per_s": rates, "rows": rows,
+      "date": datetime.date.today().isoformat(),
+      "device": str(device),
+      "platform": device.platform,
+      "jax": jax.__version__,
+      "machine": f"{platform.machine()}, {os.cpu_count()} cores",
+      "orders": n_orders,
+      "steps": STEPS,
+      "delta": DELTA,
+      "work_model": {
+        "quadratures_per_configuration": {str(n): v for n, v in per_config.items()},
+        "light_layout_nodes": {str(n): counted[n][1] for n in sizes},
+        "full_layout_nodes": {str(n): counted[n][2] for n in sizes},
+        "transcendentals_per_node": {"light": tpn[0], "full": tpn[1]},
+      },
+      "exp_per_s": rates,
+      "rows": rows,
     }
     with open(args.json, "w") as f:
       json.dump(report, f, indent=2)

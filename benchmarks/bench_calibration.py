@@ -40,10 +40,10 @@ def dp_accounting_sigma(q: float, target: float) -> float:
 
   def make_event(sigma):
     return dp_event.SelfComposedDpEvent(
-        dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)), T)
+      dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)), T
+    )
 
-  return float(dp_accounting.calibrate_dp_mechanism(
-      rdp.RdpAccountant, make_event, target, DELTA))
+  return float(dp_accounting.calibrate_dp_mechanism(rdp.RdpAccountant, make_event, target, DELTA))
 
 
 def timed(fn, repeats):
@@ -68,8 +68,10 @@ def main() -> None:
   def calibrate():
     return jax.block_until_ready(jaxrdp.calibrate_noise(targets, DELTA, q, T))
 
-  print(f"jax {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} CPUs, "
-        f"load average {os.getloadavg()[0]:.1f}")
+  print(
+    f"jax {jax.__version__} on {jax.devices()[0].platform}, {os.cpu_count()} CPUs, "
+    f"load average {os.getloadavg()[0]:.1f}"
+  )
 
   # Compile (and run) once.
   start = time.perf_counter()
@@ -84,13 +86,17 @@ def main() -> None:
   eps_less = np.asarray(jaxrdp.dpsgd_epsilon(qq, sigma * (1 - 1e-6), T, DELTA).epsilon)
   assert np.all(eps <= tt), "budget violated"
   assert np.all(eps_less > tt), "not tight to 1e-6"
-  print(f"checked: {sigma.size} budgets met, all tight to 1e-6 (max rel. slack "
-        f"{np.max((tt - eps) / tt):.1e})")
+  print(
+    f"checked: {sigma.size} budgets met, all tight to 1e-6 (max rel. slack "
+    f"{np.max((tt - eps) / tt):.1e})"
+  )
   for i, j in ((0, 0), (n // 2, n // 2), (n - 1, n - 1)):
     ref = dp_accounting_sigma(float(q[i, 0]), float(targets[0, j]))
     ours = sigma[i, j]
-    print(f"  q = {q[i, 0]:.4g}, eps = {targets[0, j]:.3g}: jaxrdp sigma = {ours:.6f}, "
-          f"dp_accounting sigma = {ref:.6f} ({(ours / ref - 1) * 100:+.2f}%)")
+    print(
+      f"  q = {q[i, 0]:.4g}, eps = {targets[0, j]:.3g}: jaxrdp sigma = {ours:.6f}, "
+      f"dp_accounting sigma = {ref:.6f} ({(ours / ref - 1) * 100:+.2f}%)"
+    )
     assert ours <= ref * (1 + 1e-6), "jaxrdp should never need more noise than dp_accounting"
 
   _, jax_median, jax_times = timed(calibrate, args.repeats)
@@ -103,6 +109,7 @@ def main() -> None:
   def one_pass():
     with jax.enable_x64(True):
       return jax.block_until_ready(one(qq, sigma, float(T), DELTA))
+
   one_pass()
   _, pass_median, _ = timed(one_pass, args.repeats)
 
@@ -110,15 +117,23 @@ def main() -> None:
   print()
   print(f"jaxrdp.calibrate_noise, {sigma.size} cells in one call")
   print(f"  first call (compile + run): {first:8.2f} s")
-  print(f"  median of {args.repeats} runs:         {jax_median:8.2f} s   {['%.2f' % t for t in jax_times]}")
-  print(f"  one epsilon pass over the grid: {pass_median:.2f} s "
-        f"({pass_median / (sigma.size * n_orders) * 1e6:.0f} us per (cell, order), "
-        f"{n_orders} orders)")
+  print(
+    f"  median of {args.repeats} runs:         {jax_median:8.2f} s   {['%.2f' % t for t in jax_times]}"
+  )
+  print(
+    f"  one epsilon pass over the grid: {pass_median:.2f} s "
+    f"({pass_median / (sigma.size * n_orders) * 1e6:.0f} us per (cell, order), "
+    f"{n_orders} orders)"
+  )
   print(f"dp_accounting.calibrate_dp_mechanism, 1 cell (q = {mid_q}, eps = {mid_t})")
-  print(f"  median of {args.repeats} runs:         {dpa_median:8.2f} s   {['%.2f' % t for t in dpa_times]}")
+  print(
+    f"  median of {args.repeats} runs:         {dpa_median:8.2f} s   {['%.2f' % t for t in dpa_times]}"
+  )
   print(f"ratio (jaxrdp {sigma.size} cells / dp_accounting 1 cell): {jax_median / dpa_median:.2f}")
-  print(f"per cell: jaxrdp {jax_median / sigma.size * 1e3:.1f} ms, dp_accounting "
-        f"{dpa_median * 1e3:.1f} ms")
+  print(
+    f"per cell: jaxrdp {jax_median / sigma.size * 1e3:.1f} ms, dp_accounting "
+    f"{dpa_median * 1e3:.1f} ms"
+  )
 
 
 if __name__ == "__main__":

@@ -23,9 +23,13 @@ import numpy as np
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = argparse.ArgumentParser(
+    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+  )
   p.add_argument("--repeats", type=int, default=20)
-  p.add_argument("--grid", type=int, default=20, help="points per axis (default 20: 400 configurations)")
+  p.add_argument(
+    "--grid", type=int, default=20, help="points per axis (default 20: 400 configurations)"
+  )
   p.add_argument("--json", help="also write the results to this JSON file")
   args = p.parse_args(argv)
 
@@ -65,8 +69,12 @@ def main(argv=None):
   for i in range(qq.shape[0]):
     for j in range(qq.shape[1]):
       acc = dp_accounting.rdp.RdpAccountant(orders=list(orders))
-      acc.compose(dp_accounting.PoissonSampledDpEvent(
-          float(qq[i, j]), dp_accounting.GaussianDpEvent(float(ss[i, j]))), steps)
+      acc.compose(
+        dp_accounting.PoissonSampledDpEvent(
+          float(qq[i, j]), dp_accounting.GaussianDpEvent(float(ss[i, j]))
+        ),
+        steps,
+      )
       theirs[i, j] = acc.get_epsilon(delta)
   dpa = time.perf_counter() - t0
 
@@ -76,30 +84,32 @@ def main(argv=None):
   never_above = bool(np.all(ours <= theirs * (1 + 1e-10)))
   rel_gap = (theirs - ours) / theirs
   report = {
-      "date": datetime.date.today().isoformat(),
-      "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.processor() or platform.platform()}",
-      "device": str(jax.devices()[0]),
-      "configurations": int(ours.size),
-      "orders": int(orders.size),
-      "jaxrdp_first_call_s": first,
-      "jaxrdp_median_s": median,
-      "dp_accounting_s": dpa,
-      "speedup": dpa / median,
-      "speedup_including_compile": dpa / first,
-      "all_finite": finite,
-      "never_above_dp_accounting": never_above,
-      "max_relative_tightening": float(rel_gap.max()),
-      "median_relative_tightening": float(np.median(rel_gap)),
-      "jax": jax.__version__,
-      "dp_accounting": getattr(dp_accounting, "__version__", "?"),
+    "date": datetime.date.today().isoformat(),
+    "machine": f"{platform.machine()}, {os.cpu_count()} cores, {platform.processor() or platform.platform()}",
+    "device": str(jax.devices()[0]),
+    "configurations": int(ours.size),
+    "orders": int(orders.size),
+    "jaxrdp_first_call_s": first,
+    "jaxrdp_median_s": median,
+    "dp_accounting_s": dpa,
+    "speedup": dpa / median,
+    "speedup_including_compile": dpa / first,
+    "all_finite": finite,
+    "never_above_dp_accounting": never_above,
+    "max_relative_tightening": float(rel_gap.max()),
+    "median_relative_tightening": float(np.median(rel_gap)),
+    "jax": jax.__version__,
+    "dp_accounting": getattr(dp_accounting, "__version__", "?"),
   }
   print(f"grid: {ours.size} configurations x {orders.size} orders, T={steps}, delta={delta}")
   print(f"jaxrdp first call (trace + compile + run): {first:8.3f} s")
   print(f"jaxrdp median of {args.repeats} calls:          {median:8.4f} s")
   print(f"dp_accounting (same process):             {dpa:8.3f} s")
   print(f"speedup: {dpa / median:.0f}x  (including compilation: {dpa / first:.1f}x)")
-  print(f"all finite: {finite}; never above dp_accounting: {never_above}; "
-        f"tighter by up to {100 * rel_gap.max():.2f}% (median {100 * np.median(rel_gap):.3f}%)")
+  print(
+    f"all finite: {finite}; never above dp_accounting: {never_above}; "
+    f"tighter by up to {100 * rel_gap.max():.2f}% (median {100 * np.median(rel_gap):.3f}%)"
+  )
   if args.json:
     with open(args.json, "w") as f:
       json.dump(report, f, indent=2)

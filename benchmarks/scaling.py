@@ -87,6 +87,7 @@ def time_jaxrdp_chunked(q, s, orders, chunk):
   # would see float32 inputs under JAX's default configuration).
   def fn(q, s):
     return jaxrdp.dpsgd_epsilon(q, s, STEPS, DELTA, orders=orders).epsilon
+
   n = q.size
   pad = -n % chunk
   qp, sp = np.concatenate([q, np.full(pad, q[-1])]), np.concatenate([s, np.full(pad, s[-1])])
@@ -96,7 +97,7 @@ def time_jaxrdp_chunked(q, s, orders, chunk):
   out = np.empty(qp.size)
   t0 = time.perf_counter()
   for i in range(0, qp.size, chunk):
-    out[i:i + chunk] = np.asarray(fn(qp[i:i + chunk], sp[i:i + chunk]))
+    out[i : i + chunk] = np.asarray(fn(qp[i : i + chunk], sp[i : i + chunk]))
   return first, time.perf_counter() - t0, out[:n]
 
 
@@ -104,13 +105,17 @@ def time_dpa_per_config(q, s, orders, max_configs):
   """dp_accounting seconds per configuration (mean over at most max_configs) and its epsilons."""
   import dp_accounting
   from absl import logging as absl_logging
+
   absl_logging.set_verbosity(absl_logging.ERROR)
   idx = np.unique(np.linspace(0, q.size - 1, min(q.size, max_configs)).astype(int))
   eps = []
   t0 = time.perf_counter()
   for i in idx:
     acc = dp_accounting.rdp.RdpAccountant(orders=[float(o) for o in orders])
-    acc.compose(dp_accounting.PoissonSampledDpEvent(float(q[i]), dp_accounting.GaussianDpEvent(float(s[i]))), STEPS)
+    acc.compose(
+      dp_accounting.PoissonSampledDpEvent(float(q[i]), dp_accounting.GaussianDpEvent(float(s[i]))),
+      STEPS,
+    )
     eps.append(acc.get_epsilon(DELTA))
   return (time.perf_counter() - t0) / idx.size, idx, np.array(eps)
 
@@ -132,6 +137,7 @@ def check(ours, idx, theirs, allow_above=False):
 
 def part_size(args):
   import jaxrdp
+
   orders = jaxrdp.DP_ACCOUNTING_ORDERS
   rows = []
   for n in args.sizes:
@@ -145,17 +151,28 @@ def part_size(args):
     check(ours, idx, theirs)
     # A chunked grid's first chunk reuses the program compiled for an earlier size
     # of the same chunk shape, if any: not a first-call latency, so named apart.
-    rows.append({"configurations": n, ("jaxrdp_first_chunk_s" if chunked else "jaxrdp_first_s"): first,
-                 "jaxrdp_s": med, "jaxrdp_chunks": -(-n // args.chunk) if chunked else 1,
-                 "dp_accounting_measured_configs": int(idx.size),
-                 "dp_accounting_s_extrapolated": per * n, "speedup": per * n / med})
-    print(f"N={n:>6}: jaxrdp {med:.4f} s (first call {first:.2f} s); dp_accounting {per * n:.3f} s "
-          f"(extrapolated from {idx.size}); speedup {per * n / med:.0f}x", flush=True)
+    rows.append(
+      {
+        "configurations": n,
+        ("jaxrdp_first_chunk_s" if chunked else "jaxrdp_first_s"): first,
+        "jaxrdp_s": med,
+        "jaxrdp_chunks": -(-n // args.chunk) if chunked else 1,
+        "dp_accounting_measured_configs": int(idx.size),
+        "dp_accounting_s_extrapolated": per * n,
+        "speedup": per * n / med,
+      }
+    )
+    print(
+      f"N={n:>6}: jaxrdp {med:.4f} s (first call {first:.2f} s); dp_accounting {per * n:.3f} s "
+      f"(extrapolated from {idx.size}); speedup {per * n / med:.0f}x",
+      flush=True,
+    )
   return {"x": "configurations", "rows": rows}
 
 
 def part_maxorder(args):
   import jaxrdp
+
   base = jaxrdp.DP_ACCOUNTING_ORDERS
   q, s = grid(args.configs)
   rows = []
@@ -164,11 +181,21 @@ def part_maxorder(args):
     first, med, ours = time_jaxrdp(q, s, orders)
     per, idx, theirs = time_dpa_per_config(q, s, orders, args.dpa_max)
     check(ours, idx, theirs)
-    rows.append({"largest_order": top, "orders": int(orders.size), "configurations": args.configs,
-                 "jaxrdp_s": med, "jaxrdp_first_s": first,
-                 "dp_accounting_s_extrapolated": per * args.configs})
-    print(f"max order {top:>5} ({orders.size} orders): jaxrdp {med:.4f} s; "
-          f"dp_accounting {per * args.configs:.3f} s", flush=True)
+    rows.append(
+      {
+        "largest_order": top,
+        "orders": int(orders.size),
+        "configurations": args.configs,
+        "jaxrdp_s": med,
+        "jaxrdp_first_s": first,
+        "dp_accounting_s_extrapolated": per * args.configs,
+      }
+    )
+    print(
+      f"max order {top:>5} ({orders.size} orders): jaxrdp {med:.4f} s; "
+      f"dp_accounting {per * args.configs:.3f} s",
+      flush=True,
+    )
   return {"x": "largest_order", "rows": rows}
 
 
@@ -181,10 +208,21 @@ def part_norders(args):
     first, med, ours = time_jaxrdp(q, s, orders)
     per, idx, theirs = time_dpa_per_config(q, s, orders, args.dpa_max)
     excess = check(ours, idx, theirs, allow_above=True)
-    rows.append({"orders": k, "max_rel_above_dp_accounting": excess, "configurations": args.configs, "jaxrdp_s": med, "jaxrdp_first_s": first,
-                 "dp_accounting_s_extrapolated": per * args.configs})
-    print(f"{k:>4} fractional orders: jaxrdp {med:.4f} s; dp_accounting {per * args.configs:.3f} s; "
-          f"jaxrdp above dp_accounting by up to {excess:.1e} (relative)", flush=True)
+    rows.append(
+      {
+        "orders": k,
+        "max_rel_above_dp_accounting": excess,
+        "configurations": args.configs,
+        "jaxrdp_s": med,
+        "jaxrdp_first_s": first,
+        "dp_accounting_s_extrapolated": per * args.configs,
+      }
+    )
+    print(
+      f"{k:>4} fractional orders: jaxrdp {med:.4f} s; dp_accounting {per * args.configs:.3f} s; "
+      f"jaxrdp above dp_accounting by up to {excess:.1e} (relative)",
+      flush=True,
+    )
   return {"x": "orders", "rows": rows}
 
 
@@ -213,7 +251,9 @@ def _fresh(code, env_extra=None):
   env = dict(os.environ)
   env["PYTHONPATH"] = str(HERE.parent) + os.pathsep + env.get("PYTHONPATH", "")
   env.update(env_extra or {})
-  out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True)
+  out = subprocess.run(
+    [sys.executable, "-c", code], capture_output=True, text=True, env=env, check=True
+  )
   imp, call, eps = (float(x) for x in out.stdout.split())
   return imp, call, eps
 
@@ -221,32 +261,46 @@ def _fresh(code, env_extra=None):
 def part_latency(args):
   rows = []
   imp, call, e1 = _fresh(_JAXRDP_ONE)
-  rows.append({"what": "jaxrdp, fresh process, no compilation cache", "import_s": imp, "first_call_s": call})
+  rows.append(
+    {"what": "jaxrdp, fresh process, no compilation cache", "import_s": imp, "first_call_s": call}
+  )
   with tempfile.TemporaryDirectory() as cache:
-    env = {"JAX_COMPILATION_CACHE_DIR": cache, "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
-           "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0"}
+    env = {
+      "JAX_COMPILATION_CACHE_DIR": cache,
+      "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+      "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "0",
+    }
     _fresh(_JAXRDP_ONE, env)  # fills the cache
     imp, call, e2 = _fresh(_JAXRDP_ONE, env)
-  rows.append({"what": "jaxrdp, fresh process, warm persistent compilation cache", "import_s": imp,
-               "first_call_s": call})
+  rows.append(
+    {
+      "what": "jaxrdp, fresh process, warm persistent compilation cache",
+      "import_s": imp,
+      "first_call_s": call,
+    }
+  )
   imp, call, e3 = _fresh(_DPA_ONE)
   rows.append({"what": "dp_accounting, fresh process", "import_s": imp, "first_call_s": call})
   if not (e1 == e2 and e1 <= e3 * (1 + 1e-10)):
     raise SystemExit(f"latency runs disagree: {e1} {e2} {e3}")
   for r in rows:
-    print(f"{r['what']}: import {r['import_s']:.2f} s, first call {r['first_call_s']:.3f} s", flush=True)
+    print(
+      f"{r['what']}: import {r['import_s']:.2f} s, first call {r['first_call_s']:.3f} s", flush=True
+    )
   return {"x": None, "rows": rows, "epsilon": e1}
 
 
 def plot():
   import matplotlib
+
   matplotlib.use("Agg")
   import matplotlib.pyplot as plt
+
   FIGURES.mkdir(exist_ok=True)
   specs = {
-      "size": ("configurations", "number of configurations (q, sigma)", "log"),
-      "maxorder": ("largest_order", "largest Renyi order", "log"),
-      "norders": ("orders", "number of (fractional) orders", "log"),
+    "size": ("configurations", "number of configurations (q, sigma)", "log"),
+    "maxorder": ("largest_order", "largest Renyi order", "log"),
+    "norders": ("orders", "number of (fractional) orders", "log"),
   }
   for part, (key, xlabel, xscale) in specs.items():
     path = RESULTS / f"scaling_{part}.json"
@@ -258,10 +312,18 @@ def plot():
     ax.plot(x, [r["jaxrdp_s"] for r in rows], "o-", label="jaxrdp (after compilation)")
     if "jaxrdp_first_s" in rows[0]:
       firsts = [r for r in rows if "jaxrdp_first_s" in r]
-      ax.plot([r[key] for r in firsts], [r["jaxrdp_first_s"] for r in firsts], "^:",
-              label="jaxrdp first call (incl. compile)")
-    ax.plot(x, [r["dp_accounting_s_extrapolated"] for r in rows], "s--",
-            label="dp_accounting (linear extrapolation)")
+      ax.plot(
+        [r[key] for r in firsts],
+        [r["jaxrdp_first_s"] for r in firsts],
+        "^:",
+        label="jaxrdp first call (incl. compile)",
+      )
+    ax.plot(
+      x,
+      [r["dp_accounting_s_extrapolated"] for r in rows],
+      "s--",
+      label="dp_accounting (linear extrapolation)",
+    )
     ax.set_xscale(xscale)
     ax.set_yscale("log")
     ax.set_xlabel(xlabel)
@@ -276,21 +338,42 @@ def plot():
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = argparse.ArgumentParser(
+    description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+  )
   p.add_argument("--part", choices=["size", "maxorder", "norders", "latency"], action="append")
   p.add_argument("--sizes", type=int, nargs="+", default=[1, 10, 100, 1000, 10000])
-  p.add_argument("--chunk", type=int, default=100_000,
-                 help="--part size: larger grids run in chunks of this many configurations")
+  p.add_argument(
+    "--chunk",
+    type=int,
+    default=100_000,
+    help="--part size: larger grids run in chunks of this many configurations",
+  )
   p.add_argument("--configs", type=int, default=100, help="configurations for maxorder/norders")
-  p.add_argument("--dpa-max", type=int, default=20, help="dp_accounting configurations timed per point")
+  p.add_argument(
+    "--dpa-max", type=int, default=20, help="dp_accounting configurations timed per point"
+  )
   p.add_argument("--plot", action="store_true", help="plot the saved results")
   args = p.parse_args(argv)
-  parts = {"size": part_size, "maxorder": part_maxorder, "norders": part_norders, "latency": part_latency}
+  parts = {
+    "size": part_size,
+    "maxorder": part_maxorder,
+    "norders": part_norders,
+    "latency": part_latency,
+  }
   for name in args.part or []:
     import jax
+
     res = parts[name](args)
-    res.update({"date": datetime.date.today().isoformat(), "device": str(jax.devices()[0]),
-                "jax": jax.__version__, "cpu_count": os.cpu_count(), "dp_accounting_max_configs": args.dpa_max})
+    res.update(
+      {
+        "date": datetime.date.today().isoformat(),
+        "device": str(jax.devices()[0]),
+        "jax": jax.__version__,
+        "cpu_count": os.cpu_count(),
+        "dp_accounting_max_configs": args.dpa_max,
+      }
+    )
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"scaling_{name}.json").write_text(json.dumps(res, indent=2) + "\n")
   if args.plot:

@@ -22,33 +22,41 @@ import jaxrdp
 from jaxrdp.train import default_capacity
 
 RUNS = {
-    "digits": dict(n=1437, batch=129, sigma=1.5, steps=330, delta=1e-5),
-    "mnist": dict(n=60000, batch=256, sigma=1.1, steps=14063, delta=1e-5),
+  "digits": dict(n=1437, batch=129, sigma=1.5, steps=330, delta=1e-5),
+  "mnist": dict(n=60000, batch=256, sigma=1.1, steps=14063, delta=1e-5),
 }
 
 
 def rows(n, batch, sigma, steps, delta):
-    q = batch / n
-    cap = default_capacity(n, q, steps, delta)
-    eps = lambda **kw: float(jaxrdp.dpsgd_epsilon(q, sigma, steps, delta, **kw).epsilon)
-    return [
-        ("poisson, capacity %d (+ truncation term)" % cap, "add_remove",
-         eps(capacity=cap, dataset_size=n)),
-        ("fixed-size, without replacement", "replace_one", eps(sampling="fixed")),
-        ("shuffled epochs, no amplification", "add_remove", eps(sampling="shuffle")),
-        ("shuffled epochs, no amplification", "replace_one",
-         eps(sampling="shuffle", relation="replace_one")),
-        ("(wrong) Poisson epsilon quoted for shuffling", "add_remove", eps()),
-    ]
+  q = batch / n
+  cap = default_capacity(n, q, steps, delta)
+  eps = lambda **kw: float(jaxrdp.dpsgd_epsilon(q, sigma, steps, delta, **kw).epsilon)
+  return [
+    (
+      "poisson, capacity %d (+ truncation term)" % cap,
+      "add_remove",
+      eps(capacity=cap, dataset_size=n),
+    ),
+    ("fixed-size, without replacement", "replace_one", eps(sampling="fixed")),
+    ("shuffled epochs, no amplification", "add_remove", eps(sampling="shuffle")),
+    (
+      "shuffled epochs, no amplification",
+      "replace_one",
+      eps(sampling="shuffle", relation="replace_one"),
+    ),
+    ("(wrong) Poisson epsilon quoted for shuffling", "add_remove", eps()),
+  ]
 
 
 def main() -> None:
-    for name, cfg in RUNS.items():
-        print(f"{name}: n={cfg['n']} batch={cfg['batch']} sigma={cfg['sigma']} "
-              f"steps={cfg['steps']} delta={cfg['delta']:g}")
-        for scheme, relation, e in rows(**cfg):
-            print(f"  {scheme:46s} {relation:12s} epsilon={e:.3f}")
+  for name, cfg in RUNS.items():
+    print(
+      f"{name}: n={cfg['n']} batch={cfg['batch']} sigma={cfg['sigma']} "
+      f"steps={cfg['steps']} delta={cfg['delta']:g}"
+    )
+    for scheme, relation, e in rows(**cfg):
+      print(f"  {scheme:46s} {relation:12s} epsilon={e:.3f}")
 
 
 if __name__ == "__main__":
-    main()
+  main()

@@ -15,15 +15,18 @@ The top level holds what a model owner needs to publish an epsilon:
 * Sweeps over grids: :func:`sweep`, :func:`plot_sweep`.
 
 Submodules: :mod:`jaxrdp.events` (mechanism descriptions),
-:mod:`jaxrdp.accountants` (the accountant protocol), :mod:`jaxrdp.mechanisms` (the kernels: the SGM's Renyi DP and other
-mechanisms' curves), :mod:`jaxrdp.train` (the optax DP-SGD step, sampling,
-checkpoints), :mod:`jaxrdp.classical` (classical (epsilon, delta) theorems).
+:mod:`jaxrdp.accountants` (the accountant protocol), :mod:`jaxrdp.pld` (tight
+accounting by privacy-loss distributions), :mod:`jaxrdp.mechanisms` (the kernels:
+the SGM's Renyi DP and other mechanisms' curves), :mod:`jaxrdp.train` (the optax
+DP-SGD step, sampling, checkpoints), :mod:`jaxrdp.classical` (classical
+(epsilon, delta) theorems).
 """
 
 from . import accountants as accountants
 from . import classical as classical
 from . import events as events
 from . import mechanisms as mechanisms
+from . import pld as pld
 from . import train as train
 
 # DP-SGD in one call, and the Renyi-DP orders.
@@ -58,39 +61,40 @@ from .sweeps import SweepResult as SweepResult
 from .sweeps import plot_sweep as plot_sweep
 from .sweeps import sweep as sweep
 
-__version__ = "0.1.0"
+from ._version import __version__ as __version__
 
 __all__ = [
-    # DP-SGD in one call
-    "DEFAULT_ORDERS",
-    "DP_ACCOUNTING_ORDERS",
-    "dpsgd_delta",
-    "dpsgd_epsilon",
-    # conversions
-    "DeltaResult",
-    "EpsilonResult",
-    "rdp_to_delta",
-    "rdp_to_epsilon",
-    # events and accountants
-    "PrivacyAccountant",
-    "RdpAccountant",
-    "delta_from_event",
-    "epsilon_from_event",
-    # calibration
-    "NoiseCalibration",
-    "SamplingRateCalibration",
-    "StepsCalibration",
-    "calibrate_noise",
-    "calibrate_sampling_rate",
-    "calibrate_steps",
-    # sweeps
-    "SweepResult",
-    "plot_sweep",
-    "sweep",
-    # submodules
-    "accountants",
-    "classical",
-    "events",
-    "mechanisms",
-    "train",
+  # DP-SGD in one call
+  "DEFAULT_ORDERS",
+  "DP_ACCOUNTING_ORDERS",
+  "dpsgd_delta",
+  "dpsgd_epsilon",
+  # conversions
+  "DeltaResult",
+  "EpsilonResult",
+  "rdp_to_delta",
+  "rdp_to_epsilon",
+  # events and accountants
+  "PrivacyAccountant",
+  "RdpAccountant",
+  "delta_from_event",
+  "epsilon_from_event",
+  # calibration
+  "NoiseCalibration",
+  "SamplingRateCalibration",
+  "StepsCalibration",
+  "calibrate_noise",
+  "calibrate_sampling_rate",
+  "calibrate_steps",
+  # sweeps
+  "SweepResult",
+  "plot_sweep",
+  "sweep",
+  # submodules
+  "accountants",
+  "classical",
+  "events",
+  "mechanisms",
+  "pld",
+  "train",
 ]

@@ -2,6 +2,7 @@
 
     jaxrdp epsilon   --q 0.0042667 --sigma 1.1 --steps 14063 --delta 1e-5
     jaxrdp epsilon   --dataset-size 60000 --batch-size 256 --epochs 60 --sigma 1.1
+    jaxrdp epsilon   --dataset-size 60000 --batch-size 256 --epochs 60 --sigma 1.1 --sampling shuffle
     jaxrdp delta     --q 0.01 --sigma 1.0 --steps 1000 --epsilon 2
     jaxrdp calibrate --epsilon 1 2 4 --delta 1e-5 --q 0.01 --steps 1000   (solves sigma)
     jaxrdp sweep     (embedded MNIST-scale grid; writes jaxrdp_sweep.csv and .png)
@@ -29,6 +30,10 @@ DEFAULT_SIGMAS = tuple(round(0.5 + 0.1 * i, 1) for i in range(26))  # 0.5, 0.6, 
 DEFAULT_EPOCHS = tuple(range(1, 101))
 DEFAULT_DELTA = 1e-5
 SWEEP_BASENAME = "jaxrdp_sweep"
+#: Grids larger than this many cells need --yes (about 20 us per cell on a
+#: 2-core CPU: a million cells take some 20 s, 27 million some 10 minutes).
+SWEEP_CONFIRM_CELLS = 1_000_000
+_SWEEP_SECONDS_PER_CELL = 2e-5
 
 
 class _Parser(argparse.ArgumentParser):
@@ -81,95 +86,208 @@ def _add_output(p: argparse.ArgumentParser) -> None:
 
 def _add_mechanism(p: argparse.ArgumentParser, *, sigma_required: bool) -> None:
   g = p.add_argument_group("DP-SGD configuration (each option takes one or more values)")
-  g.add_argument("--q", nargs="+", type=_number("prob"), metavar="Q",
-                 help="Poisson sampling rate per step, in [0, 1]")
-  g.add_argument("--dataset-size", nargs="+", type=_count, metavar="N",
-                 help="number of training examples (with --batch-size: q = B / N)")
-  g.add_argument("--batch-size", nargs="+", type=_count, metavar="B",
-                 help="expected batch size (needs --dataset-size)")
-  g.add_argument("--sigma", nargs="+", type=_number("nonneg"), metavar="S",
-                 required=sigma_required, help="noise multiplier (noise std / clipping norm), >= 0")
-  g.add_argument("--steps", nargs="+", type=_number("nonneg"), metavar="T",
-                 help="number of training steps, >= 0")
-  g.add_argument("--epochs", nargs="+", type=_number("nonneg"), metavar="E",
-                 help="number of epochs; steps = ceil(E * N / B) (needs --dataset-size, --batch-size)")
+  g.add_argument(
+    "--q",
+    nargs="+",
+    type=_number("prob"),
+    metavar="Q",
+    help="Poisson sampling rate per step, in [0, 1]",
+  )
+  g.add_argument(
+    "--dataset-size",
+    nargs="+",
+    type=_count,
+    metavar="N",
+    help="number of training examples (with --batch-size: q = B / N)",
+  )
+  g.add_argument(
+    "--batch-size",
+    nargs="+",
+    type=_count,
+    metavar="B",
+    help="expected batch size (needs --dataset-size)",
+  )
+  g.add_argument(
+    "--sigma",
+    nargs="+",
+    type=_number("nonneg"),
+    metavar="S",
+    required=sigma_required,
+    help="noise multiplier (noise std / clipping norm), >= 0",
+  )
+  g.add_argument(
+    "--steps", nargs="+", type=_number("nonneg"), metavar="T", help="number of training steps, >= 0"
+  )
+  g.add_argument(
+    "--epochs",
+    nargs="+",
+    type=_number("nonneg"),
+    metavar="E",
+    help="number of epochs; steps = ceil(E * N / B) (needs --dataset-size, --batch-size)",
+  )
   _add_scheme(p)
 
 
 def _add_scheme(p: argparse.ArgumentParser) -> None:
   g = p.add_argument_group("batching scheme and neighbouring relation")
-  g.add_argument("--sampling", choices=("poisson", "fixed", "shuffle"), default="poisson",
-                 help="poisson (default): each example joins a batch with probability q; "
-                      "fixed: B distinct examples per step (q = B / N); shuffle: shuffled "
-                      "epochs, accounted without amplification")
-  g.add_argument("--relation", choices=("add_remove", "replace_one"), default=None,
-                 help="neighbouring relation (default: add_remove, or replace_one for "
-                      "--sampling fixed, the only one its bound covers)")
+  g.add_argument(
+    "--sampling",
+    choices=("poisson", "fixed", "shuffle"),
+    default="poisson",
+    help="poisson (default): each example joins a batch with probability q; "
+    "fixed: B distinct examples per step (q = B / N); shuffle: shuffled "
+    "epochs, accounted without amplification",
+  )
+  g.add_argument(
+    "--relation",
+    choices=("add_remove", "replace_one"),
+    default=None,
+    help="neighbouring relation (default: add_remove, or replace_one for "
+    "--sampling fixed, the only one its bound covers)",
+  )
+
+
+def _add_accountant(p) -> None:
+  p.add_argument(
+    "--accountant",
+    choices=("rdp", "pld"),
+    default="rdp",
+    help="rdp: Renyi DP, exact over its orders (default); pld: tight, certified "
+    "privacy-loss-distribution accounting (about 8 to 10%% lower epsilon, slower)",
+  )
 
 
 def _build_parser() -> _Parser:
   parser = _Parser(
-      prog="jaxrdp",
-      description="Renyi-DP accounting for DP-SGD (Sampled Gaussian Mechanism) in JAX.",
+    prog="jaxrdp",
+    description="Renyi-DP accounting for DP-SGD (Sampled Gaussian Mechanism) in JAX.",
   )
-  sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser,
-                              metavar="{epsilon,delta,calibrate,sweep}")
+  sub = parser.add_subparsers(
+    dest="command", required=True, parser_class=_Parser, metavar="{epsilon,delta,calibrate,sweep}"
+  )
 
-  p = sub.add_parser("epsilon", help="epsilon of a DP-SGD run for a given delta",
-                     description="Epsilon (and the optimal RDP order) of DP-SGD.")
+  p = sub.add_parser(
+    "epsilon",
+    help="epsilon of a DP-SGD run for a given delta",
+    description="Epsilon (and the optimal RDP order) of DP-SGD.",
+  )
   _add_mechanism(p, sigma_required=True)
-  p.add_argument("--delta", nargs="+", type=_number("open01"), default=[DEFAULT_DELTA],
-                 metavar="D", help=f"delta, in (0, 1) (default {DEFAULT_DELTA:g})")
-  p.add_argument("--capacity", type=_count, default=None, metavar="BMAX",
-                 help="Poisson batches truncated at BMAX (needs --dataset-size): the epsilon "
-                      "then holds at --delta including the truncation term")
+  p.add_argument(
+    "--delta",
+    nargs="+",
+    type=_number("open01"),
+    default=[DEFAULT_DELTA],
+    metavar="D",
+    help=f"delta, in (0, 1) (default {DEFAULT_DELTA:g})",
+  )
+  p.add_argument(
+    "--capacity",
+    type=_count,
+    default=None,
+    metavar="BMAX",
+    help="Poisson batches truncated at BMAX (needs --dataset-size): the epsilon "
+    "then holds at --delta including the truncation term",
+  )
+  _add_accountant(p)
   _add_output(p)
   p.set_defaults(handler=_cmd_epsilon)
 
-  p = sub.add_parser("delta", help="delta of a DP-SGD run for a given epsilon",
-                     description="Delta (and the optimal RDP order) of DP-SGD.")
+  p = sub.add_parser(
+    "delta",
+    help="delta of a DP-SGD run for a given epsilon",
+    description="Delta (and the optimal RDP order) of DP-SGD.",
+  )
   _add_mechanism(p, sigma_required=True)
-  p.add_argument("--epsilon", nargs="+", type=_number("nonneg"), required=True,
-                 metavar="EPS", help="epsilon, >= 0")
+  p.add_argument(
+    "--epsilon",
+    nargs="+",
+    type=_number("nonneg"),
+    required=True,
+    metavar="EPS",
+    help="epsilon, >= 0",
+  )
+  _add_accountant(p)
   _add_output(p)
   p.set_defaults(handler=_cmd_delta)
 
   p = sub.add_parser(
-      "calibrate",
-      help="solve for sigma, steps or the sampling rate under a budget",
-      description="Leave out exactly one of --sigma, --steps/--epochs, --q/--batch-size: "
-      "that is the quantity solved for (smallest sigma, largest steps or largest q "
-      "whose epsilon at --delta is <= --epsilon).",
+    "calibrate",
+    help="solve for sigma, steps or the sampling rate under a budget",
+    description="Leave out exactly one of --sigma, --steps/--epochs, --q/--batch-size: "
+    "that is the quantity solved for (smallest sigma, largest steps or largest q "
+    "whose epsilon at --delta is <= --epsilon).",
   )
   _add_mechanism(p, sigma_required=False)
-  p.add_argument("--epsilon", nargs="+", type=_number("nonneg"), required=True,
-                 metavar="EPS", help="epsilon budget, >= 0")
-  p.add_argument("--delta", nargs="+", type=_number("open01"), default=[DEFAULT_DELTA],
-                 metavar="D", help=f"delta budget, in (0, 1) (default {DEFAULT_DELTA:g})")
-  p.add_argument("--target", choices=("epsilon", "delta"), default="epsilon",
-                 help="bound epsilon at the given delta (default), or delta at the given epsilon")
+  p.add_argument(
+    "--epsilon",
+    nargs="+",
+    type=_number("nonneg"),
+    required=True,
+    metavar="EPS",
+    help="epsilon budget, >= 0",
+  )
+  p.add_argument(
+    "--delta",
+    nargs="+",
+    type=_number("open01"),
+    default=[DEFAULT_DELTA],
+    metavar="D",
+    help=f"delta budget, in (0, 1) (default {DEFAULT_DELTA:g})",
+  )
+  p.add_argument(
+    "--target",
+    choices=("epsilon", "delta"),
+    default="epsilon",
+    help="bound epsilon at the given delta (default), or delta at the given epsilon",
+  )
+  _add_accountant(p)
   _add_output(p)
   p.set_defaults(handler=_cmd_calibrate)
 
   p = sub.add_parser(
-      "sweep",
-      help="epsilon over a hyperparameter grid; writes a CSV and a heatmap",
-      description="Epsilon over the outer-product grid of the given values. With no "
-      f"options: N = {DEFAULT_DATASET_SIZE:,}, batch sizes {', '.join(map(str, DEFAULT_BATCH_SIZES))}, "
-      "sigma 0.5 to 3.0 by 0.1, epochs 1 to 100, delta = 1e-5. Writes "
-      f"{SWEEP_BASENAME}.csv and {SWEEP_BASENAME}.png to --out-dir.",
+    "sweep",
+    help="epsilon over a hyperparameter grid; writes a CSV and a heatmap",
+    description="Epsilon over the outer-product grid of the given values. With no "
+    f"options: N = {DEFAULT_DATASET_SIZE:,}, batch sizes {', '.join(map(str, DEFAULT_BATCH_SIZES))}, "
+    "sigma 0.5 to 3.0 by 0.1, epochs 1 to 100, delta = 1e-5. Writes "
+    f"{SWEEP_BASENAME}.csv and {SWEEP_BASENAME}.png to --out-dir.",
   )
   _add_mechanism(p, sigma_required=False)
-  p.add_argument("--delta", nargs="+", type=_number("open01"), default=None,
-                 metavar="D", help=f"delta, in (0, 1) (default {DEFAULT_DELTA:g})")
-  p.add_argument("--out-dir", default=".", metavar="DIR",
-                 help=f"where {SWEEP_BASENAME}.csv and {SWEEP_BASENAME}.png go (default: .)")
-  p.add_argument("--plot", metavar="FILE.png", default=None,
-                 help=f"heatmap path (default DIR/{SWEEP_BASENAME}.png; needs matplotlib)")
+  p.add_argument(
+    "--delta",
+    nargs="+",
+    type=_number("open01"),
+    default=None,
+    metavar="D",
+    help=f"delta, in (0, 1) (default {DEFAULT_DELTA:g})",
+  )
+  p.add_argument(
+    "--out-dir",
+    default=".",
+    metavar="DIR",
+    help=f"where {SWEEP_BASENAME}.csv and {SWEEP_BASENAME}.png go (default: .)",
+  )
+  p.add_argument(
+    "--plot",
+    metavar="FILE.png",
+    default=None,
+    help=f"heatmap path (default DIR/{SWEEP_BASENAME}.png; needs matplotlib)",
+  )
   p.add_argument("--no-files", action="store_true", help="write no CSV or PNG")
-  p.add_argument("--chunk-size", type=_count, default=1 << 14, metavar="K",
-                 help="grid cells per vectorized chunk (default 16384)")
+  p.add_argument(
+    "--chunk-size",
+    type=_count,
+    default=1 << 14,
+    metavar="K",
+    help="grid cells per vectorized chunk (default 16384)",
+  )
   p.add_argument("--no-progress", action="store_true", help="no progress bar")
+  p.add_argument(
+    "--yes",
+    action="store_true",
+    help=f"run grids of more than {SWEEP_CONFIRM_CELLS:,} cells without asking",
+  )
+  _add_accountant(p)
   _add_output(p)
   p.set_defaults(handler=_cmd_sweep)
   return parser
@@ -193,8 +311,8 @@ def _sampling_axes(args, parser, *, optional: bool = False) -> dict | None:
     parser.error("argument --q: required (or --dataset-size with --batch-size)")
   if max(args.batch_size) > min(args.dataset_size):
     parser.error(
-        f"argument --batch-size: must be <= --dataset-size, got {max(args.batch_size)} "
-        f"> {min(args.dataset_size)}"
+      f"argument --batch-size: must be <= --dataset-size, got {max(args.batch_size)} "
+      f"> {min(args.dataset_size)}"
     )
   return {"dataset_size": args.dataset_size, "batch_size": args.batch_size}
 
@@ -232,7 +350,7 @@ def _derived(cols: dict) -> dict:
     out["q"] = cols["batch_size"] / cols["dataset_size"]
     if "epochs" in cols:
       out["steps"] = np.asarray(
-          epochs_to_steps(cols["epochs"], cols["dataset_size"], cols["batch_size"])
+        epochs_to_steps(cols["epochs"], cols["dataset_size"], cols["batch_size"])
       )
   return out
 
@@ -260,18 +378,27 @@ def _emit(cols: dict, args, *, note: str | None = None) -> None:
     records = [{k: value(cols[k][i]) for k in names} for i in range(n)]
     print(json.dumps(records, indent=2, allow_nan=False))
   elif args.csv:
-    print(",".join(names))
+    import csv
+
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(names)
     for i in range(n):
-      row = []
-      for k in names:
-        v = value(cols[k][i])
-        row.append("" if v is None else (v if isinstance(v, str) else repr(v)))
-      print(",".join(row))
+      row = [value(cols[k][i]) for k in names]
+      writer.writerow(["" if v is None else (v if isinstance(v, str) else repr(v)) for v in row])
   else:
-    rows = [
-        [cols[k][i] if isinstance(cols[k][i], str) else format_number(cols[k][i]) for k in names]
-        for i in range(n)
-    ]
+    # Bounds to publish are printed with 5 significant digits, rounded up (lower
+    # bounds rounded down), so that the table never shows less privacy loss
+    # than was computed.
+    bound = {"epsilon": 1, "delta": 1, "epsilon_lower": -1, "delta_lower": -1}
+
+    def cell(k, x):
+      if isinstance(x, str):
+        return x
+      if k in bound:
+        return format_number(x, digits=5, direction=bound[k])
+      return format_number(x)
+
+    rows = [[cell(k, cols[k][i]) for k in names] for i in range(n)]
     print(format_table(names, rows))
   if note:
     print(note, file=sys.stderr)
@@ -289,48 +416,67 @@ def _cmd_accountant(args, parser, given: str, value: str) -> int:
   cols = _derived(_grid({**sampling, **duration, "sigma": args.sigma, given: getattr(args, given)}))
   from .rdp._dpsgd import dpsgd_delta, dpsgd_epsilon
 
-  accountant = dpsgd_epsilon if value == "epsilon" else dpsgd_delta
+  fn = dpsgd_epsilon if value == "epsilon" else dpsgd_delta
+  scheme = _scheme(args, parser)
   if getattr(args, "capacity", None) is not None:
-    res = _truncated_epsilon(cols, args, parser)
+    res = _truncated_epsilon(cols, args, parser, scheme)
   else:
-    res = accountant(cols["q"], cols["sigma"], cols["steps"], cols[given], **_scheme(args, parser))
-  cols[value], cols["order"] = getattr(res, value), res.order
+    res = fn(
+      cols["q"], cols["sigma"], cols["steps"], cols[given], accountant=args.accountant, **scheme
+    )
+  if args.accountant == "rdp":
+    cols[value], cols["order"] = getattr(res, value), res.order
+  else:  # a certified interval: the value to publish, and the lower bound
+    cols[value], cols[value + "_lower"] = getattr(res, value), getattr(res, value + "_lower")
   _emit(cols, args)
   return 0
 
 
 def _scheme(args, parser) -> dict:
   """The --sampling and --relation keywords, checked (a bad pair is a usage error)."""
-  from .rdp._sampling import resolve_scheme
+  from .rdp._sampling import is_default_scheme, resolve_scheme
 
   try:
     sampling, relation = resolve_scheme(args.sampling, args.relation)
   except ValueError as e:
     parser.error(f"argument --relation: {e}")
+  if args.accountant != "rdp" and not is_default_scheme(sampling, relation):
+    parser.error(
+      f"argument --accountant: --sampling {sampling} with --relation {relation} is "
+      "accounted by the Renyi-DP accountant only (--accountant rdp)"
+    )
   return {"sampling": sampling, "relation": relation}
 
 
-def _truncated_epsilon(cols, args, parser):
-  """epsilon per cell of Poisson batches truncated at --capacity (scalar calls)."""
+def _truncated_epsilon(cols, args, parser, scheme):
+  """epsilon per cell of Poisson batches truncated at --capacity (scalar calls).
+
+  The result has the fields of the accountant's (epsilon and order, or epsilon and
+  epsilon_lower for the tight accountant), one value per cell."""
   import numpy as np
 
-  from .rdp._conversions import EpsilonResult
   from .rdp._dpsgd import dpsgd_epsilon
 
   if "dataset_size" not in cols:
     parser.error("argument --capacity: needs --dataset-size and --batch-size")
-  scheme = _scheme(args, parser)
-  eps, order = [], []
+  fields = {}
   for i in range(len(cols["q"])):
     try:
-      r = dpsgd_epsilon(float(cols["q"][i]), float(cols["sigma"][i]), float(cols["steps"][i]),
-                        float(cols["delta"][i]), capacity=args.capacity,
-                        dataset_size=int(cols["dataset_size"][i]), **scheme)
+      r = dpsgd_epsilon(
+        float(cols["q"][i]),
+        float(cols["sigma"][i]),
+        float(cols["steps"][i]),
+        float(cols["delta"][i]),
+        capacity=args.capacity,
+        dataset_size=int(cols["dataset_size"][i]),
+        accountant=args.accountant,
+        **scheme,
+      )
     except ValueError as e:
       parser.error(f"argument --capacity: {e}")
-    eps.append(float(r.epsilon))
-    order.append(float(r.order))
-  return EpsilonResult(np.asarray(eps), np.asarray(order))
+    for k, v in r._asdict().items():
+      fields.setdefault(k, []).append(float(v))
+  return type(r)(**{k: np.asarray(v) for k, v in fields.items()})
 
 
 def _cmd_epsilon(args, parser) -> int:
@@ -345,20 +491,26 @@ def _cmd_calibrate(args, parser) -> int:
   import numpy as np
 
   if args.epochs is not None and args.q is None and args.batch_size is None:
-    parser.error("argument --epochs: to solve for the batch size give --steps "
-                 "(steps per epoch change with the batch size)")
+    parser.error(
+      "argument --epochs: to solve for the batch size give --steps "
+      "(steps per epoch change with the batch size)"
+    )
   # --dataset-size without --batch-size means: solve for the batch size.
   sampling = _sampling_axes(args, parser, optional=True)
   duration = _duration_axes(args, parser, sampling, optional=True)
-  missing = [name for name, given in (
+  missing = [
+    name
+    for name, given in (
       ("sigma", args.sigma is not None),
       ("steps", duration is not None),
       ("q", sampling is not None),
-  ) if not given]
+    )
+    if not given
+  ]
   if len(missing) != 1:
     parser.error(
-        "argument --sigma: leave out exactly one of --sigma, --steps/--epochs, "
-        f"--q/--batch-size (the quantity to solve for); missing now: {missing or 'none'}"
+      "argument --sigma: leave out exactly one of --sigma, --steps/--epochs, "
+      f"--q/--batch-size (the quantity to solve for); missing now: {missing or 'none'}"
     )
   solve = missing[0]
   by_delta = args.target == "delta"
@@ -373,48 +525,58 @@ def _cmd_calibrate(args, parser) -> int:
 
   from .calibration import _calibration as cal
 
+  scheme = _scheme(args, parser)
+
   if solve == "sigma":
     axes = {**sampling, **duration}
     cols = _derived(_grid({**axes, "epsilon": args.epsilon, "delta": args.delta}))
-    res = cal.calibrate_noise(q=cols["q"], steps=cols["steps"], **budget_of(cols),
-                              **_scheme(args, parser))
+    res = cal.calibrate_noise(
+      q=cols["q"], steps=cols["steps"], **budget_of(cols), accountant=args.accountant, **scheme
+    )
     out = {"sigma": np.asarray(res.sigma)}
   elif solve == "steps":
     axes = dict(sampling)
-    cols = _derived(_grid({**axes, "sigma": args.sigma, "epsilon": args.epsilon,
-                           "delta": args.delta}))
-    res = cal.calibrate_steps(q=cols["q"], sigma=cols["sigma"], **budget_of(cols),
-                              **_scheme(args, parser))
+    cols = _derived(
+      _grid({**axes, "sigma": args.sigma, "epsilon": args.epsilon, "delta": args.delta})
+    )
+    res = cal.calibrate_steps(
+      q=cols["q"], sigma=cols["sigma"], **budget_of(cols), accountant=args.accountant, **scheme
+    )
     out = {"steps": np.asarray(res.steps)}
     if "batch_size" in cols:
       out["epochs"] = out["steps"] * cols["batch_size"] / cols["dataset_size"]
   else:
     axes = {"dataset_size": args.dataset_size} if args.dataset_size else {}
-    cols = _grid({**axes, "sigma": args.sigma, "steps": args.steps,
-                  "epsilon": args.epsilon, "delta": args.delta})
-    res = cal.calibrate_sampling_rate(sigma=cols["sigma"], steps=cols["steps"], **budget_of(cols),
-                                      **_scheme(args, parser))
+    cols = _grid(
+      {
+        **axes,
+        "sigma": args.sigma,
+        "steps": args.steps,
+        "epsilon": args.epsilon,
+        "delta": args.delta,
+      }
+    )
+    res = cal.calibrate_sampling_rate(
+      sigma=cols["sigma"],
+      steps=cols["steps"],
+      **budget_of(cols),
+      accountant=args.accountant,
+      **scheme,
+    )
     out = {"q": np.asarray(res.q)}
     if "dataset_size" in cols:
-      from .rdp._dpsgd import dpsgd_delta, dpsgd_epsilon
+      from .calibration._batch_size import floor_to_batch_size
 
-      # The largest integer batch below q * N is within budget: epsilon is
-      # non-decreasing in q. Report the guarantee at that batch's q = B / N.
-      batch = np.floor(np.nan_to_num(out["q"]) * cols["dataset_size"])
-      ok = batch >= 1
-      q_b = np.where(ok, batch / cols["dataset_size"], np.nan)
-      out = {"batch_size": np.where(ok, batch, np.nan), "q": q_b}
-      if by_delta:
-        res2 = dpsgd_delta(np.nan_to_num(q_b), cols["sigma"], cols["steps"], cols["epsilon"],
-                           **_scheme(args, parser))
-        achieved = np.where(ok, np.asarray(res2.delta), np.nan)
-      else:
-        res2 = dpsgd_epsilon(np.nan_to_num(q_b), cols["sigma"], cols["steps"], cols["delta"],
-                             **_scheme(args, parser))
-        achieved = np.where(ok, np.asarray(res2.epsilon), np.nan)
-      res = res._replace(feasible=np.asarray(res.feasible) & ok,
-                         order=np.where(ok, np.asarray(res2.order), np.nan),
-                         **{tgt: achieved})
+      res = floor_to_batch_size(
+        res,
+        cols["dataset_size"],
+        cols["sigma"],
+        cols["steps"],
+        for_delta=by_delta,
+        accountant=args.accountant,
+        **scheme,
+      )
+      out = {"batch_size": res.batch_size, "q": res.q}
 
   feasible = np.asarray(res.feasible)
   table = {k: v for k, v in cols.items() if k not in ("epsilon", "delta")}
@@ -423,7 +585,8 @@ def _cmd_calibrate(args, parser) -> int:
   for k, v in out.items():
     table[k] = v if args.json or args.csv else np.where(feasible, v, np.nan)
   table[tgt] = np.asarray(getattr(res, tgt))
-  table["order"] = np.asarray(res.order)
+  if args.accountant == "rdp":
+    table["order"] = np.asarray(res.order)
   if not (args.json or args.csv):
     for k in out:
       table[k] = [("infeasible" if not f else x) for x, f in zip(table[k], feasible)]
@@ -432,11 +595,16 @@ def _cmd_calibrate(args, parser) -> int:
   n_bad = int((~feasible).sum())
   note = None
   if n_bad:
-    what = {"sigma": "noise multiplier", "steps": "number of steps >= 1",
-            "q": "sampling rate (or batch size >= 1)"}[solve]
-    note = (f"note: {n_bad} of {feasible.size} requests are infeasible: no {what} meets "
-            "the budget (an epsilon at or below the infinite-noise floor of the RDP "
-            "conversion cannot be met)")
+    what = {
+      "sigma": "noise multiplier",
+      "steps": "number of steps >= 1",
+      "q": "sampling rate (or batch size >= 1)",
+    }[solve]
+    note = (
+      f"note: {n_bad} of {feasible.size} requests are infeasible: no {what} meets "
+      "the budget (an epsilon at or below the infinite-noise floor of the RDP "
+      "conversion cannot be met)"
+    )
   _emit(table, args, note=note)
   return 0
 
@@ -446,8 +614,8 @@ def _sweep_axes(args, parser) -> dict:
   sampling = _sampling_axes(args, parser, optional=True)
   if sampling is None:
     sampling = {
-        "dataset_size": args.dataset_size or [DEFAULT_DATASET_SIZE],
-        "batch_size": list(DEFAULT_BATCH_SIZES),
+      "dataset_size": args.dataset_size or [DEFAULT_DATASET_SIZE],
+      "batch_size": list(DEFAULT_BATCH_SIZES),
     }
     too_big = [b for b in DEFAULT_BATCH_SIZES if b > min(sampling["dataset_size"])]
     if too_big:
@@ -458,10 +626,10 @@ def _sweep_axes(args, parser) -> dict:
       parser.error("argument --steps: required with --q (or give --dataset-size and --batch-size)")
     duration = {"epochs": list(DEFAULT_EPOCHS)}
   return {
-      **sampling,
-      "sigma": args.sigma or list(DEFAULT_SIGMAS),
-      **duration,
-      "delta": args.delta or [DEFAULT_DELTA],
+    **sampling,
+    "sigma": args.sigma or list(DEFAULT_SIGMAS),
+    **duration,
+    "delta": args.delta or [DEFAULT_DELTA],
   }
 
 
@@ -470,22 +638,51 @@ def _cmd_sweep(args, parser) -> int:
   if not args.no_files and not os.path.isdir(args.out_dir):
     parser.error(f"argument --out-dir: not a directory: {args.out_dir}")
   plot_path = args.plot
+  if plot_path is not None and os.path.isdir(plot_path):
+    parser.error(
+      f"argument --plot: is a directory: {plot_path} (give a file such as "
+      f"{os.path.join(plot_path, SWEEP_BASENAME + '.png')})"
+    )
   if plot_path is not None and not os.path.isdir(os.path.dirname(os.path.abspath(plot_path))):
     parser.error(f"argument --plot: directory does not exist: {os.path.dirname(plot_path)}")
+  if plot_path is not None and not os.path.splitext(plot_path)[1]:
+    plot_path += ".png"  # what matplotlib writes for a name without an extension
+  # The heatmap's requirement, checked before anything is computed or written.
+  samp = "batch_size" if "batch_size" in kwargs else "q"
+  if plot_path is not None and (len(kwargs["sigma"]) < 2 or len(kwargs[samp]) < 2):
+    parser.error(
+      f"argument --plot: heatmap needs at least 2 values of --sigma and of "
+      f"--{samp.replace('_', '-')}"
+    )
+  cells = math.prod(len(v) for v in kwargs.values() if isinstance(v, (list, tuple)))
+  if cells > SWEEP_CONFIRM_CELLS and not args.yes:
+    parser.error(
+      f"the grid has {cells:,} cells, about {cells * _SWEEP_SECONDS_PER_CELL:,.0f} s "
+      f"of computation on a 2-core CPU; pass --yes to run grids of more than "
+      f"{SWEEP_CONFIRM_CELLS:,} cells"
+    )
 
   from .sweeps._sweep import sweep
 
   start = time.perf_counter()
-  result = sweep(**kwargs, **_scheme(args, parser), chunk_size=args.chunk_size,
-                 progress=False if args.no_progress else None)
+  result = sweep(
+    **kwargs,
+    chunk_size=args.chunk_size,
+    progress=False if args.no_progress else None,
+    accountant=args.accountant,
+    **_scheme(args, parser),
+  )
   elapsed = time.perf_counter() - start
 
   machine = args.json or args.csv
   info = sys.stderr if machine else sys.stdout
   sizes = " x ".join(f"{len(v)} {k}" for k, v in result.axes.items() if len(v) > 1) or "1 cell"
   fixed = ", ".join(f"{k} = {v[0]:g}" for k, v in result.axes.items() if len(v) == 1)
-  print(f"jaxrdp sweep: {result.size:,} cell{'s' if result.size != 1 else ''} ({sizes}{'; ' + fixed if fixed else ''}) "
-        f"in {elapsed:.2f} s", file=info)
+  print(
+    f"jaxrdp sweep: {result.size:,} cell{'s' if result.size != 1 else ''} ({sizes}{'; ' + fixed if fixed else ''}) "
+    f"in {elapsed:.2f} s",
+    file=info,
+  )
   if args.json:
     print(result.to_json(indent=None))
   elif args.csv:
@@ -571,6 +768,12 @@ def main(argv: list[str] | None = None) -> int:
   except ValueError as e:
     # Validation inside the library (a range the options could not check alone).
     print(f"jaxrdp: error: {' '.join(str(e).split())}", file=sys.stderr)
+    return 2
+  except OSError as e:
+    # An output file that cannot be written (missing directory, a directory in
+    # the way, permissions, a full disk).
+    where = f"{e.filename}: " if getattr(e, "filename", None) else ""
+    print(f"jaxrdp: error: cannot write {where}{e.strerror or e}", file=sys.stderr)
     return 2
 
 

@@ -5,23 +5,56 @@ x64-disabled behaviour in a subprocess.
 """
 
 import os
+import shutil
 import sys
+import tempfile
 
-import jax
+import pytest
+
+# One persistent XLA compilation cache for the whole run, made by the controlling
+# process before pytest-xdist starts its workers, so that the workers and every
+# subprocess (CLI, notebooks, examples) inherit it: a program compiled once is
+# read back from disk elsewhere (the SGM kernels take seconds to compile). A new
+# directory per run keeps runs independent; an outer JAX_COMPILATION_CACHE_DIR is
+# respected.
+_OWN_CACHE = "JAX_COMPILATION_CACHE_DIR" not in os.environ
+if _OWN_CACHE:
+  os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="jaxrdp-tests-xla-")
+
+import jax  # noqa: E402  (after the cache directory is in the environment)
 
 jax.config.update("jax_enable_x64", True)
 
 # The mpmath oracle lives beside the tests.
 sys.path.insert(0, os.path.dirname(__file__))
 
-# Heaviest files first (by single-worker time, pytest --durations on the 2-core
-# machine, 2026-11-22; mostly XLA compilation). pytest-xdist's --dist loadfile hands whole files to
-# the two workers in collection order, so starting with the long ones keeps one
-# worker from finishing minutes after the other.
+# Heaviest files first (measured on the 2-core machine, 2026-11-25; mostly XLA
+# compilation, and the long single tests that run a subprocess). pytest-xdist's
+# --dist load, two tests at a time, hands tests to the two workers in collection
+# order, so starting with the long ones keeps one worker from finishing minutes
+# after the other; the persistent cache above keeps the two from compiling the
+# same program twice.
 _HEAVY_FIRST = (
-    "test_calibration.py", "test_grad_x64_off.py", "test_dpsgd.py", "test_cli.py",
-    "test_notebook_quickstart.py", "test_bench_scripts.py", "test_notebooks_reproductions.py",
-    "test_notebook_dpsgd.py", "test_sgm.py", "test_precision.py", "test_training.py",
+  "test_notebook_quickstart.py",
+  "test_notebooks_reproductions.py",
+  "test_notebook_dpsgd.py",
+  "test_docs_build.py",
+  "test_grad_x64_off.py",
+  "test_bench_scripts.py",
+  "test_precision.py",
+  "test_cli.py",
+  "test_doctests.py",
+  "test_calibration.py",
+  "test_dpsgd.py",
+  "test_soundness.py",
+  "test_sweep.py",
+  "test_sampling_schemes.py",
+  "test_events.py",
+  "test_regression_guard.py",
+  "test_pld_api.py",
+  "test_training.py",
+  "test_sampled_step.py",
+  "test_sgm.py",
 )
 
 
@@ -29,3 +62,22 @@ def pytest_collection_modifyitems(config, items):
   del config
   rank = {name: i for i, name in enumerate(_HEAVY_FIRST)}
   items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: file order kept
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _release_compiled_programs():
+  """Drop each test file's compiled programs when it ends.
+
+  Every compiled program of the SGM search maps about a thousand memory regions
+  (XLA's CPU code), so a worker that kept all of a session's programs passed the
+  kernel's limit (vm.max_map_count, 65530) and crashed. A later file that needs a
+  program again reads it from the persistent cache above.
+  """
+  yield
+  jax.clear_caches()
+
+
+def pytest_unconfigure(config):
+  """The controlling process removes the run's cache directory at the end."""
+  if _OWN_CACHE and not hasattr(config, "workerinput"):
+    shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)

@@ -30,9 +30,11 @@ def variants(fn, n_args):
 
   Each variant takes the same arguments and returns the same structure.
   """
+
   def vmapped(*args):
     batched = jax.vmap(fn)(*(np.asarray(a)[None] for a in args[:n_args]), *args[n_args:])
     return jax.tree_util.tree_map(lambda x: x[0], batched)
+
   return {"plain": fn, "jit": jax.jit(fn), "vmap": vmapped}
 
 
@@ -47,7 +49,8 @@ def run_fresh_python(script, env=None, timeout=600):
   full = dict(os.environ, **(env or {}))
   full["PYTHONPATH"] = root + os.pathsep + full.get("PYTHONPATH", "")
   full.pop("JAX_ENABLE_X64", None)
-  proc = subprocess.run([sys.executable, "-c", script], env=full, capture_output=True,
-                        text=True, timeout=timeout)
+  proc = subprocess.run(
+    [sys.executable, "-c", script], env=full, capture_output=True, text=True, timeout=timeout
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   return proc.stdout

@@ -47,6 +47,7 @@ def test_jit_with_traced_q_and_sigma_and_scan():
     def body(st, qs_):
       st = ACCT.compose(st, PoissonSampled(qs_[0], Gaussian(qs_[1])))  # built inside jit
       return st, ACCT.get_epsilon(st, 1e-5).epsilon
+
     return jax.lax.scan(body, state, jnp.stack([qs, sigmas], axis=1))
 
   qs = jnp.array([0.01, 0.01, 0.02, 0.02])
@@ -125,16 +126,24 @@ def test_eager_accountant_history_and_events():
   acc.step(q=0.02, sigma=1.5)
   assert acc.history[0] == (0.01, 1.0, 10) and acc.history[2] == (0.02, 1.5, 1)
   assert isinstance(acc.history[1], Gaussian)
-  by_hand = (10 * np.asarray(jaxrdp.mechanisms.sgm_rdp(0.01, 1.0, ORDERS)) + ORDERS / 50.0
-             + np.asarray(jaxrdp.mechanisms.sgm_rdp(0.02, 1.5, ORDERS)))
+  by_hand = (
+    10 * np.asarray(jaxrdp.mechanisms.sgm_rdp(0.01, 1.0, ORDERS))
+    + ORDERS / 50.0
+    + np.asarray(jaxrdp.mechanisms.sgm_rdp(0.02, 1.5, ORDERS))
+  )
   np.testing.assert_allclose(acc.state.rdp, by_hand, rtol=1e-13)
-  assert acc.get_epsilon(1e-5) == float(jaxrdp.rdp_to_epsilon(by_hand, ORDERS, 1e-5).epsilon) or \
-      abs(acc.get_epsilon(1e-5) / float(jaxrdp.rdp_to_epsilon(by_hand, ORDERS, 1e-5).epsilon) - 1) < 1e-12
+  assert (
+    acc.get_epsilon(1e-5) == float(jaxrdp.rdp_to_epsilon(by_hand, ORDERS, 1e-5).epsilon)
+    or abs(acc.get_epsilon(1e-5) / float(jaxrdp.rdp_to_epsilon(by_hand, ORDERS, 1e-5).epsilon) - 1)
+    < 1e-12
+  )
   with pytest.raises(ValueError, match="unknown accountant"):
     jaxrdp.PrivacyAccountant("nope")
 
 
-@pytest.mark.parametrize("call,match", [
+@pytest.mark.parametrize(
+  "call,match",
+  [
     (lambda s: ACCT.compose(s, sgm(1.5, 1.0)), r"q must be in"),
     (lambda s: ACCT.compose(s, sgm(0.1, 1.0, -2)), r"count must be in"),
     (lambda s: ACCT.compose(s, sgm(0.1, -1.0)), r"Gaussian.sigma must be in"),
@@ -143,7 +152,8 @@ def test_eager_accountant_history_and_events():
     (lambda s: ACCT.get_delta(s, -1.0), r"epsilon must be in"),
     (lambda s: jaxrdp.RdpAccountant([1.0, 2.0]), r"orders must be in"),
     (lambda s: jaxrdp.RdpAccountant(method="other"), r"method must be one of"),
-])
+  ],
+)
 def test_bad_arguments(call, match):
   with pytest.raises((ValueError, TypeError), match=match):
     call(ACCT.init())

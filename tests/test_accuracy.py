@@ -18,8 +18,11 @@ import oracle
 
 TOL = 1e-12
 
-FILES = [f for f in ("sgm_reference.json", "sgm_heldout.json", "sgm_small_sigma.json")
-         if os.path.exists(os.path.join(DATA, f))]
+FILES = [
+  f
+  for f in ("sgm_reference.json", "sgm_heldout.json", "sgm_small_sigma.json")
+  if os.path.exists(os.path.join(DATA, f))
+]
 
 
 @pytest.mark.parametrize("name", FILES)
@@ -56,12 +59,15 @@ def test_reference_covers_both_corners():
   assert (a != np.round(a)).sum() >= 100 and (a == np.round(a)).sum() >= 100
 
 
-@pytest.mark.parametrize("q,sigma,alpha", [
-    (0.3, 0.7, 1.3),        # slow tail: dp_accounting returns inf here
-    (2e-8, 500.0, 1.5),     # tiny RDP: Opacus goes negative / zero here
-    (0.02, 0.1, 3000.5),    # sigma = 0.1 with a large fractional order
-    (0.999, 2.0, 7.25),     # q close to 1
-])
+@pytest.mark.parametrize(
+  "q,sigma,alpha",
+  [
+    (0.3, 0.7, 1.3),  # slow tail: dp_accounting returns inf here
+    (2e-8, 500.0, 1.5),  # tiny RDP: Opacus goes negative / zero here
+    (0.02, 0.1, 3000.5),  # sigma = 0.1 with a large fractional order
+    (0.999, 2.0, 7.25),  # q close to 1
+  ],
+)
 def test_live_oracle_spot_checks(q, sigma, alpha):
   ref = float(oracle.log_a_quad(q, sigma, alpha, dps=40))
   got = float(jaxrdp.mechanisms.sgm_log_a(q, sigma, alpha))
@@ -80,6 +86,7 @@ def test_both_quadrature_layouts_match_reference(name):
   """
   from jaxrdp._core import precision as _precision
   from jaxrdp.mechanisms import _sgm_quadrature as m
+
   q, s, a, _, lam1, tags = load_reference(name)
   keep = (q > 0) & (q < 1) & np.isfinite(lam1)  # q = 1 is answered in closed form
   q, s, a, lam1 = q[keep], s[keep], a[keep], lam1[keep]
@@ -97,7 +104,9 @@ def test_both_quadrature_layouts_match_reference(name):
   assert err(full).max() <= TOL
   worst = int(np.argmax(np.where(eligible, err(light), 0.0)))
   assert err(light)[eligible].max() <= TOL, (tags[worst], q[worst], s[worst], a[worst])
-  assert exact[eligible].all()  # its shifted sum (jaxrdp.mechanisms._sgm_quadrature._log_integral_shifted)
+  assert exact[
+    eligible
+  ].all()  # its shifted sum (jaxrdp.mechanisms._sgm_quadrature._log_integral_shifted)
   rel = np.abs(chosen - lam1[eligible]) / np.maximum(1.0, np.abs(lam1[eligible]))
   assert rel.max() <= TOL
   assert np.nanmax(np.where(eligible, 0.0, err(light))) > 1e-9

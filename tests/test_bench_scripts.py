@@ -17,22 +17,40 @@ def test_bench_accelerator_tiny(tmp_path):
   env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
   env.pop("JAX_ENABLE_X64", None)
   proc = subprocess.run(
-      [sys.executable, str(ROOT / "benchmarks" / "bench_accelerator.py"), "--tiny", "--json", str(out)],
-      capture_output=True, text=True, timeout=90, env=env, cwd=tmp_path)
+    [
+      sys.executable,
+      str(ROOT / "benchmarks" / "bench_accelerator.py"),
+      "--tiny",
+      "--json",
+      str(out),
+    ],
+    capture_output=True,
+    text=True,
+    timeout=600,  # a guard against a hang: it compiles four programs, slow on a busy machine
+    env=env,
+    cwd=tmp_path,
+  )
   assert proc.returncode == 0, proc.stdout + proc.stderr
   lines = [l for l in proc.stdout.splitlines() if l.startswith("|")]
   # Header, separator, and one row per (size, dtype).
   assert lines[0].startswith("| configurations | dtype |")
   rows = [l.split("|")[1:-1] for l in lines[2:]]
   assert [(r[0].strip(), r[1].strip()) for r in rows] == [
-      ("10", "float64"), ("10", "float32"), ("100", "float64"), ("100", "float32")]
+    ("10", "float64"),
+    ("10", "float32"),
+    ("100", "float64"),
+    ("100", "float32"),
+  ]
   assert all(r[-1].strip() == "ok" for r in rows)
   report = json.loads(out.read_text())
   assert [r["configurations"] for r in report["rows"]] == [10, 10, 100, 100]
   for r in report["rows"]:
     assert r["ok"] and r["configurations_per_s"] > 0 and r["fraction_of_exp_throughput"] > 0
     # ns per (q, sigma, alpha) evaluation is time / (N * 156).
-    assert abs(r["ns_per_evaluation"] - 1e9 * r["median_s"] / (r["configurations"] * 156)) < 1e-6 * r["ns_per_evaluation"]
+    assert (
+      abs(r["ns_per_evaluation"] - 1e9 * r["median_s"] / (r["configurations"] * 156))
+      < 1e-6 * r["ns_per_evaluation"]
+    )
   # Work model: the nodes each layout evaluated, recorded per search round; the
   # light layout covers this grid (sigma >= 0.6, orders to 64) but for order 128 and up.
   model = report["work_model"]
@@ -56,6 +74,7 @@ def test_scaling_chunked_pass_equals_one_call():
   """
   import numpy as np
   import jaxrdp
+
   sys.path.insert(0, str(ROOT / "benchmarks"))
   try:
     import scaling
@@ -63,6 +82,8 @@ def test_scaling_chunked_pass_equals_one_call():
     sys.path.pop(0)
   q, s = scaling.grid(25)
   _, seconds, eps = scaling.time_jaxrdp_chunked(q, s, jaxrdp.DP_ACCOUNTING_ORDERS, chunk=10)
-  ref = jaxrdp.dpsgd_epsilon(q, s, scaling.STEPS, scaling.DELTA, orders=jaxrdp.DP_ACCOUNTING_ORDERS).epsilon
+  ref = jaxrdp.dpsgd_epsilon(
+    q, s, scaling.STEPS, scaling.DELTA, orders=jaxrdp.DP_ACCOUNTING_ORDERS
+  ).epsilon
   assert seconds > 0 and eps.shape == (25,)
   np.testing.assert_allclose(eps, np.asarray(ref), rtol=1e-12)

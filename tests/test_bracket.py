@@ -16,15 +16,19 @@ V_RANGE = (-20.0, 20.0)
 
 def _kinked(c, s):
   """f(v) = min_i (c_i - s_i v): decreasing, kinked; threshold min_i c_i / s_i."""
+
   def f(v):
     return jnp.min(c - s * v[..., None], axis=-1)
+
   return f, np.min(c / s, axis=-1)
 
 
 def _smooth(t):
   """f(v) = log(exp(-2 v) + exp(-v)) - log t: smooth, convex; closed-form threshold."""
+
   def f(v):
     return jnp.logaddexp(-2.0 * v, -v) - jnp.log(t)
+
   # exp(-2v) + exp(-v) = t  <=>  y^2 + y - t = 0 with y = exp(-v).
   y = (-1.0 + np.sqrt(1.0 + 4.0 * t)) / 2.0
   return f, -np.log(y)
@@ -121,9 +125,11 @@ def test_score_sees_the_smallest_acceptable_point_and_its_aux():
 
   active = jnp.ones(t.shape, bool)
   aux_like = (jax.ShapeDtypeStruct(t.shape, t.dtype), jax.ShapeDtypeStruct(t.shape + (2,), t.dtype))
-  res = jax.jit(lambda v0: solve_threshold(score, v0, *V_RANGE, active, TOL, slope=1.5,
-                                           aux_like=aux_like, score_sees_best=True))(
-      jnp.asarray(root + 0.3))
+  res = jax.jit(
+    lambda v0: solve_threshold(
+      score, v0, *V_RANGE, active, TOL, slope=1.5, aux_like=aux_like, score_sees_best=True
+    )
+  )(jnp.asarray(root + 0.3))
   assert len(calls) == int(res.iterations) >= 3
   smallest = np.full(t.shape, np.inf)
   for v, ok, v_ok, aux_ok in calls:
@@ -138,5 +144,11 @@ def test_score_sees_the_smallest_acceptable_point_and_its_aux():
 
 def test_score_sees_best_needs_aux_like():
   with pytest.raises(ValueError, match="aux_like"):
-    solve_threshold(lambda v, live, v_ok, aux: (v > 0, -v, ()), jnp.zeros(2), *V_RANGE,
-                    jnp.ones(2, bool), TOL, score_sees_best=True)
+    solve_threshold(
+      lambda v, live, v_ok, aux: (v > 0, -v, ()),
+      jnp.zeros(2),
+      *V_RANGE,
+      jnp.ones(2, bool),
+      TOL,
+      score_sees_best=True,
+    )

@@ -14,8 +14,18 @@ import jaxrdp
 from jaxrdp.cli import main
 
 MNIST_Q = ["--q", "0.004266666666666667", "--sigma", "1.1", "--steps", "14063", "--delta", "1e-5"]
-MNIST_DATA = ["--dataset-size", "60000", "--batch-size", "256", "--epochs", "60", "--sigma", "1.1",
-              "--delta", "1e-5"]
+MNIST_DATA = [
+  "--dataset-size",
+  "60000",
+  "--batch-size",
+  "256",
+  "--epochs",
+  "60",
+  "--sigma",
+  "1.1",
+  "--delta",
+  "1e-5",
+]
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -34,7 +44,8 @@ def run(argv, capsys):
 def test_epsilon_mnist_table_and_json(capsys):
   code, out, err = run(["epsilon", *MNIST_Q], capsys)
   assert code == 0 and err == ""
-  assert "2.597" in out and "epsilon" in out.splitlines()[0]
+  # 2.59665553 printed with 5 significant digits, rounded up (never below the value).
+  assert "2.5967" in out and "epsilon" in out.splitlines()[0]
   code, out, _ = run(["epsilon", *MNIST_Q, "--json"], capsys)
   (record,) = json.loads(out)
   assert record["epsilon"] == pytest.approx(2.597, abs=5e-4)
@@ -46,8 +57,9 @@ def test_epsilon_mnist_table_and_json(capsys):
 
 
 def test_epsilon_grid_csv(capsys):
-  code, out, _ = run(["epsilon", "--q", "0.01", "0.02", "--sigma", "1", "2", "--steps", "100",
-                      "--csv"], capsys)
+  code, out, _ = run(
+    ["epsilon", "--q", "0.01", "0.02", "--sigma", "1", "2", "--steps", "100", "--csv"], capsys
+  )
   assert code == 0
   rows = list(csv.DictReader(io.StringIO(out)))
   assert len(rows) == 4
@@ -62,36 +74,91 @@ def test_delta_command(capsys):
 
 
 def test_calibrate_sigma_steps_and_batch(capsys):
-  code, out, _ = run(["calibrate", "--epsilon", "2.597", "--delta", "1e-5", "--q",
-                      "0.004266666666666667", "--steps", "14063", "--json"], capsys)
+  code, out, _ = run(
+    [
+      "calibrate",
+      "--epsilon",
+      "2.597",
+      "--delta",
+      "1e-5",
+      "--q",
+      "0.004266666666666667",
+      "--steps",
+      "14063",
+      "--json",
+    ],
+    capsys,
+  )
   assert code == 0
   (rec,) = json.loads(out)
   assert rec["sigma"] == pytest.approx(1.1, rel=1e-3) and rec["feasible"] == 1
   eps = float(jaxrdp.dpsgd_epsilon(rec["q"], rec["sigma"], 14063, 1e-5).epsilon)
   assert eps <= 2.597
 
-  code, out, _ = run(["calibrate", "--epsilon", "3", "--dataset-size", "60000", "--batch-size",
-                      "256", "--sigma", "1.1", "--json"], capsys)
+  code, out, _ = run(
+    [
+      "calibrate",
+      "--epsilon",
+      "3",
+      "--dataset-size",
+      "60000",
+      "--batch-size",
+      "256",
+      "--sigma",
+      "1.1",
+      "--json",
+    ],
+    capsys,
+  )
   (rec,) = json.loads(out)
   assert rec["steps"] > 14063 and rec["epochs"] == pytest.approx(rec["steps"] * 256 / 60000)
 
-  code, out, _ = run(["calibrate", "--epsilon", "2.597", "--dataset-size", "60000", "--sigma",
-                      "1.1", "--steps", "14063", "--json"], capsys)
+  code, out, _ = run(
+    [
+      "calibrate",
+      "--epsilon",
+      "2.597",
+      "--dataset-size",
+      "60000",
+      "--sigma",
+      "1.1",
+      "--steps",
+      "14063",
+      "--json",
+    ],
+    capsys,
+  )
   (rec,) = json.loads(out)
   assert isinstance(rec["batch_size"], int) and 250 <= rec["batch_size"] <= 260
   assert rec["q"] == rec["batch_size"] / 60000 and rec["epsilon"] <= 2.597
 
 
 def test_calibrate_infeasible_is_marked(capsys):
-  code, out, err = run(["calibrate", "--epsilon", "1e-4", "--q", "0.01", "--steps", "100"],
-                       capsys)
+  # Not even one step of SGM(q = 0.5, sigma = 0.5) meets epsilon = 1e-4 at delta = 1e-5.
+  code, out, err = run(["calibrate", "--epsilon", "1e-4", "--q", "0.5", "--sigma", "0.5"], capsys)
   assert code == 0
   assert "infeasible" in out and "1 of 1 requests are infeasible" in err
 
 
 def test_sweep_small_writes_files(tmp_path, capsys):
-  code, out, err = run(["sweep", "--q", "0.001", "0.01", "0.1", "--sigma", "0.8", "1.6",
-                        "--steps", "10", "1000", "--out-dir", str(tmp_path)], capsys)
+  code, out, err = run(
+    [
+      "sweep",
+      "--q",
+      "0.001",
+      "0.01",
+      "0.1",
+      "--sigma",
+      "0.8",
+      "1.6",
+      "--steps",
+      "10",
+      "1000",
+      "--out-dir",
+      str(tmp_path),
+    ],
+    capsys,
+  )
   assert code == 0, err
   assert "12 cells" in out and "steps=1000" in out
   with open(tmp_path / "jaxrdp_sweep.csv") as f:
@@ -110,15 +177,17 @@ def test_sweep_default_grid(tmp_path, monkeypatch, capsys):
   with open("jaxrdp_sweep.csv") as f:
     rows = list(csv.DictReader(f))
   assert len(rows) == 15600
-  row = next(r for r in rows if r["batch_size"] == "256" and r["sigma"] == "1.1"
-             and r["epochs"] == "60.0")
+  row = next(
+    r for r in rows if r["batch_size"] == "256" and r["sigma"] == "1.1" and r["epochs"] == "60.0"
+  )
   assert float(row["epsilon"]) == pytest.approx(2.597, abs=5e-4)
   assert os.path.getsize("jaxrdp_sweep.png") > 20000
 
 
 def test_sweep_json_stdout(capsys):
-  code, out, err = run(["sweep", "--q", "0.01", "--sigma", "1", "--steps", "10", "--json",
-                        "--no-files"], capsys)
+  code, out, err = run(
+    ["sweep", "--q", "0.01", "--sigma", "1", "--steps", "10", "--json", "--no-files"], capsys
+  )
   assert code == 0
   data = json.loads(out)
   assert data["dims"] == ["q", "sigma", "steps", "delta"]
@@ -128,8 +197,19 @@ def test_sweep_json_stdout(capsys):
 def test_missing_matplotlib(tmp_path, monkeypatch, capsys):
   monkeypatch.setitem(sys.modules, "matplotlib", None)
   monkeypatch.setitem(sys.modules, "matplotlib.figure", None)
-  args = ["sweep", "--q", "0.01", "0.02", "--sigma", "1", "2", "--steps", "10",
-          "--out-dir", str(tmp_path)]
+  args = [
+    "sweep",
+    "--q",
+    "0.01",
+    "0.02",
+    "--sigma",
+    "1",
+    "2",
+    "--steps",
+    "10",
+    "--out-dir",
+    str(tmp_path),
+  ]
   code, out, err = run(args, capsys)
   assert code == 0 and "skipped" in err and "jaxrdp[plot]" in err
   assert (tmp_path / "jaxrdp_sweep.csv").exists()
@@ -138,21 +218,23 @@ def test_missing_matplotlib(tmp_path, monkeypatch, capsys):
 
 
 @pytest.mark.parametrize(
-    "argv,name",
-    [
-        (["epsilon", "--q", "2", "--sigma", "1", "--steps", "10"], "--q"),
-        (["epsilon", "--q", "0.1", "--sigma", "-1", "--steps", "10"], "--sigma"),
-        (["epsilon", "--q", "0.1", "--sigma", "1", "--steps", "10", "--delta", "1"], "--delta"),
-        (["epsilon", "--q", "abc", "--sigma", "1", "--steps", "10"], "--q"),
-        (["epsilon", "--q", "nan", "--sigma", "1", "--steps", "10"], "--q"),
-        (["epsilon", "--q", "0.1", "--sigma", "1", "--epochs", "3"], "--epochs"),
-        (["epsilon", "--dataset-size", "100", "--batch-size", "200", "--sigma", "1", "--steps",
-          "3"], "--batch-size"),
-        (["epsilon", "--sigma", "1", "--steps", "3"], "--q"),
-        (["delta", "--q", "0.1", "--sigma", "1", "--steps", "3"], "--epsilon"),
-        (["calibrate", "--epsilon", "1", "--q", "0.1", "--sigma", "1", "--steps", "3"], "--sigma"),
-        (["sweep", "--q", "0.1", "--sigma", "1"], "--steps"),
-    ],
+  "argv,name",
+  [
+    (["epsilon", "--q", "2", "--sigma", "1", "--steps", "10"], "--q"),
+    (["epsilon", "--q", "0.1", "--sigma", "-1", "--steps", "10"], "--sigma"),
+    (["epsilon", "--q", "0.1", "--sigma", "1", "--steps", "10", "--delta", "1"], "--delta"),
+    (["epsilon", "--q", "abc", "--sigma", "1", "--steps", "10"], "--q"),
+    (["epsilon", "--q", "nan", "--sigma", "1", "--steps", "10"], "--q"),
+    (["epsilon", "--q", "0.1", "--sigma", "1", "--epochs", "3"], "--epochs"),
+    (
+      ["epsilon", "--dataset-size", "100", "--batch-size", "200", "--sigma", "1", "--steps", "3"],
+      "--batch-size",
+    ),
+    (["epsilon", "--sigma", "1", "--steps", "3"], "--q"),
+    (["delta", "--q", "0.1", "--sigma", "1", "--steps", "3"], "--epsilon"),
+    (["calibrate", "--epsilon", "1", "--q", "0.1", "--sigma", "1", "--steps", "3"], "--sigma"),
+    (["sweep", "--q", "0.1", "--sigma", "1"], "--steps"),
+  ],
 )
 def test_bad_arguments_exit_2_with_one_line(argv, name, capsys):
   code, out, err = run(argv, capsys)
@@ -168,14 +250,37 @@ def test_help_exits_0(capsys):
 
 
 def test_python_m_jaxrdp_subprocess():
-  env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""),
-             JAXRDP_CACHE_DIR="")
-  bad = subprocess.run([sys.executable, "-m", "jaxrdp", "epsilon", "--q", "2", "--sigma", "1",
-                        "--steps", "10"], capture_output=True, text=True, env=env, timeout=300)
+  env = dict(
+    os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""), JAXRDP_CACHE_DIR=""
+  )
+  bad = subprocess.run(
+    [sys.executable, "-m", "jaxrdp", "epsilon", "--q", "2", "--sigma", "1", "--steps", "10"],
+    capture_output=True,
+    text=True,
+    env=env,
+    timeout=300,
+  )
   assert bad.returncode == 2
   assert "--q" in bad.stderr and "Traceback" not in bad.stderr
   assert len(bad.stderr.strip().splitlines()) == 1
-  good = subprocess.run([sys.executable, "-m", "jaxrdp", "epsilon", *MNIST_Q], capture_output=True,
-                        text=True, env=env, timeout=300)
+  good = subprocess.run(
+    [sys.executable, "-m", "jaxrdp", "epsilon", *MNIST_Q],
+    capture_output=True,
+    text=True,
+    env=env,
+    timeout=300,
+  )
   assert good.returncode == 0, good.stderr
-  assert "2.597" in good.stdout
+  assert "2.5967" in good.stdout
+
+
+def test_epsilon_pld_mnist_prints_the_tight_value(capsys):
+  # The tight epsilon of the MNIST configuration is 2.38169 (dp_accounting's
+  # connect-the-dots at 1e-6 and prv_accountant agree); the certified upper bound
+  # is printed rounded up to 5 digits, the lower bound rounded down.
+  code, out, err = run(["epsilon", *MNIST_Q, "--accountant", "pld"], capsys)
+  assert code == 0 and err == ""
+  header, _, row = out.splitlines()[:3]
+  assert header.split() == ["q", "steps", "sigma", "delta", "epsilon", "epsilon_lower"]
+  eps, low = map(float, row.split()[-2:])
+  assert eps == 2.3817 and 2.36 < low <= 2.38169

@@ -37,7 +37,11 @@ def test_delta_epsilon_round_trip(name):
   for method in ("improved", "classic"):
     for delta in (1e-3, 1e-6, 1e-10):
       eps = jaxrdp.rdp_to_epsilon(RDP, ORDERS, delta, method=method).epsilon
-      back = to_delta(RDP, eps) if method == "improved" else jaxrdp.rdp_to_delta(RDP, ORDERS, eps, method=method)
+      back = (
+        to_delta(RDP, eps)
+        if method == "improved"
+        else jaxrdp.rdp_to_delta(RDP, ORDERS, eps, method=method)
+      )
       assert abs(float(back.delta) - delta) <= 1e-9 * delta
 
 
@@ -62,11 +66,14 @@ def test_delta_uses_kl_bound_for_tiny_rdp():
   assert abs(float(d.delta) - math.sqrt(-math.expm1(-1e-8))) <= 1e-12
 
 
-@pytest.mark.parametrize("kwargs,match", [
+@pytest.mark.parametrize(
+  "kwargs,match",
+  [
     (dict(delta=0.0), r"delta must be in \(0.0, 1.0\)"),
     (dict(delta=1.0), r"delta must be in"),
     (dict(delta=float("nan")), r"delta must not be NaN"),
-])
+  ],
+)
 def test_bad_delta(kwargs, match):
   with pytest.raises(ValueError, match=match):
     jaxrdp.rdp_to_epsilon(RDP, ORDERS, **kwargs)

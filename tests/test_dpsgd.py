@@ -21,7 +21,9 @@ def _dpa_epsilon(q, sigma, steps, delta):
 @pytest.mark.parametrize("name", ["plain", "jit", "vmap"])
 def test_golden_values(name):
   # REFERENCE.md golden values (improved conversion).
-  fn = variants(lambda q, s, t, d: jaxrdp.dpsgd_epsilon(q, s, t, d, orders=jaxrdp.DP_ACCOUNTING_ORDERS), 4)[name]
+  fn = variants(
+    lambda q, s, t, d: jaxrdp.dpsgd_epsilon(q, s, t, d, orders=jaxrdp.DP_ACCOUNTING_ORDERS), 4
+  )[name]
   res = fn(150 / 60000, 1.3, 15 * 60000 // 150, 1e-5)
   assert abs(float(res.epsilon) - 0.7242234) < 5e-7 and float(res.order) == 19.0
   res = fn(100 / 100000, 1.0, 30 * 1000, 1e-7)
@@ -31,7 +33,9 @@ def test_golden_values(name):
 def test_mnist_example_both_conversions():
   q = 256 / 60000
   assert round(float(jaxrdp.dpsgd_epsilon(q, 1.1, 14063, 1e-5).epsilon), 3) == 2.597
-  classic = jaxrdp.dpsgd_epsilon(q, 1.1, 14063, 1e-5, orders=jaxrdp.DP_ACCOUNTING_ORDERS, method="classic")
+  classic = jaxrdp.dpsgd_epsilon(
+    q, 1.1, 14063, 1e-5, orders=jaxrdp.DP_ACCOUNTING_ORDERS, method="classic"
+  )
   assert round(float(classic.epsilon), 2) == 3.01
 
 
@@ -62,8 +66,9 @@ def test_order_search_equals_exhaustive_minimum():
 
 
 def test_edges_and_broadcasting():
-  res = jaxrdp.dpsgd_epsilon(np.array([0.0, 0.01, 0.01]), np.array([1.0, 0.0, 1.0]),
-                             np.array([100, 100, 0]), 1e-5)
+  res = jaxrdp.dpsgd_epsilon(
+    np.array([0.0, 0.01, 0.01]), np.array([1.0, 0.0, 1.0]), np.array([100, 100, 0]), 1e-5
+  )
   eps = np.asarray(res.epsilon)
   assert eps[0] == 0.0 and np.isinf(eps[1]) and eps[2] == 0.0
   assert jaxrdp.dpsgd_epsilon(np.ones((2, 1)) * 0.01, np.ones(3), 10, 1e-5).epsilon.shape == (2, 3)
@@ -83,12 +88,15 @@ def test_delta_round_trip():
   assert abs(float(d.delta) - 1e-6) <= 1e-6 * 1e-6
 
 
-@pytest.mark.parametrize("args,match", [
+@pytest.mark.parametrize(
+  "args,match",
+  [
     ((0.01, 1.0, -1, 1e-5), r"steps must be in \[0.0, inf\)"),
     ((0.01, 1.0, 10, 1.0), r"delta must be in \(0.0, 1.0\)"),
     ((2.0, 1.0, 10, 1e-5), r"q must be in \[0.0, 1.0\]"),
     ((0.01, -1.0, 10, 1e-5), r"sigma must be in"),
-])
+  ],
+)
 def test_bad_arguments(args, match):
   with pytest.raises(ValueError, match=match):
     jaxrdp.dpsgd_epsilon(*args)
@@ -116,8 +124,11 @@ def test_dense_order_grid_is_still_the_exact_minimum(orders):
   if orders.size == 4000:
     with jax.enable_x64(True):
       # Jitted: op by op, the search dispatches hundreds of small programs (~20 s).
-      search = jax.jit(lambda q, s: jaxrdp.rdp._order_search.min_epsilon_over_orders(
-          q, s, jnp.full(2, 1000.0), jnp.full(2, 1e-5), orders, "improved"))
+      search = jax.jit(
+        lambda q, s: jaxrdp.rdp._order_search.min_epsilon_over_orders(
+          q, s, jnp.full(2, 1000.0), jnp.full(2, 1e-5), orders, "improved"
+        )
+      )
       res = search(jnp.asarray(q), jnp.asarray(s))
     assert bool(jnp.all(res.exact)) and int(jnp.max(res.evaluations)) > 16
 
@@ -132,8 +143,12 @@ def test_search_estimate_is_the_cubic_through_the_nearest_known_points():
   f = 0.1 * xs**3 + 0.5 * xs**2 - 0.6 * xs  # convex for x >= 0, f(0) = f(1) = 0
   with jax.enable_x64(True):
     fv = jnp.asarray(np.where(known, f, 0.0))[None]
-    lower, upper, est = (np.asarray(v)[0] for v in _order_search._bounds(
-        xs, fv, jnp.asarray(known)[None], jnp.asarray([0.01]), estimate=True))
+    lower, upper, est = (
+      np.asarray(v)[0]
+      for v in _order_search._bounds(
+        xs, fv, jnp.asarray(known)[None], jnp.asarray([0.01]), estimate=True
+      )
+    )
   inner = np.array([2, 4])
   np.testing.assert_allclose(est[inner], f[inner], rtol=1e-13)
   assert np.all(lower[~known] <= f[~known]) and np.all(f[~known] <= upper[~known])
@@ -154,8 +169,11 @@ def test_floors_from_more_noise_prune_without_changing_the_minimum():
   points = np.sort(np.concatenate([coarse, others]))
   with jax.enable_x64(True):
     steps, delta = jnp.full(shape, 1e4), jnp.full(shape, 1e-5)
-    search = jax.jit(lambda s, floor: _order_search.min_epsilon_over_orders(
-        jnp.asarray(q), s, steps, delta, orders, "improved", None, floor))
+    search = jax.jit(
+      lambda s, floor: _order_search.min_epsilon_over_orders(
+        jnp.asarray(q), s, steps, delta, orders, "improved", None, floor
+      )
+    )
     above = search(jnp.asarray(s * (1 + 1e-4)), None)
     plain = search(jnp.asarray(s), None)
     floored = search(jnp.asarray(s), above.table)
@@ -177,8 +195,9 @@ def test_floors_from_more_noise_prune_without_changing_the_minimum():
   assert np.all(table[..., 2:] <= exact_above * (1 + 1e-12))
   # Where the search evaluated (at least the integer orders), the table is the value itself.
   evaluated = np.isin(points, coarse)
-  np.testing.assert_allclose(table[..., 2:][..., evaluated], exact_above[..., evaluated],
-                             rtol=1e-12)
+  np.testing.assert_allclose(
+    table[..., 2:][..., evaluated], exact_above[..., evaluated], rtol=1e-12
+  )
 
 
 def _central_difference(f, x, rel=1e-6):
@@ -201,8 +220,9 @@ def test_derivatives_match_finite_differences(kind):
   def at(**kw):
     return fn(**{**point, **kw})
 
-  grads = jax.jit(jax.grad(lambda *a: getattr(at(**dict(zip(names, a))), field), argnums=(0, 1, 2, 3)))(
-      *point.values())
+  grads = jax.jit(
+    jax.grad(lambda *a: getattr(at(**dict(zip(names, a))), field), argnums=(0, 1, 2, 3))
+  )(*point.values())
   for name, g in zip(names, grads):
     x = point[name]
     fd = _central_difference(lambda v: float(getattr(at(**{name: v}), field)), x)

@@ -12,8 +12,16 @@ import jax.numpy as jnp
 
 import jaxrdp
 from jaxrdp.events import (
-    Composed, Gaussian, Laplace, NoOp, PoissonSampled, RandomizedResponse, SelfComposed,
-    from_dp_accounting, to_dp_accounting)
+  Composed,
+  Gaussian,
+  Laplace,
+  NoOp,
+  PoissonSampled,
+  RandomizedResponse,
+  SelfComposed,
+  from_dp_accounting,
+  to_dp_accounting,
+)
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 ORDERS = np.array([1.5, 2.0, 3.0, 5.5, 8.0, 16.0, 32.0, 64.0])
@@ -50,17 +58,24 @@ def test_built_inside_jit_and_vmapped():
     return INT.epsilon(Composed((sgm(q, s, 100.0), Laplace(b))), 1e-5).epsilon
 
   eager = np.array([float(eps(float(q), 1.0, 20.0)) for q in Q])
-  np.testing.assert_allclose(jax.jit(jax.vmap(eps, in_axes=(0, None, None)))(Q, 1.0, 20.0),
-                             eager, rtol=1e-12)
+  np.testing.assert_allclose(
+    jax.jit(jax.vmap(eps, in_axes=(0, None, None)))(Q, 1.0, 20.0), eager, rtol=1e-12
+  )
   # Events themselves as arguments of jit and vmap.
-  batched = Composed((sgm(jnp.asarray(Q), jnp.full(3, 1.0), jnp.full(3, 100.0)),
-                      Laplace(jnp.full(3, 20.0))))
-  np.testing.assert_allclose(jax.jit(jax.vmap(lambda e: INT.epsilon(e, 1e-5).epsilon))(batched),
-                             eager, rtol=1e-12)
+  batched = Composed(
+    (sgm(jnp.asarray(Q), jnp.full(3, 1.0), jnp.full(3, 100.0)), Laplace(jnp.full(3, 20.0)))
+  )
+  np.testing.assert_allclose(
+    jax.jit(jax.vmap(lambda e: INT.epsilon(e, 1e-5).epsilon))(batched), eager, rtol=1e-12
+  )
   # The fast path (one SGM, dpsgd_epsilon's search) on a traced event, against
   # the general path (every order) in the same program.
-  both = jax.jit(lambda q: (INT.epsilon(sgm(q, 1.0, 100.0), 1e-5).epsilon,
-                            INT.epsilon(Composed((sgm(q, 1.0, 100.0),)), 1e-5).epsilon))
+  both = jax.jit(
+    lambda q: (
+      INT.epsilon(sgm(q, 1.0, 100.0), 1e-5).epsilon,
+      INT.epsilon(Composed((sgm(q, 1.0, 100.0),)), 1e-5).epsilon,
+    )
+  )
   fast, general = both(Q)
   np.testing.assert_allclose(fast, general, rtol=1e-12)
 
@@ -116,10 +131,14 @@ def test_composition_is_additive():
   assert np.array_equal(_curve(SelfComposed(Gaussian(0.0), 0)), np.zeros(len(INT_ORDERS)))
   assert np.array_equal(_curve(NoOp()), np.zeros(len(INT_ORDERS)))
   np.testing.assert_allclose(_curve(Gaussian(2.0)), INT_ORDERS / 8.0, rtol=1e-15)
-  np.testing.assert_allclose(_curve(Laplace(3.0)), jaxrdp.mechanisms.laplace_rdp(3.0, INT_ORDERS),
-                             rtol=1e-15)
-  np.testing.assert_allclose(_curve(RandomizedResponse(0.7)),
-                             jaxrdp.mechanisms.randomized_response_rdp(0.7, INT_ORDERS), rtol=1e-15)
+  np.testing.assert_allclose(
+    _curve(Laplace(3.0)), jaxrdp.mechanisms.laplace_rdp(3.0, INT_ORDERS), rtol=1e-15
+  )
+  np.testing.assert_allclose(
+    _curve(RandomizedResponse(0.7)),
+    jaxrdp.mechanisms.randomized_response_rdp(0.7, INT_ORDERS),
+    rtol=1e-15,
+  )
   # Composing one by one into a state equals composing the Composed event.
   state = INT.compose(INT.compose(INT.init(), a), b)
   np.testing.assert_allclose(state.rdp, _curve(Composed((a, b))), rtol=1e-14)
@@ -129,14 +148,17 @@ def test_composition_is_additive():
 # --- validation --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("event,match", [
+@pytest.mark.parametrize(
+  "event,match",
+  [
     (sgm(1.5, 1.0, 1), r"PoissonSampled.q must be in \[0.0, 1.0\]"),
     (sgm(0.1, -1.0, 1), r"Gaussian.sigma must be in"),
     (sgm(0.1, 1.0, -1), r"SelfComposed.count must be in"),
     (Laplace(-2.0), r"Laplace.scale must be in"),
     (RandomizedResponse(1.2), r"RandomizedResponse.p must be in"),
     (Composed((Gaussian(1.0), Gaussian(float("nan")))), r"Gaussian.sigma must not be NaN"),
-])
+  ],
+)
 def test_invalid_concrete_fields_name_the_field(event, match):
   with pytest.raises(ValueError, match=match):
     INT.epsilon(event, 1e-5)
@@ -146,8 +168,9 @@ def test_invalid_concrete_fields_name_the_field(event, match):
 
 def test_invalid_traced_fields_give_nan_and_unsupported_events_raise():
   f = jax.jit(lambda q, s, c: INT.epsilon(Composed((sgm(q, s, c), Laplace(1.0))), 1e-5).epsilon)
-  out = np.asarray(f(jnp.array([1.5, 0.1, 0.1]), jnp.array([1.0, -1.0, 1.0]),
-                     jnp.array([1.0, 1.0, -1.0])))
+  out = np.asarray(
+    f(jnp.array([1.5, 0.1, 0.1]), jnp.array([1.0, -1.0, 1.0]), jnp.array([1.0, 1.0, -1.0]))
+  )
   assert np.isnan(out).all()
   with pytest.raises(NotImplementedError, match="Gaussian inner event"):
     ACCT.epsilon(PoissonSampled(0.1, Laplace(1.0)), 1e-5)
@@ -170,8 +193,8 @@ def test_registry_is_open():
   finally:
     jaxrdp.accountants._protocol._FACTORIES.pop("rdp-classic-test")
     jaxrdp.accountants._protocol._DEFAULTS.pop("rdp-classic-test", None)
-  with pytest.raises(ValueError, match="unknown accountant 'pld'.*rdp"):
-    jaxrdp.epsilon_from_event(Gaussian(2.0), 1e-5, accountant="pld")
+  with pytest.raises(ValueError, match="unknown accountant 'prv'.*pld.*rdp"):
+    jaxrdp.epsilon_from_event(Gaussian(2.0), 1e-5, accountant="prv")
   with pytest.raises(TypeError, match="accountant"):
     jaxrdp.epsilon_from_event(Gaussian(2.0), 1e-5, accountant=3)
 
@@ -193,15 +216,17 @@ def test_mnist_dp_event_gives_dp_accountings_example_epsilon():
 def test_round_trips():
   d = dp_accounting
   dp_events = [
-      d.GaussianDpEvent(1.3),
-      d.LaplaceDpEvent(0.5),
-      d.NoOpDpEvent(),
-      d.RandomizedResponseDpEvent(0.5, 2),
-      d.ComposedDpEvent([
-          d.SelfComposedDpEvent(d.PoissonSampledDpEvent(0.01, d.GaussianDpEvent(1.1)), 100),
-          d.LaplaceDpEvent(2.0),
-          d.SelfComposedDpEvent(d.RandomizedResponseDpEvent(0.25, 2), 3),
-      ]),
+    d.GaussianDpEvent(1.3),
+    d.LaplaceDpEvent(0.5),
+    d.NoOpDpEvent(),
+    d.RandomizedResponseDpEvent(0.5, 2),
+    d.ComposedDpEvent(
+      [
+        d.SelfComposedDpEvent(d.PoissonSampledDpEvent(0.01, d.GaussianDpEvent(1.1)), 100),
+        d.LaplaceDpEvent(2.0),
+        d.SelfComposedDpEvent(d.RandomizedResponseDpEvent(0.25, 2), 3),
+      ]
+    ),
   ]
   for e in dp_events:
     assert to_dp_accounting(from_dp_accounting(e)) == e
@@ -244,11 +269,13 @@ def test_interop_errors():
 def test_never_looser_than_dp_accounting_on_the_same_orders():
   d = dp_accounting
   orders = np.array([1.5, 2.0, 2.5, 3.0, 4.0, 5.5, 8.0, 12.0, 16.0, 32.0, 64.0, 128.0])
-  dp_event = d.ComposedDpEvent([
+  dp_event = d.ComposedDpEvent(
+    [
       d.SelfComposedDpEvent(d.PoissonSampledDpEvent(0.01, d.GaussianDpEvent(1.1)), 1000),
       d.LaplaceDpEvent(20.0),
       d.SelfComposedDpEvent(d.GaussianDpEvent(5.0), 3),
-  ])
+    ]
+  )
   theirs = d.rdp.RdpAccountant(list(orders))
   theirs.compose(dp_event)
   acct = jaxrdp.RdpAccountant(orders)
@@ -263,10 +290,12 @@ def test_never_looser_than_dp_accounting_on_the_same_orders():
 
 
 def test_dp_accounting_stays_optional():
-  code = ("import sys, jaxrdp\n"
-          "from jaxrdp.events import Gaussian\n"
-          "acct = jaxrdp.RdpAccountant([2.0, 4.0])\n"
-          "jaxrdp.epsilon_from_event(Gaussian(2.0), 1e-5, accountant=acct)\n"
-          "assert 'dp_accounting' not in sys.modules\n")
+  code = (
+    "import sys, jaxrdp\n"
+    "from jaxrdp.events import Gaussian\n"
+    "acct = jaxrdp.RdpAccountant([2.0, 4.0])\n"
+    "jaxrdp.epsilon_from_event(Gaussian(2.0), 1e-5, accountant=acct)\n"
+    "assert 'dp_accounting' not in sys.modules\n"
+  )
   env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")
   subprocess.run([sys.executable, "-c", code], check=True, env=env, timeout=300)

@@ -56,7 +56,7 @@ print("RESULT" + json.dumps(out))
 def results():
   stdout = run_fresh_python(_SCRIPT, timeout=900)
   line = [l for l in stdout.splitlines() if l.startswith("RESULT")][-1]
-  return json.loads(line[len("RESULT"):])
+  return json.loads(line[len("RESULT") :])
 
 
 def test_every_mode_was_checked(results):
@@ -64,8 +64,9 @@ def test_every_mode_was_checked(results):
   assert "jit_grad" in results["eps_sigma"], results["eps_sigma"]
 
 
-@pytest.mark.parametrize("name", ["rdp_gauss", "rdp_frac", "rdp_int", "eps_sigma", "eps_q",
-                                  "eps_gauss", "delta_sigma"])
+@pytest.mark.parametrize(
+  "name", ["rdp_gauss", "rdp_frac", "rdp_int", "eps_sigma", "eps_q", "eps_gauss", "delta_sigma"]
+)
 def test_derivatives_match_finite_differences(results, name):
   r = results[name]
   assert r["dtype"] == "float32"  # the caller's dtype

@@ -25,8 +25,9 @@ def test_quickstart_executes(tmp_path, monkeypatch):
   monkeypatch.setenv("PYTHONPATH", ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
   monkeypatch.setenv("MPLBACKEND", "module://matplotlib_inline.backend_inline")
   nb = nbformat.read(NOTEBOOK, as_version=4)
-  client = nbclient.NotebookClient(nb, timeout=900, kernel_name="python3",
-                                   resources={"metadata": {"path": str(tmp_path)}})
+  client = nbclient.NotebookClient(
+    nb, timeout=900, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}
+  )
   client.execute()  # raises CellExecutionError with the traceback on any failure
   outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
   assert not [o for o in outputs if o.output_type == "error"]

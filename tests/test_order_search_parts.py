@@ -20,8 +20,12 @@ def _nearest(known):
   out = np.empty((4, n), dtype=np.int64)
   for i in range(n):
     left, right = kn[kn < i], kn[kn > i]
-    out[:, i] = (left[-1] if left.size else -1, left[-2] if left.size > 1 else -1,
-                 right[0] if right.size else n, right[1] if right.size > 1 else n)
+    out[:, i] = (
+      left[-1] if left.size else -1,
+      left[-2] if left.size > 1 else -1,
+      right[0] if right.size else n,
+      right[1] if right.size > 1 else n,
+    )
   return out
 
 
@@ -45,7 +49,9 @@ def test_neighbours_static_scanned_and_updated(n):
       known[0] = True  # as in the search, where the order 0 is always known
     want = _nearest(known)
     np.testing.assert_array_equal(np.stack(m._static_neighbours(known)), want)
-    np.testing.assert_array_equal(np.stack([np.asarray(v)[0] for v in m._neighbours(jnp.asarray(known)[None])]), want)
+    np.testing.assert_array_equal(
+      np.stack([np.asarray(v)[0] for v in m._neighbours(jnp.asarray(known)[None])]), want
+    )
     # Points joining one at a time, as the search's rounds add them.
     near = tuple(jnp.asarray(v, jnp.int32)[None] for v in m._static_neighbours(known))
     add = jax.jit(m._add_known)

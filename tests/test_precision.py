@@ -9,8 +9,12 @@ import textwrap
 
 
 def _run(code):
-  out = subprocess.run([sys.executable, "-W", "error", "-c", textwrap.dedent(code)],
-                       capture_output=True, text=True, timeout=600)
+  out = subprocess.run(
+    [sys.executable, "-W", "error", "-c", textwrap.dedent(code)],
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
   assert out.returncode == 0, out.stderr
   return out.stdout
 

@@ -57,7 +57,9 @@ def test_midpoint_shift_is_near_the_largest_node_value():
 def test_an_inexact_shift_takes_the_full_layout(monkeypatch, offset):
   """With the shift moved far off, the light layout reports its sums inexact
   and the batch's result is the full layout's, still exact."""
-  q, sigma, alpha = np.meshgrid(np.geomspace(1e-3, 0.1, 4), np.linspace(0.6, 3.0, 3), [1.5, 6.3, 11.0])
+  q, sigma, alpha = np.meshgrid(
+    np.geomspace(1e-3, 0.1, 4), np.linspace(0.6, 3.0, 3), [1.5, 6.3, 11.0]
+  )
   with _precision.x64_context():
     q, sigma, alpha = (jnp.asarray(v.ravel()) for v in (q, sigma, alpha))
     g, light = jax.jit(m._choose_layout)(q, sigma, alpha)
@@ -87,12 +89,16 @@ def test_mixed_batch_takes_each_layout_per_element():
   q, sigma, alpha = _mixed_batch()
   with _precision.x64_context():
     q, sigma, alpha = (jnp.asarray(v) for v in (q, sigma, alpha))
-    g, light = (np.asarray(v) if i else v for i, v in enumerate(jax.jit(m._choose_layout)(q, sigma, alpha)))
+    g, light = (
+      np.asarray(v) if i else v for i, v in enumerate(jax.jit(m._choose_layout)(q, sigma, alpha))
+    )
     light_v = np.asarray(jax.jit(jax.vmap(m._log_a_minus_1_light))(q, sigma, alpha, g)[0])
     full_v = np.asarray(jax.jit(jax.vmap(m._log_a_minus_1_full))(q, sigma, alpha, g))
     got = np.asarray(jax.jit(m.log_a_minus_1_quadrature)(q, sigma, alpha))
     # As a [3, 20] batch: the same values (the layouts work on the flattened batch).
-    got2 = np.asarray(jax.jit(m.log_a_minus_1_quadrature)(*(v.reshape(20, 3).T for v in (q, sigma, alpha))))
+    got2 = np.asarray(
+      jax.jit(m.log_a_minus_1_quadrature)(*(v.reshape(20, 3).T for v in (q, sigma, alpha)))
+    )
   assert light.sum() == 40
   np.testing.assert_allclose(got[light], light_v[light], rtol=1e-14)
   np.testing.assert_allclose(got[~light], full_v[~light], rtol=1e-14)

@@ -65,7 +65,11 @@ def test_quadrature_node_count_from_constants():
   windows = 2 * (m._PANELS + 1) * m._NODES  # each window: _PANELS panels, one split at the gap
   kink = 2 * m._KINK * m._NODES
   assert windows + kink == QUAD_EVALS_PER_ORDER == m.FULL_NODES
-  assert (m._LIGHT_PANELS + 1) * m._NODES + 2 * m._LIGHT_KINK * m._NODES == QUAD_EVALS_LIGHT == m.LIGHT_NODES
+  assert (
+    (m._LIGHT_PANELS + 1) * m._NODES + 2 * m._LIGHT_KINK * m._NODES
+    == QUAD_EVALS_LIGHT
+    == m.LIGHT_NODES
+  )
   assert m._GL_X.size == m._NODES
 
 
@@ -120,6 +124,7 @@ def test_quadrature_layout_choice():
       size = int(np.prod(shape))
       q, s, a = (np.resize(np.broadcast_to(v, shape), 75) for v in (q, s, a))
       return np.asarray(choose(*(jnp.asarray(v, jnp.float64) for v in (q, s, a))))[:size]
+
     # The standard benchmark domain: q in [1e-3, 0.1], sigma in [0.6, 3], orders to 11.
     q, s, a = np.meshgrid(np.geomspace(1e-3, 0.1, 5), np.linspace(0.6, 3.0, 5), [1.1, 5.5, 11.0])
     assert light(q, s, a).all()
@@ -141,12 +146,16 @@ def test_full_layout_chunks(monkeypatch, n, heavy):
   def counted(*args):
     jax.debug.callback(lambda: ran.append(1))
     return full(*args)
+
   monkeypatch.setattr(m, "_log_a_minus_1_full", counted)
   with _precision.x64_context():
     sigma = np.full(n, 1.0)
     sigma[np.linspace(0, n - 1, heavy).astype(int)] = 0.2  # below _LIGHT_SIGMA
-    jax.block_until_ready(jax.jit(lambda *a: m.log_a_minus_1_quadrature(*a))(
-        jnp.full(n, 0.01), jnp.asarray(sigma), jnp.full(n, 5.5)))
+    jax.block_until_ready(
+      jax.jit(lambda *a: m.log_a_minus_1_quadrature(*a))(
+        jnp.full(n, 0.01), jnp.asarray(sigma), jnp.full(n, 5.5)
+      )
+    )
     jax.effects_barrier()
   # The callback takes no batched argument: it runs once per chunk that ran.
   assert len(ran) == -(-heavy // chunk)
@@ -165,10 +174,14 @@ def test_series_term_counts_traced(monkeypatch):
     q = jnp.full((3,), 0.01)
     s = jnp.full((3,), 1.0)
     # Full series: 3 (configuration, integer order) pairs, one row of terms each.
-    jax.eval_shape(lambda q, s: _sgm_series.log_a_minus_1_integer_full(q, s, np.array([2, 30, 65])), q, s)
+    jax.eval_shape(
+      lambda q, s: _sgm_series.log_a_minus_1_integer_full(q, s, np.array([2, 30, 65])), q, s
+    )
     full = calls[:]
     calls.clear()
-    jax.eval_shape(lambda *a: _sgm_series.log_a_minus_1_integer_windowed(*a), q, s, jnp.full((3,), 300.0))
+    jax.eval_shape(
+      lambda *a: _sgm_series.log_a_minus_1_integer_windowed(*a), q, s, jnp.full((3,), 300.0)
+    )
     windowed = calls[:]
   # Full: one call, terms shaped [orders, _FULL] -> 64 terms per (configuration, order).
   assert len(full) == 1
@@ -184,7 +197,9 @@ def test_grid_series_term_count(monkeypatch):
   _spy(monkeypatch, _sgm_series, "_log_sum_exp_shifted", calls)
   with _precision.x64_context():
     q = jnp.full((3,), 0.01)
-    jax.eval_shape(lambda q, s: _sgm_series.log_a_minus_1_integer_grid(q, s, np.arange(2, 65)), q, q * 100)
+    jax.eval_shape(
+      lambda q, s: _sgm_series.log_a_minus_1_integer_grid(q, s, np.arange(2, 65)), q, q * 100
+    )
   # Each block's terms array is [configurations, orders in the block, terms].
   assert all(shape[0][0] == 3 for shape in calls)
   assert sum(int(np.prod(shape[0][1:])) for shape in calls) == GRID_SERIES_TERMS_2_TO_64
@@ -207,21 +222,29 @@ def test_dpsgd_epsilon_work_per_round(monkeypatch):
   with _precision.x64_context():
     x = jnp.full((batch,), 0.5)
     jax.eval_shape(
-        lambda q, s, t, d: _dpsgd._dpsgd_epsilon_f64(
-            q, s, t, d, orders, _validation.StaticArray(orders), "improved", "search"),
-        x * 0.02, x * 2.0, x * 2e4, x * 2e-5)
+      lambda q, s, t, d: _dpsgd._dpsgd_epsilon_f64(
+        q, s, t, d, orders, _validation.StaticArray(orders), "improved", "search"
+      ),
+      x * 0.02,
+      x * 2.0,
+      x * 2e4,
+      x * 2e-5,
+    )
   # Quadrature: traced once, in the loop body, on one order per configuration.
   assert len(quad) == 1 and quad[0][0] == (_order_search._rows_per_round(batch),) == (batch,)
   assert _order_search._rows_per_round(400) == 100
   # Exact series on the coarse integer set (dp_accounting's integers <= 65 plus
   # _COARSE), with the per-configuration part shared by all orders.
-  coarse = np.unique(np.concatenate(
-      [_order_search._COARSE, orders[(orders == np.round(orders)) & (orders <= 65)]]))
+  coarse = np.unique(
+    np.concatenate([_order_search._COARSE, orders[(orders == np.round(orders)) & (orders <= 65)]])
+  )
   assert coarse.size == 63  # every integer 2..64 (2.0..10.0 come from the 1 + x/10 part)
   assert len(grid_series) == 1 and grid_series[0][0] == (batch,)
   assert full == []
-  # Orders beyond 65 are bounded by convexity, never summed in this path.
-  assert windowed == []
+  # Orders beyond 65 are bounded by convexity, never summed in this path; the
+  # windowed series appears once, inside the quadrature, for the small-sigma bound
+  # (both neighbouring integers of each configuration's order in one call).
+  assert len(windowed) == 1 and windowed[0][0] == (2 * batch,)
   # Bounds: before the loop and in its body on the loop's points; once on all
   # points for the table (which dpsgd_epsilon does not use).
   points = [shapes[1] for shapes in bounds]  # _bounds(xs, fv, known, sigma): fv's shape
@@ -243,11 +266,12 @@ def test_traced_dpsgd_epsilon_and_its_derivative_evaluate_no_order_grid(monkeypa
   with _precision.x64_context():
     jax.eval_shape(eps, x * 0.02, x * 2.0)
     assert len(quad) == 1 and len(grid_series) == 1  # the loop body; the coarse integers
-    quad.clear(), grid_series.clear()
+    assert len(windowed) == 1  # the quadrature's small-sigma bound
+    quad.clear(), grid_series.clear(), windowed.clear()
     jax.eval_shape(jax.grad(eps, argnums=(0, 1)), y * 0.02, y * 2.0)
   # The value, plus one quadrature at the selected order for the derivative.
   assert len(quad) == 2 and len(grid_series) == 1
-  assert full == [] and windowed == []
+  assert full == [] and len(windowed) == len(quad)
 
 
 def test_dpsgd_epsilon_search_evaluations_on_the_standard_grid():
@@ -255,8 +279,11 @@ def test_dpsgd_epsilon_search_evaluations_on_the_standard_grid():
   q, s = np.meshgrid(np.geomspace(1e-3, 1e-1, 20), np.linspace(0.6, 3.0, 20), indexing="ij")
   orders = _dpsgd.DP_ACCOUNTING_ORDERS
   with _precision.x64_context():
-    res = jax.jit(lambda q, s: _order_search.min_epsilon_over_orders(
-        q, s, jnp.full(q.shape, 1e4), jnp.full(q.shape, 1e-5), orders, "improved"))(q, s)
+    res = jax.jit(
+      lambda q, s: _order_search.min_epsilon_over_orders(
+        q, s, jnp.full(q.shape, 1e4), jnp.full(q.shape, 1e-5), orders, "improved"
+      )
+    )(q, s)
   evals = np.asarray(res.evaluations)
   assert np.all(np.asarray(res.exact))
   assert evals.max() <= SEARCH_EVALS_MAX
@@ -288,7 +315,9 @@ def test_dpsgd_epsilon_no_recompilation_on_new_values():
   def call():
     q = rng.uniform(1e-3, 0.1, (3, 4))
     s = rng.uniform(0.6, 3.0, (3, 4))
-    return jaxrdp.dpsgd_epsilon(q, s, float(rng.integers(1, 10_000)), float(rng.uniform(1e-7, 1e-4)))
+    return jaxrdp.dpsgd_epsilon(
+      q, s, float(rng.integers(1, 10_000)), float(rng.uniform(1e-7, 1e-4))
+    )
 
   jax.block_until_ready(call())  # warm-up (may compile)
   size = fn._cache_size()
@@ -308,7 +337,9 @@ def test_sgm_rdp_no_recompilation_on_new_values():
   alpha = np.array([1.5, 2.0, 8.0, 100.0, 2.5])
 
   def call():
-    return jaxrdp.mechanisms.sgm_rdp(rng.uniform(1e-3, 0.1, (6, 1)), rng.uniform(0.6, 3.0, (6, 1)), alpha)
+    return jaxrdp.mechanisms.sgm_rdp(
+      rng.uniform(1e-3, 0.1, (6, 1)), rng.uniform(0.6, 3.0, (6, 1)), alpha
+    )
 
   jax.block_until_ready(call())
   size = fn._cache_size()

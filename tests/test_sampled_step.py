@@ -34,9 +34,9 @@ def _loss(w, ex):
 
 
 SAMPLERS = {
-    "poisson": lambda: train.PoissonSampler(n=N, q=0.1, capacity=CAP, seed=1),
-    "fixed": lambda: train.FixedSizeSampler(n=N, batch_size=CAP, seed=2),
-    "shuffle": lambda: train.ShuffleSampler(n=N, batch_size=CAP, seed=3),
+  "poisson": lambda: train.PoissonSampler(n=N, q=0.1, capacity=CAP, seed=1),
+  "fixed": lambda: train.FixedSizeSampler(n=N, batch_size=CAP, seed=2),
+  "shuffle": lambda: train.ShuffleSampler(n=N, batch_size=CAP, seed=3),
 }
 
 
@@ -45,8 +45,11 @@ def _setup(kind):
   sampler = SAMPLERS[kind]()
   data, params = _problem()
   opt = optax.sgd(0.05)
-  step = jax.jit(train.make_dpsgd_step(_loss, opt, sampler=sampler, clip_norm=1.0, sigma=SIGMA,
-                                       delta=DELTA, orders=ORDERS))
+  step = jax.jit(
+    train.make_dpsgd_step(
+      _loss, opt, sampler=sampler, clip_norm=1.0, sigma=SIGMA, delta=DELTA, orders=ORDERS
+    )
+  )
   return sampler, data, params, opt, step
 
 
@@ -62,9 +65,11 @@ def _run(step, sampler, data, state, k):
 def _same(a, b):
   la, lb = jax.tree.leaves(a), jax.tree.leaves(b)
   return jax.tree.structure(a) == jax.tree.structure(b) and all(
-      np.array_equal(np.asarray(x), np.asarray(y),
-                     equal_nan=np.issubdtype(np.asarray(x).dtype, np.floating))
-      for x, y in zip(la, lb))
+    np.array_equal(
+      np.asarray(x), np.asarray(y), equal_nan=np.issubdtype(np.asarray(x).dtype, np.floating)
+    )
+    for x, y in zip(la, lb)
+  )
 
 
 @pytest.mark.parametrize("kind", ["poisson", "fixed", "shuffle"])
@@ -103,34 +108,53 @@ def test_device_resident_dataset_gives_the_same_run():
 
 def test_replace_one_and_guard_and_bad_arguments():
   sampler, data, params, opt, _ = _setup("shuffle")
-  step = jax.jit(train.make_dpsgd_step(_loss, opt, sampler=sampler, clip_norm=1.0, sigma=SIGMA,
-                                       delta=DELTA, orders=ORDERS, relation="replace_one",
-                                       target_epsilon=20.0))
+  step = jax.jit(
+    train.make_dpsgd_step(
+      _loss,
+      opt,
+      sampler=sampler,
+      clip_norm=1.0,
+      sigma=SIGMA,
+      delta=DELTA,
+      orders=ORDERS,
+      relation="replace_one",
+      target_epsilon=20.0,
+    )
+  )
   state = train.dpsgd_init(params, opt, jax.random.PRNGKey(0), orders=ORDERS, sampler=sampler)
   state, infos = _run(step, sampler, data, state, 12)
   applied = [bool(i.applied) for i in infos]
   # Epochs of 5 steps; the guard stops at the start of the epoch that would exceed 20.
   k = sum(applied)
   assert applied == [True] * k + [False] * (12 - k) and k % 5 == 0 and 0 < k < 12
-  ref = jaxrdp.dpsgd_epsilon(CAP / N, SIGMA, k, DELTA, ORDERS, sampling="shuffle",
-                             relation="replace_one")
+  ref = jaxrdp.dpsgd_epsilon(
+    CAP / N, SIGMA, k, DELTA, ORDERS, sampling="shuffle", relation="replace_one"
+  )
   assert float(infos[-1].epsilon) == pytest.approx(float(ref.epsilon), rel=1e-10)
   assert float(ref.epsilon) <= 20.0
   with pytest.raises(ValueError, match="relation"):
-    train.make_dpsgd_step(_loss, opt, sampler=train.FixedSizeSampler(N, CAP), clip_norm=1.0,
-                          sigma=1.0, delta=DELTA, relation="add_remove")
+    train.make_dpsgd_step(
+      _loss,
+      opt,
+      sampler=train.FixedSizeSampler(N, CAP),
+      clip_norm=1.0,
+      sigma=1.0,
+      delta=DELTA,
+      relation="add_remove",
+    )
   with pytest.raises(ValueError, match="relation must be one of"):
-    train.make_dpsgd_step(_loss, opt, sampler=sampler, clip_norm=1.0, sigma=1.0, delta=DELTA,
-                          relation="x")
+    train.make_dpsgd_step(
+      _loss, opt, sampler=sampler, clip_norm=1.0, sigma=1.0, delta=DELTA, relation="x"
+    )
   with pytest.raises(ValueError, match="q or sampler"):
-    train.make_dpsgd_step(_loss, opt, sampler=sampler, q=0.1, clip_norm=1.0, sigma=1.0,
-                          delta=DELTA)
+    train.make_dpsgd_step(_loss, opt, sampler=sampler, q=0.1, clip_norm=1.0, sigma=1.0, delta=DELTA)
   with pytest.raises(ValueError, match="sampler must be"):
     train.make_dpsgd_step(_loss, opt, sampler=object(), clip_norm=1.0, sigma=1.0, delta=DELTA)
 
 
 def test_epsilon_with_truncation_equals_dpsgd_epsilon_with_capacity():
   from jaxrdp.events import Gaussian, PoissonSampled, SelfComposed
+
   n, q, steps, cap = 1000, 0.05, 300, 120
   acct = jaxrdp.RdpAccountant(ORDERS)
   state = acct.compose(acct.init(), SelfComposed(PoissonSampled(q, Gaussian(1.0)), steps))
@@ -140,3 +164,30 @@ def test_epsilon_with_truncation_equals_dpsgd_epsilon_with_capacity():
   assert float(got.epsilon) == pytest.approx(float(ref.epsilon), rel=1e-12)
   with pytest.raises(ValueError, match="PoissonSampler"):
     train.epsilon_with_truncation(state, train.FixedSizeSampler(n, 10), steps, DELTA)
+
+
+@pytest.mark.parametrize("kind", ["poisson", "fixed", "shuffle"])
+def test_per_step_curve_stays_float64_with_x64_off(kind):
+  # As the full-mask step's constant curve: with JAX's defaults (x64 off) the curve the
+  # sampler step adds must be the float64 one, not a float32 rounding of it.
+  sampler = SAMPLERS[kind]()
+  data, params = _problem()
+  opt = optax.sgd(0.05)
+  with jax.enable_x64(False):
+    step = jax.jit(
+      train.make_dpsgd_step(
+        _loss, opt, sampler=sampler, clip_norm=1.0, sigma=SIGMA, delta=DELTA, orders=ORDERS
+      )
+    )
+    state = train.dpsgd_init(params, opt, jax.random.PRNGKey(0), orders=ORDERS, sampler=sampler)
+    state, infos = _run(step, sampler, data, state, 2)
+  assert all(bool(i.applied) for i in infos)
+  rdp = np.asarray(state.accountant.rdp)
+  assert rdp.dtype == np.float64
+  # Two steps: two curves, or one epoch's curve for shuffling (5 steps per epoch).
+  want = jaxrdp.rdp._sampling.scheme_rdp_f64
+  with jax.enable_x64(True):
+    sampling, relation = jaxrdp.rdp._sampling.resolve_scheme(kind, None)
+    q = sampler.q if kind == "poisson" else sampler.batch_size / sampler.n
+    ref = np.asarray(want(sampling, relation, q, SIGMA, 2.0, ORDERS))
+  np.testing.assert_allclose(rdp, ref, rtol=1e-14)

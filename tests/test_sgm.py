@@ -61,7 +61,9 @@ def test_golden_values_from_reference_md():
   # REFERENCE.md: q=0.01, sigma=2.5, 50 steps; fractional entries come from an
   # absolute-value series (an upper bound), so ours must be slightly lower.
   orders = np.array([1.5, 2.5, 5, 50, 100, np.inf])
-  ref = np.array([6.70579741e-04, 1.08548710e-03, 2.18075656e-03, 2.38460375e-02, 167.416308, np.inf])
+  ref = np.array(
+    [6.70579741e-04, 1.08548710e-03, 2.18075656e-03, 2.38460375e-02, 167.416308, np.inf]
+  )
   got = 50 * np.asarray(jaxrdp.mechanisms.sgm_rdp(0.01, 2.5, orders))
   np.testing.assert_allclose(got[2:5], ref[2:5], rtol=1e-8)
   assert np.isinf(got[5])
@@ -73,8 +75,14 @@ def test_gradients_are_finite_and_correct():
   for q, s in [(0.1, 1.0), (1e-6, 0.3), (0.9, 20.0)]:
     dq, ds = g(q, s)
     h = 1e-6
-    fd_q = (jaxrdp.mechanisms.sgm_rdp(q * (1 + h), s, 3.5) - jaxrdp.mechanisms.sgm_rdp(q * (1 - h), s, 3.5)) / (2 * q * h)
-    fd_s = (jaxrdp.mechanisms.sgm_rdp(q, s * (1 + h), 3.5) - jaxrdp.mechanisms.sgm_rdp(q, s * (1 - h), 3.5)) / (2 * s * h)
+    fd_q = (
+      jaxrdp.mechanisms.sgm_rdp(q * (1 + h), s, 3.5)
+      - jaxrdp.mechanisms.sgm_rdp(q * (1 - h), s, 3.5)
+    ) / (2 * q * h)
+    fd_s = (
+      jaxrdp.mechanisms.sgm_rdp(q, s * (1 + h), 3.5)
+      - jaxrdp.mechanisms.sgm_rdp(q, s * (1 - h), 3.5)
+    ) / (2 * s * h)
     np.testing.assert_allclose([dq, ds], [fd_q, fd_s], rtol=1e-5)
   # Edges: finite (q = 0: the true derivative, 0).
   for q, s in [(0.0, 1.0), (1.0, 1.0), (0.5, 0.0), (0.5, np.inf)]:
@@ -91,12 +99,19 @@ def test_vmap_and_grad_compose():
 
 def test_traced_invalid_values_give_nan():
   f = jax.jit(jaxrdp.mechanisms.sgm_rdp)
-  out = np.asarray(f(jnp.array([-0.1, 1.5, 0.1, 0.1, jnp.nan]), jnp.array([1.0, 1.0, -1.0, 1.0, 1.0]),
-                     jnp.array([2.0, 2.0, 2.0, 0.5, 2.0])))
+  out = np.asarray(
+    f(
+      jnp.array([-0.1, 1.5, 0.1, 0.1, jnp.nan]),
+      jnp.array([1.0, 1.0, -1.0, 1.0, 1.0]),
+      jnp.array([2.0, 2.0, 2.0, 0.5, 2.0]),
+    )
+  )
   assert np.all(np.isnan(out))
 
 
-@pytest.mark.parametrize("args,match", [
+@pytest.mark.parametrize(
+  "args,match",
+  [
     ((-0.1, 1.0, 2.0), r"q must be in \[0.0, 1.0\]"),
     ((1.1, 1.0, 2.0), r"q must be in"),
     ((0.1, -1.0, 2.0), r"sigma must be in \[0.0, inf\]"),
@@ -105,9 +120,14 @@ def test_traced_invalid_values_give_nan():
     ((np.nan, 1.0, 2.0), r"q must not be NaN"),
     ((0.1, np.nan, 2.0), r"sigma must not be NaN"),
     ((0.1, 1.0, np.nan), r"alpha must not be NaN"),
-])
+  ],
+)
 def test_bad_input_raises(args, match):
-  for fn in (jaxrdp.mechanisms.sgm_rdp, jaxrdp.mechanisms.sgm_log_a, jaxrdp.mechanisms.sgm_log_a_minus_1):
+  for fn in (
+    jaxrdp.mechanisms.sgm_rdp,
+    jaxrdp.mechanisms.sgm_log_a,
+    jaxrdp.mechanisms.sgm_log_a_minus_1,
+  ):
     with pytest.raises(ValueError, match=match):
       fn(*args)
 

@@ -10,12 +10,12 @@ from jaxrdp._core import static_index as _static_index
 
 def _index_cases(n, rng):
   return {
-      "identity": np.arange(n),
-      "runs": np.concatenate([np.arange(5, 9), [0, 1], np.arange(12, n)]),
-      "shuffled": rng.permutation(n),  # ~n runs: the general gather
-      "subset": np.sort(rng.choice(n, n // 2, replace=False)),
-      "single": np.array([n - 1]),
-      "empty": np.array([], dtype=np.int64),
+    "identity": np.arange(n),
+    "runs": np.concatenate([np.arange(5, 9), [0, 1], np.arange(12, n)]),
+    "shuffled": rng.permutation(n),  # ~n runs: the general gather
+    "subset": np.sort(rng.choice(n, n // 2, replace=False)),
+    "single": np.array([n - 1]),
+    "empty": np.array([], dtype=np.int64),
   }
 
 
@@ -38,7 +38,11 @@ def test_put_last_equals_numpy_assignment(case, dtype):
   n = 100
   idx = _index_cases(n, rng)[case]
   x = (rng.normal(size=(3, n)) > 0).astype(dtype) if dtype == np.bool_ else rng.normal(size=(3, n))
-  values = (rng.normal(size=(3, idx.size)) > 0).astype(dtype) if dtype == np.bool_ else rng.normal(size=(3, idx.size))
+  values = (
+    (rng.normal(size=(3, idx.size)) > 0).astype(dtype)
+    if dtype == np.bool_
+    else rng.normal(size=(3, idx.size))
+  )
   want = x.copy()
   want[..., idx] = values
   got = jax.jit(lambda x, v: _static_index.put_last(x, idx, v))(jnp.asarray(x), jnp.asarray(values))
@@ -51,7 +55,9 @@ def test_take_and_put_are_differentiable():
   x = jnp.arange(8.0)
   grad = jax.grad(lambda x: jnp.sum(_static_index.take_last(x, idx) ** 2))(x)
   np.testing.assert_array_equal(np.asarray(grad), [0, 2, 0, 6, 8, 10, 0, 0])
-  grad = jax.grad(lambda v: jnp.sum(_static_index.put_last(x, idx, v) * jnp.arange(8.0)))(jnp.ones(5))
+  grad = jax.grad(lambda v: jnp.sum(_static_index.put_last(x, idx, v) * jnp.arange(8.0)))(
+    jnp.ones(5)
+  )
   np.testing.assert_array_equal(np.asarray(grad), idx.astype(float))
 
 

@@ -20,14 +20,21 @@ ORDERS = np.array([1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0, 64.0])
 
 @pytest.fixture(scope="module")
 def q_sweep():
-  return jaxrdp.sweep(q=[0.001, 0.01, 0.1], sigma=[0.8, 1.5], steps=[10, 1000], delta=[1e-5, 1e-3],
-                      orders=ORDERS)
+  return jaxrdp.sweep(
+    q=[0.001, 0.01, 0.1], sigma=[0.8, 1.5], steps=[10, 1000], delta=[1e-5, 1e-3], orders=ORDERS
+  )
 
 
 @pytest.fixture(scope="module")
 def data_sweep():
-  return jaxrdp.sweep(dataset_size=60000, batch_size=[128, 256], sigma=[1.1, 2.0], epochs=[1, 60],
-                      delta=1e-5, orders=ORDERS)
+  return jaxrdp.sweep(
+    dataset_size=60000,
+    batch_size=[128, 256],
+    sigma=[1.1, 2.0],
+    epochs=[1, 60],
+    delta=1e-5,
+    orders=ORDERS,
+  )
 
 
 def test_dataset_helpers():
@@ -80,8 +87,17 @@ def test_select_and_columns(data_sweep):
   assert sub.shape == (1, 1, 2, 1, 1)
   np.testing.assert_array_equal(sub.epsilon.ravel(), data_sweep.epsilon[0, 1, :, 1, 0])
   cols = sub.columns()
-  assert list(cols) == ["dataset_size", "batch_size", "sigma", "epochs", "delta", "q", "steps",
-                        "epsilon", "order"]
+  assert list(cols) == [
+    "dataset_size",
+    "batch_size",
+    "sigma",
+    "epochs",
+    "delta",
+    "q",
+    "steps",
+    "epsilon",
+    "order",
+  ]
   assert cols["steps"].tolist() == [14063, 14063]
   with pytest.raises(ValueError, match="batch_size"):
     data_sweep.select(batch_size=100)
@@ -135,8 +151,13 @@ def test_to_pandas_optional(q_sweep, monkeypatch):
 
 def test_chunks_equal_one_call_and_show_progress(capsys, monkeypatch):
   monkeypatch.setitem(sys.modules, "tqdm", None)  # the fallback counter
-  kw = dict(q=[0.001, 0.01, 0.1], sigma=[0.8, 1.5], steps=np.arange(1, 11) * 100,
-            delta=[1e-5, 1e-3], orders=ORDERS)
+  kw = dict(
+    q=[0.001, 0.01, 0.1],
+    sigma=[0.8, 1.5],
+    steps=np.arange(1, 11) * 100,
+    delta=[1e-5, 1e-3],
+    orders=ORDERS,
+  )
   whole = jaxrdp.sweep(**kw, progress=False)
   assert capsys.readouterr().err == ""
   chunked = jaxrdp.sweep(**kw, chunk_size=32)
@@ -149,8 +170,10 @@ def test_chunks_equal_one_call_and_show_progress(capsys, monkeypatch):
 def test_same_shape_does_not_recompile():
   kw = dict(sigma=[1.0, 2.0], steps=[100], orders=ORDERS)
   jaxrdp.sweep(q=[0.01, 0.02], **kw)
-  programs = [_sweep._program(fn, _sweep._cell_mesh(tuple(jax.devices())).mesh, *n)
-              for fn, n in ((_sweep._rdp_local, (1, 2)), (_sweep._eps_local, (2, 3)))]
+  programs = [
+    _sweep._program(fn, _sweep._cell_mesh(tuple(jax.devices())).mesh, *n)
+    for fn, n in ((_sweep._rdp_local, (1, 2)), (_sweep._eps_local, (2, 3)))
+  ]
   before = [p._cache_size() for p in programs]
   assert min(before) >= 1
   jaxrdp.sweep(q=[0.03, 0.04], **kw)
@@ -164,16 +187,16 @@ def test_table_is_readable(data_sweep):
 
 
 @pytest.mark.parametrize(
-    "kwargs,match",
-    [
-        (dict(q=2.0, sigma=1.0, steps=10), "q"),
-        (dict(q=0.1, sigma=-1.0, steps=10), "sigma"),
-        (dict(q=0.1, sigma=1.0, steps=10, delta=1.0), "delta"),
-        (dict(q=0.1, sigma=1.0, epochs=10), "epochs"),
-        (dict(sigma=1.0, steps=10), "q or batch_size"),
-        (dict(dataset_size=100, batch_size=200, sigma=1.0, steps=10), "batch_size"),
-        (dict(dataset_size=100, batch_size=2.5, sigma=1.0, steps=10), "batch_size"),
-    ],
+  "kwargs,match",
+  [
+    (dict(q=2.0, sigma=1.0, steps=10), "q"),
+    (dict(q=0.1, sigma=-1.0, steps=10), "sigma"),
+    (dict(q=0.1, sigma=1.0, steps=10, delta=1.0), "delta"),
+    (dict(q=0.1, sigma=1.0, epochs=10), "epochs"),
+    (dict(sigma=1.0, steps=10), "q or batch_size"),
+    (dict(dataset_size=100, batch_size=200, sigma=1.0, steps=10), "batch_size"),
+    (dict(dataset_size=100, batch_size=2.5, sigma=1.0, steps=10), "batch_size"),
+  ],
 )
 def test_invalid_arguments(kwargs, match):
   with pytest.raises(ValueError, match=match):
@@ -181,8 +204,9 @@ def test_invalid_arguments(kwargs, match):
 
 
 def test_devices_argument(q_sweep):
-  kw = dict(q=[0.001, 0.01, 0.1], sigma=[0.8, 1.5], steps=[10, 1000], delta=[1e-5, 1e-3],
-            orders=ORDERS)
+  kw = dict(
+    q=[0.001, 0.01, 0.1], sigma=[0.8, 1.5], steps=[10, 1000], delta=[1e-5, 1e-3], orders=ORDERS
+  )
   # A mesh of any shape is flattened into the cell axis.
   mesh = jax.sharding.Mesh(np.array(jax.devices()[:1]).reshape(1, 1), ("a", "b"))
   res = jaxrdp.sweep(**kw, devices=mesh)
@@ -224,3 +248,21 @@ _SHARD_SCRIPT = textwrap.dedent("""
 def test_sharded_equals_single_device():
   env = dict(XLA_FLAGS="--xla_force_host_platform_device_count=4", JAX_PLATFORMS="cpu")
   assert "SHARDED-OK" in run_fresh_python(_SHARD_SCRIPT, env=env)
+
+
+def test_sweep_with_the_pld_accountant_equals_its_cells():
+  # A non-RDP sweep evaluates each cell through the accountant: the same numbers as
+  # the one-line call on the broadcast grid, below the Renyi-DP epsilons (tight
+  # accounting), and no order.
+  q, sigma = [0.01, 0.02], [1.0, 2.0]
+  res = jaxrdp.sweep(
+    q=q, sigma=sigma, steps=[100], delta=1e-5, accountant="pld", chunk_size=3, progress=False
+  )
+  want = jaxrdp.dpsgd_epsilon(
+    np.array(q)[:, None], np.array(sigma)[None, :], 100, 1e-5, accountant="pld"
+  ).epsilon
+  np.testing.assert_array_equal(res.epsilon.reshape(2, 2), np.asarray(want))
+  rdp = jaxrdp.sweep(q=q, sigma=sigma, steps=[100], delta=1e-5).epsilon
+  assert np.all(res.epsilon < rdp) and np.all(np.isnan(res.order))
+  with pytest.raises(ValueError, match="orders"):
+    jaxrdp.sweep(q=q, sigma=sigma, steps=[100], orders=[2.0, 3.0], accountant="pld")

@@ -24,9 +24,15 @@ import jaxrdp
 # 15 (q, sigma) pairs and 240 cells. With chunk_size=8 the 4-device global mesh takes
 # one stage-1 chunk of 4 x 8 pairs and two stage-2 chunks of 4 x 32 cells (the last
 # one padded); the single device takes 2 and 8 chunks of the same per-device shapes.
-KW = dict(q=np.geomspace(1e-3, 0.2, 5).tolist(), sigma=[0.7, 1.0, 2.0],
-          steps=[1, 10, 100, 300, 1000, 3000, 7000, 20000], delta=[1e-6, 1e-5],
-          orders=[2.0, 3.0, 4.0, 8.0, 16.0, 64.0], chunk_size=8, progress=False)
+KW = dict(
+  q=np.geomspace(1e-3, 0.2, 5).tolist(),
+  sigma=[0.7, 1.0, 2.0],
+  steps=[1, 10, 100, 300, 1000, 3000, 7000, 20000],
+  delta=[1e-6, 1e-5],
+  orders=[2.0, 3.0, 4.0, 8.0, 16.0, 64.0],
+  chunk_size=8,
+  progress=False,
+)
 
 _WORKER = textwrap.dedent("""
     import json, os, sys
@@ -78,23 +84,38 @@ _ONE_PROCESS = textwrap.dedent("""
 
 def _run_two_processes(tmp_path, timeout=120):
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=2",
-             JAX_PLATFORMS="cpu", SWEEP_KW=json.dumps(KW))
+  env = dict(
+    os.environ,
+    XLA_FLAGS="--xla_force_host_platform_device_count=2",
+    JAX_PLATFORMS="cpu",
+    SWEEP_KW=json.dumps(KW),
+  )
   env["PYTHONPATH"] = root + os.pathsep + env.get("PYTHONPATH", "")
   env.pop("JAX_ENABLE_X64", None)
   env.pop("JAX_COORDINATOR_ADDRESS", None)
   script = tmp_path / "worker.py"
   script.write_text(_WORKER)
   port = str(_free_loopback_port())
-  procs = [subprocess.Popen([sys.executable, str(script), port, str(pid), str(tmp_path)],
-                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-           for pid in (0, 1)]
+  procs = [
+    subprocess.Popen(
+      [sys.executable, str(script), port, str(pid), str(tmp_path)],
+      env=env,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+    )
+    for pid in (0, 1)
+  ]
   logs = []
   try:
     # The one-process reference, 4 forced devices, runs while the two processes do.
-    one = subprocess.run([sys.executable, "-c", _ONE_PROCESS, str(tmp_path)],
-                         env=dict(env, XLA_FLAGS="--xla_force_host_platform_device_count=4"),
-                         capture_output=True, text=True, timeout=timeout)
+    one = subprocess.run(
+      [sys.executable, "-c", _ONE_PROCESS, str(tmp_path)],
+      env=dict(env, XLA_FLAGS="--xla_force_host_platform_device_count=4"),
+      capture_output=True,
+      text=True,
+      timeout=timeout,
+    )
     assert one.returncode == 0, one.stderr[-3000:]
     for p in procs:
       out, err = p.communicate(timeout=timeout)

@@ -14,8 +14,11 @@ import numpy as np
 import pytest
 
 import jaxrdp
-from jaxrdp.mechanisms import (effective_noise_multiplier, sampled_without_replacement_gaussian_log_a,
-                               sampled_without_replacement_gaussian_rdp)
+from jaxrdp.mechanisms import (
+  effective_noise_multiplier,
+  sampled_without_replacement_gaussian_log_a,
+  sampled_without_replacement_gaussian_rdp,
+)
 
 rdp = sampled_without_replacement_gaussian_rdp
 
@@ -28,8 +31,9 @@ def _oracle_log_a_int(gamma, sigma, a, dps=80):
 
     def m(k):
       if k not in moments:
-        moments[k] = mp.fsum([(-1) ** (k - i) * mp.binomial(k, i) * mp.exp(c * i * (i - 1))
-                              for i in range(k + 1)])
+        moments[k] = mp.fsum(
+          [(-1) ** (k - i) * mp.binomial(k, i) * mp.exp(c * i * (i - 1)) for i in range(k + 1)]
+        )
       return moments[k]
 
     total = 1 + g**2 * mp.binomial(a, 2) * min(4 * mp.expm1(2 * c), 2 * mp.exp(2 * c))
@@ -77,13 +81,13 @@ def test_matches_mpmath_on_random_points():
 # The third and last are where dp_accounting 0.6's float64 alternating sums
 # lose all accuracy (it returns 0.207 and 0.387, 4.6x and 12x too large).
 _HIGH_ORDER_REFERENCE = [
-    # (gamma, sigma, alpha, rdp by _oracle_rdp, 25 digits)
-    (0.0041, 0.55, 256.0, "417.6248898325958407440339"),
-    (0.013, 2.7, 131.5, "4.64856443313133915751223"),
-    (0.28, 14.1, 147.546, "0.04514823332103740094467526"),
-    (0.07, 6.2, 200.0, "0.03348481148002947771491478"),
-    (0.0009, 0.9, 97.0, "52.79759440883991317150503"),
-    (0.45, 33.0, 250.0, "0.0314416721694809886411548"),
+  # (gamma, sigma, alpha, rdp by _oracle_rdp, 25 digits)
+  (0.0041, 0.55, 256.0, "417.6248898325958407440339"),
+  (0.013, 2.7, 131.5, "4.64856443313133915751223"),
+  (0.28, 14.1, 147.546, "0.04514823332103740094467526"),
+  (0.07, 6.2, 200.0, "0.03348481148002947771491478"),
+  (0.0009, 0.9, 97.0, "52.79759440883991317150503"),
+  (0.45, 33.0, 250.0, "0.0314416721694809886411548"),
 ]
 
 
@@ -96,6 +100,7 @@ def test_matches_stored_mpmath_at_high_orders():
 
 def test_agrees_with_dp_accounting():
   from dp_accounting.rdp import rdp_privacy_accountant as ra
+
   orders = np.array([1.5, 2.0, 3.0, 4.5, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0])
   for gamma, sigma in [(256 / 60000, 0.55), (0.01, 1.0), (0.05, 2.0), (1e-3, 4.0)]:
     ours = np.asarray(rdp(gamma, sigma, orders))
@@ -165,6 +170,7 @@ def test_monotone_and_sound_above_chi_moment_limit():
   # the value at the Thm 27 terms we keep, and never above dp_accounting's
   # (which drops them for every j there).
   from dp_accounting.rdp import rdp_privacy_accountant as ra
+
   orders = np.array([256.0, 300.0, 512.0, 1024.0])
   for gamma, sigma in [(0.01, 8.0), (0.001, 30.0)]:
     ours = np.asarray(rdp(gamma, sigma, orders))
@@ -196,4 +202,6 @@ def test_traced_invalid_gives_nan():
 def test_effective_noise_multiplier():
   assert effective_noise_multiplier(1.1, "add_remove") == 1.1
   assert effective_noise_multiplier(1.1, "replace_one") == pytest.approx(0.55)
-  np.testing.assert_allclose(effective_noise_multiplier(jnp.array([2.0, 4.0]), "replace_one"), [1.0, 2.0])
+  np.testing.assert_allclose(
+    effective_noise_multiplier(jnp.array([2.0, 4.0]), "replace_one"), [1.0, 2.0]
+  )

@@ -37,9 +37,19 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-__all__ = ["Bracket", "Threshold", "bracket_init", "bracket_propose", "bracket_update",
-           "bracket_result", "solve_threshold",
-           "INIT", "EXPAND", "ITP", "DONE"]
+__all__ = [
+  "Bracket",
+  "Threshold",
+  "bracket_init",
+  "bracket_propose",
+  "bracket_update",
+  "bracket_result",
+  "solve_threshold",
+  "INIT",
+  "EXPAND",
+  "ITP",
+  "DONE",
+]
 
 INIT, EXPAND, ITP, DONE = 0, 1, 2, 3
 
@@ -54,20 +64,20 @@ _MAX_ITP = 64
 class Bracket(NamedTuple):
   """Search state, one entry per element (all arrays of one shape)."""
 
-  phase: jax.Array   # INIT, EXPAND, ITP or DONE
-  start: jax.Array   # first point to evaluate
-  a: jax.Array       # unacceptable end (once bracketed)
-  b: jax.Array       # acceptable end (once bracketed)
+  phase: jax.Array  # INIT, EXPAND, ITP or DONE
+  start: jax.Array  # first point to evaluate
+  a: jax.Array  # unacceptable end (once bracketed)
+  b: jax.Array  # acceptable end (once bracketed)
   fa: jax.Array
   fb: jax.Array
   oka: jax.Array
   okb: jax.Array
-  step: jax.Array    # next expansion step
-  count: jax.Array   # expansion steps taken
-  k1: jax.Array      # ITP truncation constant
-  n_max: jax.Array   # ITP iteration bound
-  j: jax.Array       # ITP iterations taken
-  last: jax.Array    # which end moved last: -1 a, +1 b, 0 none (Illinois rule)
+  step: jax.Array  # next expansion step
+  count: jax.Array  # expansion steps taken
+  k1: jax.Array  # ITP truncation constant
+  n_max: jax.Array  # ITP iteration bound
+  j: jax.Array  # ITP iterations taken
+  last: jax.Array  # which end moved last: -1 a, +1 b, 0 none (Illinois rule)
 
 
 def bracket_init(start: jax.Array, active: jax.Array) -> Bracket:
@@ -101,10 +111,19 @@ def bracket_propose(s: Bracket, v_min: float, v_max: float, tol: float) -> jax.A
   return jnp.clip(jnp.where(s.phase == ITP, x_itp, x), v_min, v_max)
 
 
-def bracket_update(s: Bracket, x: jax.Array, okx: jax.Array, fx: jax.Array,
-                   v_min: float, v_max: float, tol: float,
-                   slope=None, first_min=_MIN_FIRST_STEP, overshoot=1.0,
-                   k1: float = _K1) -> Bracket:
+def bracket_update(
+  s: Bracket,
+  x: jax.Array,
+  okx: jax.Array,
+  fx: jax.Array,
+  v_min: float,
+  v_max: float,
+  tol: float,
+  slope=None,
+  first_min=_MIN_FIRST_STEP,
+  overshoot=1.0,
+  k1: float = _K1,
+) -> Bracket:
   """Takes the predicate (okx) and proxy (fx) at the proposed points x.
 
   ``slope``: an estimate of |df/dv| (a scalar or one per element). With it, the
@@ -182,17 +201,27 @@ def bracket_result(s: Bracket, v_min: float):
 class Threshold(NamedTuple):
   """Result of :func:`solve_threshold` (arrays of the elements' shape)."""
 
-  v: jax.Array           # smallest acceptable point found (see bracket_result)
+  v: jax.Array  # smallest acceptable point found (see bracket_result)
   infeasible: jax.Array  # True where no acceptable point exists (or inactive)
-  a: jax.Array           # the unacceptable end of the final bracket
-  aux: object            # score's aux output at v (a pytree)
+  a: jax.Array  # the unacceptable end of the final bracket
+  aux: object  # score's aux output at v (a pytree)
   iterations: jax.Array  # evaluations of score (loop iterations)
 
 
-def solve_threshold(score, v0, v_min: float, v_max: float, active, tol: float,
-                    slope=None, first_min=_MIN_FIRST_STEP, overshoot=1.0,
-                    k1: float = _K1, aux_like=None, score_sees_best: bool = False
-                    ) -> Threshold:
+def solve_threshold(
+  score,
+  v0,
+  v_min: float,
+  v_max: float,
+  active,
+  tol: float,
+  slope=None,
+  first_min=_MIN_FIRST_STEP,
+  overshoot=1.0,
+  k1: float = _K1,
+  aux_like=None,
+  score_sees_best: bool = False,
+) -> Threshold:
   """Runs the search for every element to completion in one ``lax.while_loop``.
 
   Args:
@@ -239,8 +268,12 @@ def solve_threshold(score, v0, v_min: float, v_max: float, active, tol: float,
     better = live & okx & (x < v_ok)
     v_ok = jnp.where(better, x, v_ok)
     aux = jax.tree_util.tree_map(
-        lambda new, old: jnp.where(better.reshape(better.shape + (1,) * (new.ndim - better.ndim)),
-                                   new, old), aux_x, aux)
+      lambda new, old: jnp.where(
+        better.reshape(better.shape + (1,) * (new.ndim - better.ndim)), new, old
+      ),
+      aux_x,
+      aux,
+    )
     s = bracket_update(s, x, okx, fx, v_min, v_max, tol, slope, first_min, overshoot, k1)
     return s, it + 1, v_ok, aux
 

@@ -10,9 +10,22 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
+import numpy as np
 
-__all__ = ["log_expm1", "log_expm1_minus_x", "expm1_minus_x", "log_gaussian_pdf", "argmin_last", "log_binomial"]
+__all__ = [
+  "log_expm1",
+  "log_expm1_minus_x",
+  "expm1_minus_x",
+  "log_gaussian_pdf",
+  "argmin_last",
+  "log_binomial",
+  "positive_subnormal",
+  "raise_subnormal",
+  "log_subnormal_safe",
+  "TINY",
+]
 
 # Taylor coefficients of (e^x - 1 - x) / (x^2 / 2) = sum_k 2 x^k / (k + 2)!,
 # highest order first for Horner's rule. For |x| <= 0.1 the first omitted term
@@ -69,6 +82,8 @@ def argmin_last(v):
   Built from min reductions rather than jnp.argmin: argmin lowers to a variadic
   reduce whose initial values follow the *global* x64 flag, which breaks when a
   float64 kernel is traced inside a caller's float32 jit. NaN rows give 0.
+  The first maximum is ``argmin_last(-v)`` (negation is exact, so the same
+  elements tie).
   """
   n = v.shape[-1]
   idx = jnp.arange(n, dtype=jnp.int32)
@@ -117,16 +132,29 @@ def log_binomial(n, k):
   K2, M2 = safe(kb, big_k & big_m), safe(mb, big_k & big_m)
   k2, m2 = K2 - 1.0, M2 - 1.0
   N2 = K2 + M2 - 1.0
-  both = ((k2 + 0.5) * jnp.log1p(m2 / K2) + (m2 + 0.5) * jnp.log1p(k2 / M2)
-          - 0.5 * jnp.log(N2) + 1.0 - 0.5 * math.log(2.0 * math.pi)
-          + _stirling_delta(N2) - _stirling_delta(K2) - _stirling_delta(M2))
+  both = (
+    (k2 + 0.5) * jnp.log1p(m2 / K2)
+    + (m2 + 0.5) * jnp.log1p(k2 / M2)
+    - 0.5 * jnp.log(N2)
+    + 1.0
+    - 0.5 * math.log(2.0 * math.pi)
+    + _stirling_delta(N2)
+    - _stirling_delta(K2)
+    - _stirling_delta(M2)
+  )
 
   def one_small(small, large):
     # lgamma(N) - lgamma(M) - lgamma(S) with S = small + 1 < 20 <= M = large + 1.
     M1 = large + 1.0
     N1 = M1 + small
-    return ((M1 - 0.5) * jnp.log1p(small / M1) + small * jnp.log(N1) - small
-            + _stirling_delta(N1) - _stirling_delta(M1) - gammaln(small + 1.0))
+    return (
+      (M1 - 0.5) * jnp.log1p(small / M1)
+      + small * jnp.log(N1)
+      - small
+      + _stirling_delta(N1)
+      - _stirling_delta(M1)
+      - gammaln(small + 1.0)
+    )
 
   small_k = (~big_k) & big_m
   small_m = big_k & (~big_m)
@@ -135,8 +163,9 @@ def log_binomial(n, k):
   tiny = (~big_k) & (~big_m)
   nt, kt = jnp.where(tiny, n, 2.0), jnp.where(tiny, k, 1.0)
   tiny_val = gammaln(nt + 1.0) - gammaln(kt + 1.0) - gammaln(nt - kt + 1.0)
-  return jnp.where(big_k & big_m, both,
-                   jnp.where(small_k, k_small_val, jnp.where(small_m, m_small_val, tiny_val)))
+  return jnp.where(
+    big_k & big_m, both, jnp.where(small_k, k_small_val, jnp.where(small_m, m_small_val, tiny_val))
+  )
 
 
 def expm1_minus_x(x, expm1_x=None):
@@ -155,3 +184,37 @@ def expm1_minus_x(x, expm1_x=None):
   xm = jnp.where(small, 1.0, x)
   big = jnp.expm1(xm) if expm1_x is None else expm1_x
   return jnp.where(small, 0.5 * xs * xs * series, big - xm)
+
+
+#: The smallest positive normal float64 (2.2250738585072014e-308).
+TINY = float(np.finfo(np.float64).tiny)
+_SUBNORMAL_BITS = 1 << 52  # bit patterns 1 .. 2^52 - 1 are the positive subnormals
+
+
+def positive_subnormal(x):
+  """Whether float64 ``x`` is a positive subnormal (0 < x < TINY).
+
+  XLA on CPU reads subnormal operands as 0 (denormals-are-zero), so ``x > 0``,
+  ``x == 0`` and ``log(x)`` are all wrong for them inside compiled code; the bit
+  pattern, an integer, is not affected. No derivative flows through the test.
+  """
+  bits = jax.lax.bitcast_convert_type(jax.lax.stop_gradient(x), jnp.int64)
+  return (bits > 0) & (bits < _SUBNORMAL_BITS)
+
+
+def raise_subnormal(x):
+  """``x`` with positive subnormals replaced by TINY (rounded up to the smallest normal).
+
+  For an argument that privacy loss is non-decreasing in (q, steps), this is a
+  sound upper bound where XLA would otherwise read the value as 0.
+  """
+  return jnp.where(positive_subnormal(x), TINY, x)
+
+
+def log_subnormal_safe(x):
+  """log(x), exact for positive subnormal x too (x = m 2^-1074 with integer m < 2^52)."""
+  sub = positive_subnormal(x)
+  m = jnp.where(sub, jax.lax.bitcast_convert_type(jax.lax.stop_gradient(x), jnp.int64), 1)
+  return jnp.where(
+    sub, jnp.log(m.astype(jnp.float64)) - 1074.0 * math.log(2.0), jnp.log(jnp.where(sub, 1.0, x))
+  )

@@ -16,8 +16,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["x64_context", "as_float64", "broadcast_float64", "round_up_to", "Float64Scope",
-           "elementwise_float64"]
+__all__ = [
+  "x64_context",
+  "as_float64",
+  "broadcast_float64",
+  "round_up_to",
+  "Float64Scope",
+  "finalize",
+  "elementwise_float64",
+]
 
 
 def x64_context() -> contextlib.AbstractContextManager:
@@ -49,8 +56,12 @@ def round_up_to(x: jax.Array, dtype) -> jax.Array:
   too_small = jax.lax.stop_gradient(y.astype(jnp.float64) < x)
   # nextafter has no derivative rule; the one-ulp bump is a constant offset.
   y_const = jax.lax.stop_gradient(y)
-  bump = jnp.nextafter(y_const, jnp.asarray(np.inf, dtype)) - y_const
-  return jnp.where(too_small, y + bump, y)
+  up = jnp.nextafter(y_const, jnp.asarray(np.inf, dtype))
+  # Where the bump is not exact arithmetic (y = -inf, or a subnormal value that
+  # the CPU flushes to zero), the next value itself, without a derivative.
+  tiny = jnp.finfo(dtype).tiny
+  exact = jnp.isfinite(y_const) & (jnp.abs(y_const) >= tiny) & (jnp.abs(up) >= tiny)
+  return jnp.where(too_small, jnp.where(exact, y + (up - y_const), up), y)
 
 
 class Float64Scope:
@@ -80,10 +91,29 @@ class Float64Scope:
     return self._ctx.__exit__(*exc)
 
   def finalize(self, tree):
-    if self.outer_x64:
-      return tree
-    return jax.tree_util.tree_map(
-        lambda x: _float32_directed(x) if isinstance(x, jax.core.Tracer) else x, tree)
+    return finalize(tree, self.outer_x64)
+
+
+def finalize(tree, outer_x64: bool, down=None):
+  """The float64 results ``tree`` in a dtype the caller can use (see Float64Scope).
+
+  Args:
+    tree: a pytree of results computed in float64.
+    outer_x64: whether the caller has ``jax_enable_x64`` on (read before the
+      float64 scope was entered).
+    down: optional pytree of bools with the structure of ``tree``: True where a
+      leaf's safe side is smaller (a number of steps or a sampling rate that fits
+      a budget), so that it is rounded towards -inf instead of +inf.
+  """
+  if outer_x64:
+    return tree
+
+  def cast(x, to_minus_inf=False):
+    return _float32_directed(x, to_minus_inf) if isinstance(x, jax.core.Tracer) else x
+
+  if down is None:
+    return jax.tree_util.tree_map(cast, tree)
+  return jax.tree_util.tree_map(cast, tree, down)
 
 
 def _float32_directed(x, down: bool = False):
@@ -98,6 +128,16 @@ def _float32_directed(x, down: bool = False):
     if down:
       return -round_up_to(-x, jnp.float32)
     return round_up_to(x, jnp.float32)
+
+
+def _as_array(x):
+  """Python scalars and (nested) lists as float64 numpy arrays, so that the kernels
+  see one array: a list would be a pytree of scalars, and a Python int beyond
+  int64 would not convert at all. Arrays and tracers are passed through; the
+  arguments have been validated by then."""
+  if isinstance(x, (bool, int, float, list, tuple)):
+    return np.asarray(x, dtype=np.float64)
+  return x
 
 
 def elementwise_float64(kernel, diff_args, const_args=()):
@@ -120,7 +160,7 @@ def elementwise_float64(kernel, diff_args, const_args=()):
   linearized evaluation per diff argument, and only runs when a derivative is
   actually taken.
   """
-  diff_args, const_args = tuple(diff_args), tuple(const_args)
+  diff_args, const_args = tuple(_as_array(x) for x in diff_args), tuple(const_args)
   n = len(diff_args)
 
   def run(*args):
@@ -148,8 +188,10 @@ def elementwise_float64(kernel, diff_args, const_args=()):
       consts = primals[n:]
       # linearize evaluates the kernel once: its primal output is the result.
       out64, lin = jax.linearize(lambda *d: kernel(*d, *consts), *p64)
-      jac = [lin(*[jnp.ones_like(p) if j == i else jnp.zeros_like(p) for j, p in enumerate(p64)])
-             for i in range(n)]
+      jac = [
+        lin(*[jnp.ones_like(p) if j == i else jnp.zeros_like(p) for j, p in enumerate(p64)])
+        for i in range(n)
+      ]
     out = jax.tree_util.tree_map(_float32_directed, out64)
 
     def tangent(leaf, *partials):

@@ -3,18 +3,33 @@
 Concrete (non-traced) arguments are checked eagerly and raise ``ValueError``
 naming the argument and its allowed range. Traced arguments cannot be checked
 in Python; the kernels map invalid traced values to NaN instead, and never to a
-wrong finite number.
+wrong finite number. Each range is an :class:`Interval` defined once below
+(``PROBABILITY``, ``DELTA``, ``ORDER``, ...): its ``check`` is the eager test and
+its ``holds`` the traced mask.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import jax
+import jax.numpy as jnp
 
 __all__ = [
-    "is_concrete",
-    "check_range",
-    "concrete_or_none",
+  "is_concrete",
+  "check_range",
+  "concrete_or_none",
+  "Interval",
+  "PROBABILITY",
+  "NOISE_MULTIPLIER",
+  "FINITE_NOISE_MULTIPLIER",
+  "ORDER",
+  "DELTA",
+  "COUNT",
+  "EPSILON",
+  "FINITE_EPSILON",
+  "RDP",
 ]
 
 
@@ -29,19 +44,55 @@ def concrete_or_none(x):
     return None
   try:
     return np.asarray(x, dtype=np.float64)
-  except (TypeError, ValueError) as e:
+  except (TypeError, ValueError, OverflowError) as e:
     raise ValueError(f"could not convert argument to a float array: {e}") from None
 
 
+_REAL_KINDS = "biuf"  # numpy dtype kinds accepted: bool, integers, floats
+
+
+def check_real(name: str, x) -> None:
+  """Raises TypeError unless ``x`` is a real number or an array (or nested list) of them.
+
+  Strings, None, complex numbers, Decimal, Fraction, dicts and other objects are
+  refused here, with the argument's name, instead of failing later inside JAX
+  (or, for Decimal and Fraction, being rounded to the nearest float, which can
+  be below the value given). A Python int too large for float64 raises ValueError.
+  """
+  if not is_concrete(x):
+    return
+  allowed = "a real number (int or float) or an array or list of them"
+  if isinstance(x, (jax.Array, np.ndarray, np.generic)):
+    kind = np.dtype(x.dtype).kind
+  elif isinstance(x, (bool, int, float)):
+    kind = "f"
+  elif isinstance(x, (list, tuple)):
+    try:
+      kind = np.asarray(x).dtype.kind
+    except (TypeError, ValueError, OverflowError):
+      kind = "O"
+  else:
+    raise TypeError(f"{name} must be {allowed}, got {type(x).__name__}")
+  if kind not in _REAL_KINDS:
+    raise TypeError(
+      f"{name} must be {allowed}, got {type(x).__name__} with "
+      f"{'elements of dtype ' + str(np.asarray(x).dtype) if kind != 'O' else 'non-numeric or oversized elements'}"
+    )
+  try:
+    np.asarray(x, dtype=np.float64)
+  except OverflowError:
+    raise ValueError(f"{name} must be a float64 number; an integer this large overflows") from None
+
+
 def check_range(
-    name: str,
-    x,
-    *,
-    lower: float | None = None,
-    upper: float | None = None,
-    lower_open: bool = False,
-    upper_open: bool = False,
-    allow_inf: bool = False,
+  name: str,
+  x,
+  *,
+  lower: float | None = None,
+  upper: float | None = None,
+  lower_open: bool = False,
+  upper_open: bool = False,
+  allow_inf: bool = False,
 ) -> None:
   """Raises ValueError if concrete ``x`` has NaN or leaves the given interval.
 
@@ -52,6 +103,7 @@ def check_range(
     lower_open, upper_open: whether the bound itself is excluded.
     allow_inf: whether +inf is an allowed value.
   """
+  check_real(name, x)
   arr = concrete_or_none(x)
   if arr is None:
     return
@@ -69,7 +121,7 @@ def check_range(
   if not allow_inf:
     bad |= np.isinf(arr)
   if bad.any():
-    first = arr[bad].flat[0]
+    first = float(arr[bad].flat[0])  # a Python float: "got 2.0", not "got np.float64(2.0)"
     raise ValueError(f"{name} must be in {interval}, got {first!r}")
 
 
@@ -98,3 +150,49 @@ def static_or_none(x):
   """StaticArray of ``x`` if it is concrete, else None (it is traced)."""
   arr = concrete_or_none(x)
   return None if arr is None else StaticArray(arr)
+
+
+class Interval(NamedTuple):
+  """The valid range of an argument, stated once.
+
+  ``check`` raises for concrete values outside it (eager use), and ``holds`` is
+  the same set as a traced boolean mask, where a kernel maps what lies outside
+  to NaN: the two cannot disagree.
+  """
+
+  lower: float | None = None
+  upper: float | None = None
+  lower_open: bool = False
+  upper_open: bool = False
+  allow_inf: bool = False
+
+  def check(self, name: str, x) -> None:
+    """Raises ValueError naming ``name`` if concrete ``x`` has NaN or leaves the range."""
+    check_range(name, x, **self._asdict())
+
+  def holds(self, x) -> jax.Array:
+    """Elementwise: ``x`` lies in the range (False at NaN); traceable."""
+    ok = None
+    if self.lower is not None:
+      ok = (x > self.lower) if self.lower_open else (x >= self.lower)
+    if self.upper is not None:
+      up = (x < self.upper) if self.upper_open else (x <= self.upper)
+      ok = up if ok is None else ok & up
+    if not self.allow_inf and (self.upper is None or self.upper == np.inf):
+      # (A finite upper bound already excludes +inf; a lower one, -inf.)
+      finite = jnp.isfinite(x) if self.lower is None else x < np.inf
+      ok = finite if ok is None else ok & finite
+    return ~jnp.isnan(x) if ok is None else ok  # comparisons are False at NaN
+
+
+# The ranges, one definition each. Their messages read, for example,
+# "q must be in [0.0, 1.0], got 2.0".
+PROBABILITY = Interval(0.0, 1.0)  # a sampling rate q, a probability p
+NOISE_MULTIPLIER = Interval(0.0, allow_inf=True)  # sigma: 0 (no noise) up to inf (no release)
+FINITE_NOISE_MULTIPLIER = Interval(0.0)
+ORDER = Interval(1.0, lower_open=True, allow_inf=True)  # a Renyi order alpha in (1, inf]
+DELTA = Interval(0.0, 1.0, lower_open=True, upper_open=True)  # a target delta in (0, 1)
+COUNT = Interval(0.0)  # a number of steps or compositions: finite, >= 0
+EPSILON = Interval(0.0, allow_inf=True)
+FINITE_EPSILON = Interval(0.0)
+RDP = Interval(0.0, allow_inf=True)  # an RDP value (inf: no bound at that order)

@@ -9,8 +9,20 @@ from ._api import delta_from_event as delta_from_event
 from ._api import epsilon_from_event as epsilon_from_event
 from ..rdp._accountant import RdpAccountant as RdpAccountant
 from ..rdp._accountant import RdpState as RdpState
+from ..pld._event_accountant import PldAccountant as PldAccountant
+from ..pld._event_accountant import PldState as PldState
+from .. import pld as _pld  # registers accountant='pld'
 
 __all__ = [
-    "Accountant", "PrivacyAccountant", "RdpAccountant", "RdpState", "delta_from_event",
-    "epsilon_from_event", "get_accountant", "register_accountant", "registered_accountants",
+  "Accountant",
+  "PldAccountant",
+  "PldState",
+  "PrivacyAccountant",
+  "RdpAccountant",
+  "RdpState",
+  "delta_from_event",
+  "epsilon_from_event",
+  "get_accountant",
+  "register_accountant",
+  "registered_accountants",
 ]

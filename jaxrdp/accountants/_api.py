@@ -21,8 +21,9 @@ def _as_event(event):
   return from_dp_accounting(event) if is_dp_accounting_event(event) else event
 
 
-def epsilon_from_event(event: Any, delta: ArrayLike, *,
-                       accountant: str | Accountant = "rdp") -> EpsilonResult:
+def epsilon_from_event(
+  event: Any, delta: ArrayLike, *, accountant: str | Accountant = "rdp"
+) -> EpsilonResult:
   """epsilon at ``delta`` of everything ``event`` describes.
 
   Args:
@@ -48,8 +49,9 @@ def epsilon_from_event(event: Any, delta: ArrayLike, *,
   return get_accountant(accountant).epsilon(_as_event(event), delta)
 
 
-def delta_from_event(event: Any, epsilon: ArrayLike, *,
-                     accountant: str | Accountant = "rdp") -> DeltaResult:
+def delta_from_event(
+  event: Any, epsilon: ArrayLike, *, accountant: str | Accountant = "rdp"
+) -> DeltaResult:
   """delta at ``epsilon`` of everything ``event`` describes; see :func:`epsilon_from_event`."""
   return get_accountant(accountant).delta(_as_event(event), epsilon)
 
@@ -100,6 +102,9 @@ class PrivacyAccountant:
     return float(self.accountant.get_delta(self.state, epsilon).delta)
 
   def get_privacy_spent(self, delta: float) -> tuple[float, float]:
-    """(epsilon, optimal order), as Opacus' ``get_privacy_spent`` reports it."""
+    """(epsilon, optimal order), as Opacus' ``get_privacy_spent`` reports it.
+
+    The order is NaN for accountants without one (``"pld"``).
+    """
     res = self.accountant.get_epsilon(self.state, delta)
-    return float(res.epsilon), float(res.order)
+    return float(res.epsilon), float(getattr(res, "order", float("nan")))

@@ -79,12 +79,16 @@ def get_accountant(accountant: str | Accountant) -> Accountant:
   """
   if isinstance(accountant, str):
     if accountant not in _FACTORIES:
-      raise ValueError(f"unknown accountant {accountant!r}; registered accountants: "
-                       f"{', '.join(registered_accountants())}")
+      raise ValueError(
+        f"unknown accountant {accountant!r}; registered accountants: "
+        f"{', '.join(registered_accountants())}"
+      )
     if accountant not in _DEFAULTS:
       _DEFAULTS[accountant] = _FACTORIES[accountant]()
     return _DEFAULTS[accountant]
   if not isinstance(accountant, Accountant):
-    raise TypeError(f"accountant must be a registered name or an accountant object, got "
-                    f"{type(accountant).__name__}")
+    raise TypeError(
+      f"accountant must be a registered name or an accountant object, got "
+      f"{type(accountant).__name__}"
+    )
   return accountant

@@ -46,10 +46,15 @@ Infeasible requests give NaN with ``feasible == False``:
 
 Degenerate cells are answered in closed form: q = 0 or steps = 0 needs sigma = 0;
 steps = 0 admits q = 1; q = 0 or sigma = inf admits steps = inf.
+
+Batching schemes other than Poisson sampling under add/remove (``sampling=``,
+``relation=``; ``jaxrdp.rdp._sampling``) take the same path with their own jitted
+calibrations (``jaxrdp.calibration._schemes``), on the same core.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -59,16 +64,29 @@ from jax.typing import ArrayLike
 
 from .._core import precision as _precision
 from ..rdp._conversions import delta_from_rdp_f64, epsilon_from_rdp_f64
-from ..rdp._dpsgd import _dpsgd_delta_f64, _dpsgd_rdp_f64, _orders_or_default, _search_f64
+from ..rdp import _sampling
+from ..rdp._dpsgd import (
+  _dpsgd_delta_f64,
+  _dpsgd_rdp_f64,
+  _orders_or_default,
+  _search_f64,
+  check_scheme_accountant,
+)
 from ..rdp._order_search import table_size as search_table_size
 from ..mechanisms._sgm import _rdp_f64
 from .._core.validation import StaticArray, check_range
+from .._core.numerics import raise_subnormal
+from .._core.validation import is_concrete
+from ._with_accountant import calibrate_with_accountant
 from ._core import SAFETY, Budget, Domain, Evaluator, Known, calibrate
-from ..rdp import _sampling
 
 __all__ = [
-    "NoiseCalibration", "StepsCalibration", "SamplingRateCalibration",
-    "calibrate_noise", "calibrate_steps", "calibrate_sampling_rate",
+  "NoiseCalibration",
+  "StepsCalibration",
+  "SamplingRateCalibration",
+  "calibrate_noise",
+  "calibrate_steps",
+  "calibrate_sampling_rate",
 ]
 
 # Search domains: sigma in [1e-3, 1e6]; q in [1e-10, 1]; steps in [1, 2**52] (integers
@@ -76,7 +94,7 @@ __all__ = [
 _SIGMA_DOMAIN = Domain(1e-3, 1e6, "log")
 _Q_DOMAIN = Domain(1e-10, 1.0, "log")
 _STEPS_DOMAIN = Domain(1.0, float(2**52), "integer")
-_ACCOUNTANTS = ("rdp",)
+_ACCOUNTANTS = ("rdp", "pld")
 
 
 class NoiseCalibration(NamedTuple):
@@ -174,8 +192,9 @@ def _proxy_orders(all_orders: np.ndarray) -> np.ndarray:
   return np.unique(ints)
 
 
-def _sgm_evaluator(budget, q_of, sigma_of, steps, given, all_orders, orders_static,
-                   increasing, domain, start) -> Evaluator:
+def _sgm_evaluator(
+  budget, q_of, sigma_of, steps, given, all_orders, orders_static, increasing, domain, start
+) -> Evaluator:
   """The SGM accountant as a family in one parameter p: q_of(p), sigma_of(p) per cell.
 
   Epsilon uses the order search (the exact minimum over the orders, which evaluates the
@@ -205,7 +224,8 @@ def _sgm_evaluator(budget, q_of, sigma_of, steps, given, all_orders, orders_stat
   memo_like = None
   if budget is Budget.EPSILON:
     memo_like = jax.ShapeDtypeStruct(
-        jnp.shape(steps) + (search_table_size(orders_static.array),), jnp.float64)
+      jnp.shape(steps) + (search_table_size(orders_static.array),), jnp.float64
+    )
   return Evaluator(value, increasing, domain, start, proxy if sub.size else None, memo_like)
 
 
@@ -214,6 +234,7 @@ def _sgm_evaluator(budget, q_of, sigma_of, steps, given, all_orders, orders_stat
 
 
 def _noise_impl(target, given, q, steps, all_orders, orders_static, budget):
+  q, steps = raise_subnormal(q), raise_subnormal(steps)  # XLA would read them as 0
   valid = budget.valid(target, given) & (q >= 0) & (q <= 1) & (steps >= 0)
   floor, floor_order = _floor_value(budget, given, all_orders)
   reachable = floor <= target * (1.0 - SAFETY)
@@ -223,13 +244,24 @@ def _noise_impl(target, given, q, steps, all_orders, orders_static, budget):
   t_s = jnp.where(active, steps, 1.0)
   g_s = jnp.where(active, given, 0.5)
   sigma0 = jnp.clip(q_s * jnp.sqrt(t_s / _guess_rho(budget, target, given)), 0.3, 1e5)
-  ev = _sgm_evaluator(budget, lambda s: q_s, lambda s: s, t_s, g_s, all_orders,
-                      orders_static, False, _SIGMA_DOMAIN, sigma0)
+  ev = _sgm_evaluator(
+    budget,
+    lambda s: q_s,
+    lambda s: s,
+    t_s,
+    g_s,
+    all_orders,
+    orders_static,
+    False,
+    _SIGMA_DOMAIN,
+    sigma0,
+  )
   known = Known(trivial & reachable, jnp.zeros_like(q), floor, floor_order)
   return NoiseCalibration(*calibrate(ev, budget, target, given, active, known))
 
 
 def _rate_impl(target, given, sigma, steps, all_orders, orders_static, budget):
+  steps = raise_subnormal(steps)  # XLA would read a subnormal as 0
   valid = budget.valid(target, given) & (sigma >= 0) & (steps >= 0)
   floor, floor_order = _floor_value(budget, given, all_orders)
   reachable = floor <= target * (1.0 - SAFETY)
@@ -240,13 +272,15 @@ def _rate_impl(target, given, sigma, steps, all_orders, orders_static, budget):
   t_s = jnp.where(active, steps, 1.0)
   g_s = jnp.where(active, given, 0.5)
   q0 = jnp.clip(s_s * jnp.sqrt(_guess_rho(budget, target, given) / t_s), 1e-8, 1.0)
-  ev = _sgm_evaluator(budget, lambda q: q, lambda q: s_s, t_s, g_s, all_orders,
-                      orders_static, True, _Q_DOMAIN, q0)
+  ev = _sgm_evaluator(
+    budget, lambda q: q, lambda q: s_s, t_s, g_s, all_orders, orders_static, True, _Q_DOMAIN, q0
+  )
   known = Known(no_steps & reachable, jnp.ones_like(sigma), floor, floor_order)
   return SamplingRateCalibration(*calibrate(ev, budget, target, given, active, known))
 
 
 def _steps_impl(target, given, q, sigma, all_orders, orders_static, budget):
+  q = raise_subnormal(q)  # XLA would read a subnormal as 0
   valid = budget.valid(target, given) & (q >= 0) & (q <= 1) & (sigma >= 0)
   q_s = jnp.where(valid, q, 0.5)
   s_s = jnp.where(valid, sigma, 1.0)
@@ -295,8 +329,10 @@ def _budget(fn, target_epsilon, delta, target_delta, epsilon):
   by_epsilon = target_epsilon is not None or delta is not None
   by_delta = target_delta is not None or epsilon is not None
   if by_epsilon == by_delta:
-    raise TypeError(f"{fn}() takes either target_epsilon and delta (an epsilon budget) "
-                    "or target_delta and epsilon (a delta budget)")
+    raise TypeError(
+      f"{fn}() takes either target_epsilon and delta (an epsilon budget) "
+      "or target_delta and epsilon (a delta budget)"
+    )
   budget = Budget.DELTA if by_delta else Budget.EPSILON
   target, given = (target_delta, epsilon) if by_delta else (target_epsilon, delta)
   for name, x in ((budget.target_name, target), (budget.given_name, given)):
@@ -311,9 +347,89 @@ def _require(fn, **args):
       raise TypeError(f"{fn}() missing argument {name!r}")
 
 
-def _check_accountant(accountant):
+def _check_accountant(accountant, orders, values):
+  """Reject a bad accountant request before anything is compiled."""
   if accountant not in _ACCOUNTANTS:
     raise ValueError(f"accountant must be one of {_ACCOUNTANTS}, got {accountant!r}")
+  if accountant == "rdp":
+    return
+  if orders is not None:
+    raise ValueError(
+      f"orders configures the RDP accountant; leave it out with accountant={accountant!r}"
+    )
+  if not all(is_concrete(x) for x in values):
+    raise ValueError(
+      f"calibration with accountant={accountant!r} needs concrete arguments "
+      "(it runs on the host); use accountant='rdp' under jit"
+    )
+
+
+def _scheme_jitted(kind, jitted, sampling, relation, accountant, orders):
+  """The jitted calibration of ``kind`` for a batching scheme and relation.
+
+  ``jitted`` (the SGM's, Poisson under add/remove) for the default pair; else the
+  scheme's (``jaxrdp.calibration._schemes``) with the pair bound, after the checks
+  that need no compilation: the pair, the accountant (Renyi DP only) and the orders.
+  """
+  sampling, relation = _sampling.resolve_scheme(sampling, relation)
+  if _sampling.is_default_scheme(sampling, relation):
+    return jitted
+  check_scheme_accountant(sampling, relation, accountant)
+  _sampling.check_orders_for(sampling, orders_array(orders))
+  from ._schemes import JITS  # imports this module
+
+  return functools.partial(JITS[kind], sampling=sampling, relation=relation)
+
+
+def _solve(kind, jitted, accountant, budget, target, given, fixed, orders):
+  """One jitted Renyi-DP calibration, refined on the host for another accountant.
+
+  ``fixed`` maps the two given DP-SGD parameters, in the jitted function's argument
+  order, to their values.
+  """
+  _check_accountant(accountant, orders, (target, given, *fixed.values()))
+  out = _call(jitted, budget, target, given, *fixed.values(), orders)
+  if accountant == "rdp":
+    return out
+  return _refine(kind, accountant, out, budget, target, given, fixed)
+
+
+def _refine(kind, accountant, out, budget, target, given, fixed):
+  """The Renyi-DP answer ``out`` refined on the host by another accountant."""
+  name = {"noise": "sigma", "rate": "q", "steps": "steps"}[kind]
+  solved = np.asarray(getattr(out, name), dtype=np.float64)
+  shape = solved.shape
+  cols = {
+    k: np.broadcast_to(np.asarray(v, dtype=np.float64), shape).ravel() for k, v in fixed.items()
+  }
+  cols.setdefault("q", None)
+  cols.setdefault("sigma", None)
+  cols.setdefault("steps", None)
+  tgt = np.broadcast_to(np.asarray(target, dtype=np.float64), shape).ravel()
+  giv = np.broadcast_to(np.asarray(given, dtype=np.float64), shape).ravel()
+  start = solved.ravel()
+  feasible = np.asarray(out.feasible).ravel()
+  # Cells with a closed-form answer (no privacy loss: sigma = 0 for q = 0 or no
+  # steps, q = 1 or unlimited steps) keep it; the others are searched.
+  trivial = {"noise": start == 0, "rate": start == 1, "steps": ~np.isfinite(start)}[kind]
+  searched = feasible & ~trivial
+  with _precision.x64_context():
+    param, value, ok = calibrate_with_accountant(
+      kind, accountant, budget, tgt, giv, cols, start, searched
+    )
+  value = np.where(searched, value, np.asarray(getattr(out, budget.value)).ravel())
+  ok = np.where(searched, ok, feasible)
+  param = np.where(ok, param, np.nan)
+  value = np.where(ok, value, np.nan)
+  eps, dlt = budget.pair(value, giv)
+  fields = {
+    name: param,
+    "epsilon": eps,
+    "delta": dlt,
+    "order": np.full(param.shape, np.nan),
+    "feasible": ok,
+  }
+  return type(out)(**{k: np.reshape(v, shape) for k, v in fields.items()})
 
 
 def _finalize(out, outer_x64: bool):
@@ -325,14 +441,8 @@ def _finalize(out, outer_x64: bool):
   steps and the sampling rate down (more steps or a larger q would spend more than
   the budget). Eager calls and x64 callers get float64.
   """
-  if outer_x64:
-    return out
-
-  def cast(x, down):
-    return _precision._float32_directed(x, down) if isinstance(x, jax.core.Tracer) else x
-
   first_down = isinstance(out, (StepsCalibration, SamplingRateCalibration))
-  return type(out)(cast(out[0], first_down), *(cast(x, False) for x in out[1:]))
+  return _precision.finalize(out, outer_x64, type(out)(first_down, *(False,) * (len(out) - 1)))
 
 
 def _call(jitted, budget, target, given, a, b, orders):
@@ -342,28 +452,25 @@ def _call(jitted, budget, target, given, a, b, orders):
     args = [_precision.as_float64(x) for x in (target, given, a, b)]
     shape = jnp.broadcast_shapes(*(x.shape for x in args))
     args = [jnp.broadcast_to(x, shape) for x in args]
-    out = jitted(*args, jnp.asarray(all_orders), orders_static=StaticArray(all_orders),
-                 budget=budget)
+    out = jitted(
+      *args, jnp.asarray(all_orders), orders_static=StaticArray(all_orders), budget=budget
+    )
   return _finalize(out, outer_x64)
 
 
-def _call_scheme(which, budget, target, given, a, b, orders, sampling, relation):
-  """``_call`` on the evaluator of a scheme other than Poisson add/remove."""
-  import functools
-  from . import _schemes
-  _sampling.check_orders_for(sampling, orders_array(orders))
-  jitted = {"noise": _schemes.noise_jit, "steps": _schemes.steps_jit,
-            "rate": _schemes.rate_jit}[which]
-  return _call(functools.partial(jitted, sampling=sampling, relation=relation), budget, target,
-               given, a, b, orders)
-
-
-def calibrate_noise(target_epsilon: ArrayLike | None = None, delta: ArrayLike | None = None,
-                    q: ArrayLike | None = None, steps: ArrayLike | None = None,
-                    orders: ArrayLike | None = None, *,
-                    target_delta: ArrayLike | None = None, epsilon: ArrayLike | None = None,
-                    accountant: str = "rdp", sampling: str = "poisson",
-                    relation: str | None = None) -> NoiseCalibration:
+def calibrate_noise(
+  target_epsilon: ArrayLike | None = None,
+  delta: ArrayLike | None = None,
+  q: ArrayLike | None = None,
+  steps: ArrayLike | None = None,
+  orders: ArrayLike | None = None,
+  *,
+  target_delta: ArrayLike | None = None,
+  epsilon: ArrayLike | None = None,
+  accountant: str = "rdp",
+  sampling: str = "poisson",
+  relation: str | None = None,
+) -> NoiseCalibration:
   """Smallest noise multiplier sigma whose guarantee meets the budget.
 
   The budget is either ``target_epsilon`` at a given ``delta`` (positionally, as in
@@ -387,10 +494,16 @@ def calibrate_noise(target_epsilon: ArrayLike | None = None, delta: ArrayLike | 
     target_delta: delta budget, in (0, 1) (keyword; with ``epsilon`` instead of
       ``target_epsilon`` and ``delta``).
     epsilon: epsilon of the guarantee, >= 0 (keyword).
-    accountant: ``"rdp"``, the RDP accountant of the Sampled Gaussian Mechanism.
+    accountant: ``"rdp"`` (default: Renyi DP, one jitted search) or ``"pld"`` (tight,
+      certified accounting: the search starts from the Renyi-DP answer and runs on
+      the host, one vectorized tight evaluation per round, until the bracket is
+      1e-5 wide in log sigma or log q, or one step; needs concrete arguments and
+      the default orders; ``order`` is then NaN).
     sampling: ``"poisson"`` (default), ``"fixed"`` or ``"shuffle"``, and
-    relation: ``"add_remove"`` or ``"replace_one"`` (default per scheme), as in
-      :func:`jaxrdp.dpsgd_epsilon`; q is B / n for ``"fixed"`` and ``"shuffle"``.
+    relation: ``"add_remove"`` or ``"replace_one"`` (default per scheme): the batching
+      scheme and neighbouring relation, as in :func:`jaxrdp.dpsgd_epsilon` (q is
+      B / n for ``"fixed"`` and ``"shuffle"``; sigma is the DP-SGD noise multiplier).
+      Other than Poisson under add/remove, they need ``accountant="rdp"``.
 
   Returns:
     ``NoiseCalibration(sigma, epsilon, delta, order, feasible)``, float64 arrays of
@@ -413,31 +526,40 @@ def calibrate_noise(target_epsilon: ArrayLike | None = None, delta: ArrayLike | 
     >>> round(float(res.sigma), 4)
     1.2953
   """
-  budget, target, given = _budget("calibrate_noise", target_epsilon, delta, target_delta,
-                                  epsilon)
+  budget, target, given = _budget("calibrate_noise", target_epsilon, delta, target_delta, epsilon)
   _require("calibrate_noise", q=q, steps=steps)
-  _check_accountant(accountant)
   budget.check(target, given)
   check_range("q", q, lower=0.0, upper=1.0)
   check_range("steps", steps, lower=0.0)
-  sampling, relation = _sampling.resolve_scheme(sampling, relation)
-  if not _sampling.is_default_scheme(sampling, relation):
-    return _call_scheme("noise", budget, target, given, q, steps, orders, sampling, relation)
-  return _call(_noise_jit, budget, target, given, q, steps, orders)
+  fixed = dict(q=q, steps=steps)
+  jitted = _scheme_jitted("noise", _noise_jit, sampling, relation, accountant, orders)
+  return _solve("noise", jitted, accountant, budget, target, given, fixed, orders)
 
 
-def calibrate_steps(target_epsilon: ArrayLike | None = None, delta: ArrayLike | None = None,
-                    q: ArrayLike | None = None, sigma: ArrayLike | None = None,
-                    orders: ArrayLike | None = None, *,
-                    target_delta: ArrayLike | None = None, epsilon: ArrayLike | None = None,
-                    accountant: str = "rdp", sampling: str = "poisson",
-                    relation: str | None = None) -> StepsCalibration:
+def calibrate_steps(
+  target_epsilon: ArrayLike | None = None,
+  delta: ArrayLike | None = None,
+  q: ArrayLike | None = None,
+  sigma: ArrayLike | None = None,
+  orders: ArrayLike | None = None,
+  *,
+  target_delta: ArrayLike | None = None,
+  epsilon: ArrayLike | None = None,
+  accountant: str = "rdp",
+  sampling: str = "poisson",
+  relation: str | None = None,
+) -> StepsCalibration:
   """Largest integer number of steps T whose guarantee meets the budget.
 
   The budget is ``target_epsilon`` at a given ``delta`` (positionally) or, as
   keywords, ``target_delta`` at a given ``epsilon``, as in :func:`calibrate_noise`.
   The per-step RDP is computed once per cell; T is found by exponential search and
   integer bisection, so that T steps meet the budget and T + 1 do not.
+
+  Tightness: epsilon(T) always meets the budget. That T + 1 does not holds up to
+  T ~ 1e10; beyond (about 1e11 to 1e13 steps and more) one step changes epsilon by
+  less than its own 1e-12 relative accuracy, so T is the largest count to within
+  that accuracy of epsilon, and T + 1, T + 2, ... may still meet the budget.
 
   Args:
     target_epsilon: epsilon budget, >= 0 (with ``delta``).
@@ -447,7 +569,11 @@ def calibrate_steps(target_epsilon: ArrayLike | None = None, delta: ArrayLike | 
     orders: Renyi orders; default :data:`jaxrdp.DEFAULT_ORDERS`.
     target_delta: delta budget in (0, 1) (keyword; with ``epsilon``).
     epsilon: epsilon of the guarantee, >= 0 (keyword).
-    accountant: ``"rdp"``.
+    accountant: ``"rdp"`` (default: Renyi DP, one jitted search) or ``"pld"`` (tight,
+      certified accounting: the search starts from the Renyi-DP answer and runs on
+      the host, one vectorized tight evaluation per round, until the bracket is
+      1e-5 wide in log sigma or log q, or one step; needs concrete arguments and
+      the default orders; ``order`` is then NaN).
     sampling, relation: the batching scheme and relation, as in :func:`calibrate_noise`.
 
   Returns:
@@ -466,26 +592,29 @@ def calibrate_steps(target_epsilon: ArrayLike | None = None, delta: ArrayLike | 
     ...                            epsilon=2.597).steps)
     14066
   """
-  budget, target, given = _budget("calibrate_steps", target_epsilon, delta, target_delta,
-                                  epsilon)
+  budget, target, given = _budget("calibrate_steps", target_epsilon, delta, target_delta, epsilon)
   _require("calibrate_steps", q=q, sigma=sigma)
-  _check_accountant(accountant)
   budget.check(target, given)
   check_range("q", q, lower=0.0, upper=1.0)
   check_range("sigma", sigma, lower=0.0, allow_inf=True)
-  sampling, relation = _sampling.resolve_scheme(sampling, relation)
-  if not _sampling.is_default_scheme(sampling, relation):
-    return _call_scheme("steps", budget, target, given, q, sigma, orders, sampling, relation)
-  return _call(_steps_jit, budget, target, given, q, sigma, orders)
+  fixed = dict(q=q, sigma=sigma)
+  jitted = _scheme_jitted("steps", _steps_jit, sampling, relation, accountant, orders)
+  return _solve("steps", jitted, accountant, budget, target, given, fixed, orders)
 
 
-def calibrate_sampling_rate(target_epsilon: ArrayLike | None = None,
-                            delta: ArrayLike | None = None, sigma: ArrayLike | None = None,
-                            steps: ArrayLike | None = None, orders: ArrayLike | None = None,
-                            *, target_delta: ArrayLike | None = None,
-                            epsilon: ArrayLike | None = None, accountant: str = "rdp",
-                            sampling: str = "poisson", relation: str | None = None
-                            ) -> SamplingRateCalibration:
+def calibrate_sampling_rate(
+  target_epsilon: ArrayLike | None = None,
+  delta: ArrayLike | None = None,
+  sigma: ArrayLike | None = None,
+  steps: ArrayLike | None = None,
+  orders: ArrayLike | None = None,
+  *,
+  target_delta: ArrayLike | None = None,
+  epsilon: ArrayLike | None = None,
+  accountant: str = "rdp",
+  sampling: str = "poisson",
+  relation: str | None = None,
+) -> SamplingRateCalibration:
   """Largest sampling rate q in (0, 1] whose guarantee meets the budget.
 
   The budget is ``target_epsilon`` at a given ``delta`` (positionally) or, as
@@ -502,7 +631,11 @@ def calibrate_sampling_rate(target_epsilon: ArrayLike | None = None,
     orders: Renyi orders; default :data:`jaxrdp.DEFAULT_ORDERS`.
     target_delta: delta budget in (0, 1) (keyword; with ``epsilon``).
     epsilon: epsilon of the guarantee, >= 0 (keyword).
-    accountant: ``"rdp"``.
+    accountant: ``"rdp"`` (default: Renyi DP, one jitted search) or ``"pld"`` (tight,
+      certified accounting: the search starts from the Renyi-DP answer and runs on
+      the host, one vectorized tight evaluation per round, until the bracket is
+      1e-5 wide in log sigma or log q, or one step; needs concrete arguments and
+      the default orders; ``order`` is then NaN).
     sampling, relation: the batching scheme and relation, as in :func:`calibrate_noise`.
 
   Returns:
@@ -519,14 +652,13 @@ def calibrate_sampling_rate(target_epsilon: ArrayLike | None = None,
     >>> round(float(res.q) * 60000)
     256
   """
-  budget, target, given = _budget("calibrate_sampling_rate", target_epsilon, delta,
-                                  target_delta, epsilon)
+  budget, target, given = _budget(
+    "calibrate_sampling_rate", target_epsilon, delta, target_delta, epsilon
+  )
   _require("calibrate_sampling_rate", sigma=sigma, steps=steps)
-  _check_accountant(accountant)
   budget.check(target, given)
   check_range("sigma", sigma, lower=0.0, allow_inf=True)
   check_range("steps", steps, lower=0.0)
-  sampling, relation = _sampling.resolve_scheme(sampling, relation)
-  if not _sampling.is_default_scheme(sampling, relation):
-    return _call_scheme("rate", budget, target, given, sigma, steps, orders, sampling, relation)
-  return _call(_rate_jit, budget, target, given, sigma, steps, orders)
+  fixed = dict(sigma=sigma, steps=steps)
+  jitted = _scheme_jitted("rate", _rate_jit, sampling, relation, accountant, orders)
+  return _solve("rate", jitted, accountant, budget, target, given, fixed, orders)

@@ -64,9 +64,9 @@ from jax import lax
 
 from .._core.bracket import solve_threshold
 from .._core.validation import check_range
+from .._core.numerics import raise_subnormal
 
-__all__ = ["Budget", "Domain", "Evaluator", "Hint", "Known", "Calibrated", "calibrate",
-           "SAFETY"]
+__all__ = ["Budget", "Domain", "Evaluator", "Hint", "Known", "Calibrated", "calibrate", "SAFETY"]
 
 # A cell meets its budget when value <= target * (1 - SAFETY).
 SAFETY = 1e-12
@@ -84,8 +84,7 @@ _EPSILON_RANGE = dict(lower=0.0)  # [0, inf)
 _DELTA_RANGE = dict(lower=0.0, upper=1.0, lower_open=True, upper_open=True)  # (0, 1)
 
 
-def _in_range(x, lower=None, upper=None, lower_open=False, upper_open=False,
-              allow_inf=False):
+def _in_range(x, lower=None, upper=None, lower_open=False, upper_open=False, allow_inf=False):
   """Traced twin of ``check_range``: False where x is NaN or outside the range."""
   ok = ~jnp.isnan(x)
   if lower is not None:
@@ -134,6 +133,9 @@ class Budget(enum.Enum):
   def valid(self, target, given) -> jax.Array:
     """Traced mask of the cells whose target and given value are in range."""
     target_range, given_range = self._ranges()
+    # A positive subnormal budget is in range (XLA reads it as 0 in comparisons);
+    # as the smallest normal float it is in the same ranges.
+    target, given = raise_subnormal(target), raise_subnormal(given)
     return _in_range(target, **target_range) & _in_range(given, **given_range)
 
   def pair(self, value, given):
@@ -228,8 +230,9 @@ class Calibrated(NamedTuple):
   feasible: jax.Array
 
 
-def calibrate(evaluator: Evaluator, budget: Budget, target, given, active=None,
-              known: Known | None = None) -> Calibrated:
+def calibrate(
+  evaluator: Evaluator, budget: Budget, target, given, active=None, known: Known | None = None
+) -> Calibrated:
   """Calibrates one parameter per cell to a budget (traceable; float64 inputs).
 
   Args:
@@ -282,8 +285,9 @@ def calibrate(evaluator: Evaluator, budget: Budget, target, given, active=None,
     order = jnp.where(kmask, known.order, order)
   epsilon, delta = budget.pair(value, given)
   nan = jnp.nan
-  return Calibrated(*(jnp.where(feasible, x, nan) for x in (param, epsilon, delta, order)),
-                    feasible)
+  return Calibrated(
+    *(jnp.where(feasible, x, nan) for x in (param, epsilon, delta, order)), feasible
+  )
 
 
 def _search_log(ev: Evaluator, target, active):
@@ -323,6 +327,7 @@ def _search_log(ev: Evaluator, target, active):
   # epsilon falls like sigma^-1 to sigma^-2 (and rises like q to q^2): |slope| ~ 1.
   slope, first_min, overshoot, k1 = 1.0, 1e-4, 1.0, 0.2
   if ev.proxy is not None:
+
     def proxy_score(v, live):
       del live
       value = ev.proxy(to_param(v))
@@ -347,8 +352,19 @@ def _search_log(ev: Evaluator, target, active):
     k1 = _K1_EXACT
     v0 = v1
   aux_like = (cell, cell) + ((ev.memo_like,) if memo else ())
-  res = solve_threshold(score, v0, *v_range, active, _TOL, slope, first_min, overshoot,
-                        k1=k1, aux_like=aux_like, score_sees_best=memo)
+  res = solve_threshold(
+    score,
+    v0,
+    *v_range,
+    active,
+    _TOL,
+    slope,
+    first_min,
+    overshoot,
+    k1=k1,
+    aux_like=aux_like,
+    score_sees_best=memo,
+  )
   ok = active & ~res.infeasible
   param = jnp.where(ok, to_param(res.v), jnp.nan)
   return param, res.aux[0], res.aux[1], ok

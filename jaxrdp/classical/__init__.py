@@ -22,14 +22,14 @@ from ._epsilon_delta import gaussian_tail_sigma as gaussian_tail_sigma
 from ._epsilon_delta import laplace_scale as laplace_scale
 
 __all__ = [
-    "EpsilonDelta",
-    "advanced_composition",
-    "advanced_composition_capped_kl",
-    "amplify_by_subsampling",
-    "basic_composition",
-    "classical_gaussian_sigma",
-    "gaussian_tail_delta",
-    "gaussian_tail_sigma",
-    "laplace_scale",
-    "zcdp_to_epsilon",
+  "EpsilonDelta",
+  "advanced_composition",
+  "advanced_composition_capped_kl",
+  "amplify_by_subsampling",
+  "basic_composition",
+  "classical_gaussian_sigma",
+  "gaussian_tail_delta",
+  "gaussian_tail_sigma",
+  "laplace_scale",
+  "zcdp_to_epsilon",
 ]

@@ -25,15 +25,15 @@ from .._core import precision as _precision
 from .._core.validation import check_range
 
 __all__ = [
-    "EpsilonDelta",
-    "classical_gaussian_sigma",
-    "gaussian_tail_delta",
-    "gaussian_tail_sigma",
-    "laplace_scale",
-    "basic_composition",
-    "advanced_composition",
-    "advanced_composition_capped_kl",
-    "amplify_by_subsampling",
+  "EpsilonDelta",
+  "classical_gaussian_sigma",
+  "gaussian_tail_delta",
+  "gaussian_tail_sigma",
+  "laplace_scale",
+  "basic_composition",
+  "advanced_composition",
+  "advanced_composition_capped_kl",
+  "amplify_by_subsampling",
 ]
 
 _LOG_2PI = 1.8378770664093453  # log(2 pi)
@@ -140,11 +140,11 @@ def gaussian_tail_delta(epsilon: ArrayLike, sigma: ArrayLike) -> jax.Array:
 
 # Names of the bounds, with their equation numbers in Pei 2019, Claim 9.
 _TAIL_BOUNDS = {
-    "chernoff": "6.8",
-    "chernoff_split": "6.81",
-    "mills_split": "6.82",
-    "chernoff_concave": "6.83",
-    "mills_concave": "6.84",
+  "chernoff": "6.8",
+  "chernoff_split": "6.81",
+  "mills_split": "6.82",
+  "chernoff_concave": "6.83",
+  "mills_concave": "6.84",
 }
 
 
@@ -279,8 +279,15 @@ def basic_composition(epsilon: ArrayLike, delta: ArrayLike, k: ArrayLike = 1) ->
   check_range("k", k, lower=0.0)
   with _precision.Float64Scope() as scope:
     epsilon, delta, k = _f64(epsilon, delta, k)
-    invalid = (jnp.isnan(epsilon) | jnp.isnan(delta) | jnp.isnan(k) | (epsilon < 0)
-               | (delta < 0) | (delta > 1) | (k < 0))
+    invalid = (
+      jnp.isnan(epsilon)
+      | jnp.isnan(delta)
+      | jnp.isnan(k)
+      | (epsilon < 0)
+      | (delta < 0)
+      | (delta > 1)
+      | (k < 0)
+    )
     out = EpsilonDelta(_nan_where(invalid, k * epsilon), _nan_where(invalid, k * delta))
   return scope.finalize(out)
 
@@ -300,8 +307,14 @@ def _kl_bound(epsilon, kind):
   return epsilon * jnp.tanh(0.5 * epsilon)
 
 
-def advanced_composition(epsilon: ArrayLike, delta: ArrayLike, k: ArrayLike,
-                         delta_prime: ArrayLike, *, kl_bound: str = "tanh") -> EpsilonDelta:
+def advanced_composition(
+  epsilon: ArrayLike,
+  delta: ArrayLike,
+  k: ArrayLike,
+  delta_prime: ArrayLike,
+  *,
+  kl_bound: str = "tanh",
+) -> EpsilonDelta:
   r"""Advanced composition of ``k`` adaptively chosen ``(epsilon, delta)``-DP mechanisms.
 
   .. math::
@@ -352,13 +365,22 @@ def advanced_composition(epsilon: ArrayLike, delta: ArrayLike, k: ArrayLike,
   check_range("delta_prime", delta_prime, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
   with _precision.Float64Scope() as scope:
     epsilon, delta, k, delta_prime = _f64(epsilon, delta, k, delta_prime)
-    eps_total = (epsilon * jnp.sqrt(2.0 * k * -jnp.log(delta_prime))
-                 + k * _kl_bound(epsilon, kl_bound))
-    invalid = (jnp.isnan(epsilon) | jnp.isnan(delta) | jnp.isnan(k) | jnp.isnan(delta_prime)
-               | (epsilon < 0) | (delta < 0) | (delta > 1) | (k < 0)
-               | (delta_prime <= 0) | (delta_prime >= 1))
-    out = EpsilonDelta(_nan_where(invalid, eps_total),
-                       _nan_where(invalid, k * delta + delta_prime))
+    eps_total = epsilon * jnp.sqrt(2.0 * k * -jnp.log(delta_prime)) + k * _kl_bound(
+      epsilon, kl_bound
+    )
+    invalid = (
+      jnp.isnan(epsilon)
+      | jnp.isnan(delta)
+      | jnp.isnan(k)
+      | jnp.isnan(delta_prime)
+      | (epsilon < 0)
+      | (delta < 0)
+      | (delta > 1)
+      | (k < 0)
+      | (delta_prime <= 0)
+      | (delta_prime >= 1)
+    )
+    out = EpsilonDelta(_nan_where(invalid, eps_total), _nan_where(invalid, k * delta + delta_prime))
   return scope.finalize(out)
 
 
@@ -368,8 +390,9 @@ def _a_of_epsilon(epsilon):
   return jnp.where(epsilon <= jnp.log(2.0), epsilon * jnp.expm1(epsilon), epsilon)
 
 
-def advanced_composition_capped_kl(epsilon: ArrayLike, delta: ArrayLike, k: ArrayLike,
-                                 beta: ArrayLike, *, adaptive: bool = False) -> EpsilonDelta:
+def advanced_composition_capped_kl(
+  epsilon: ArrayLike, delta: ArrayLike, k: ArrayLike, beta: ArrayLike, *, adaptive: bool = False
+) -> EpsilonDelta:
   r"""Advanced composition with the capped KL bound min(eps (e^eps - 1), eps) (Pei 2019, Claims 17, 18).
 
   With ``a(epsilon) = epsilon (e^epsilon - 1)`` for ``epsilon <= log 2`` and
@@ -399,7 +422,7 @@ def advanced_composition_capped_kl(epsilon: ArrayLike, delta: ArrayLike, k: Arra
 
   Examples:
     >>> import jaxrdp
-    >>> r = jaxrdp.advanced_composition_capped_kl(0.1, 0.0, 100, 1e-5)
+    >>> r = jaxrdp.classical.advanced_composition_capped_kl(0.1, 0.0, 100, 1e-5)
     >>> round(float(r.epsilon), 6)
     5.850235
   """
@@ -412,9 +435,18 @@ def advanced_composition_capped_kl(epsilon: ArrayLike, delta: ArrayLike, k: Arra
     a = _a_of_epsilon(epsilon)
     spread = epsilon + a if adaptive else epsilon
     eps_total = k * a + jnp.sqrt(2.0 * k * -jnp.log(beta)) * spread
-    invalid = (jnp.isnan(epsilon) | jnp.isnan(delta) | jnp.isnan(k) | jnp.isnan(beta)
-               | (epsilon < 0) | (delta < 0) | (delta > 1) | (k < 0)
-               | (beta <= 0) | (beta >= 1))
+    invalid = (
+      jnp.isnan(epsilon)
+      | jnp.isnan(delta)
+      | jnp.isnan(k)
+      | jnp.isnan(beta)
+      | (epsilon < 0)
+      | (delta < 0)
+      | (delta > 1)
+      | (k < 0)
+      | (beta <= 0)
+      | (beta >= 1)
+    )
     out = EpsilonDelta(_nan_where(invalid, eps_total), _nan_where(invalid, k * delta + beta))
   return scope.finalize(out)
 
@@ -456,7 +488,15 @@ def amplify_by_subsampling(epsilon: ArrayLike, delta: ArrayLike, rate: ArrayLike
     # At rate 0 with epsilon = inf the product would be 0 * inf; sanitize it.
     rate_s = jnp.where(rate > 0, rate, 1.0)
     eps_amp = jnp.where(rate > 0, jnp.log1p(rate_s * jnp.expm1(epsilon)), 0.0)
-    invalid = (jnp.isnan(epsilon) | jnp.isnan(delta) | jnp.isnan(rate) | (epsilon < 0)
-               | (delta < 0) | (delta > 1) | (rate < 0) | (rate > 1))
+    invalid = (
+      jnp.isnan(epsilon)
+      | jnp.isnan(delta)
+      | jnp.isnan(rate)
+      | (epsilon < 0)
+      | (delta < 0)
+      | (delta > 1)
+      | (rate < 0)
+      | (rate > 1)
+    )
     out = EpsilonDelta(_nan_where(invalid, eps_amp), _nan_where(invalid, rate * delta))
   return scope.finalize(out)

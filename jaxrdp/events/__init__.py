@@ -15,9 +15,19 @@ from ._interop import from_dp_accounting as from_dp_accounting
 from ._interop import to_dp_accounting as to_dp_accounting
 
 __all__ = [
-    "Composed", "Event", "Gaussian", "Laplace", "NoOp", "PoissonSampled", "RandomizedResponse",
-    "SelfComposed", "event_shape", "event_type", "from_dp_accounting", "to_dp_accounting",
-    "validate_event",
+  "Composed",
+  "Event",
+  "Gaussian",
+  "Laplace",
+  "NoOp",
+  "PoissonSampled",
+  "RandomizedResponse",
+  "SelfComposed",
+  "event_shape",
+  "event_type",
+  "from_dp_accounting",
+  "to_dp_accounting",
+  "validate_event",
 ]
 
 # Fixed-size and shuffled batches, with the neighbouring relation explicit.

@@ -34,8 +34,17 @@ from jax.typing import ArrayLike
 from .._core.validation import check_range
 
 __all__ = [
-    "Event", "Gaussian", "Laplace", "RandomizedResponse", "PoissonSampled", "SelfComposed",
-    "Composed", "NoOp", "event_type", "validate_event", "event_shape",
+  "Event",
+  "Gaussian",
+  "Laplace",
+  "RandomizedResponse",
+  "PoissonSampled",
+  "SelfComposed",
+  "Composed",
+  "NoOp",
+  "event_type",
+  "validate_event",
+  "event_shape",
 ]
 
 
@@ -48,8 +57,7 @@ class Event:
   _children: tuple[str, ...] = ()
 
 
-def event_type(*, ranges: dict[str, dict[str, Any]] | None = None,
-               children: tuple[str, ...] = ()):
+def event_type(*, ranges: dict[str, dict[str, Any]] | None = None, children: tuple[str, ...] = ()):
   """Class decorator: a frozen dataclass registered as a pytree Event.
 
   Every field is a pytree child (numeric leaves or child events): an event
@@ -178,8 +186,7 @@ def validate_event(event: Event, path: str = "") -> None:
   for field, kwargs in event._ranges.items():
     check_range(f"{prefix}.{field}", getattr(event, field), **kwargs)
   if isinstance(event, Composed) and not isinstance(event.events, (tuple, list)):
-    raise TypeError(f"{prefix}.events must be a tuple of events, got "
-                    f"{type(event.events).__name__}")
+    raise TypeError(f"{prefix}.events must be a tuple of events, got {type(event.events).__name__}")
   for child in _child_events(event):
     validate_event(child, f"{prefix} > ")
 

@@ -20,15 +20,24 @@ import numpy as np
 import jax
 
 from ._events import (
-    Composed, Event, Gaussian, Laplace, NoOp, PoissonSampled, RandomizedResponse, SelfComposed)
+  Composed,
+  Event,
+  Gaussian,
+  Laplace,
+  NoOp,
+  PoissonSampled,
+  RandomizedResponse,
+  SelfComposed,
+)
 
 __all__ = ["from_dp_accounting", "to_dp_accounting", "is_dp_accounting_event"]
 
 
 def is_dp_accounting_event(x) -> bool:
   """True if ``x`` is a dp_accounting ``DpEvent`` (checked without importing it)."""
-  return any(c.__name__ == "DpEvent" and c.__module__.startswith("dp_accounting")
-             for c in type(x).__mro__)
+  return any(
+    c.__name__ == "DpEvent" and c.__module__.startswith("dp_accounting") for c in type(x).__mro__
+  )
 
 
 def from_dp_accounting(dp_event) -> Event:
@@ -66,23 +75,28 @@ def from_dp_accounting(dp_event) -> Event:
       return NoOp()
     if k != 2:
       raise ValueError(
-          f"RandomizedResponseDpEvent with num_buckets={k}: jaxrdp's RandomizedResponse "
-          "is binary (num_buckets=2)")
+        f"RandomizedResponseDpEvent with num_buckets={k}: jaxrdp's RandomizedResponse "
+        "is binary (num_buckets=2)"
+      )
     return RandomizedResponse(1.0 - p / 2.0)
-  raise TypeError(f"jaxrdp cannot convert a dp_accounting {type(dp_event).__name__}; "
-                  "supported: Gaussian, Laplace, PoissonSampled, SelfComposed, Composed, "
-                  "NoOp and two-bucket RandomizedResponse events")
+  raise TypeError(
+    f"jaxrdp cannot convert a dp_accounting {type(dp_event).__name__}; "
+    "supported: Gaussian, Laplace, PoissonSampled, SelfComposed, Composed, "
+    "NoOp and two-bucket RandomizedResponse events"
+  )
 
 
 def _scalar(event, name):
   value = getattr(event, name)
   if isinstance(value, jax.core.Tracer):
-    raise ValueError(f"{type(event).__name__}.{name} is traced; to_dp_accounting needs "
-                     "concrete values")
+    raise ValueError(
+      f"{type(event).__name__}.{name} is traced; to_dp_accounting needs concrete values"
+    )
   if np.ndim(value) != 0:
     raise ValueError(
-        f"{type(event).__name__}.{name} has shape {np.shape(value)}: dp_accounting events "
-        "are scalar, convert one grid cell at a time")
+      f"{type(event).__name__}.{name} has shape {np.shape(value)}: dp_accounting events "
+      "are scalar, convert one grid cell at a time"
+    )
   return float(value)
 
 

@@ -32,11 +32,12 @@ __all__ = ["FixedSizeSampled", "ShuffledEpochs", "check_relation", "FIXED_ADD_RE
 
 #: Why ``relation="add_remove"`` is refused for fixed-size batches.
 FIXED_ADD_REMOVE_ERROR = (
-    "relation='add_remove' is not supported for fixed-size batches (sampling='fixed'): "
-    "the bound for sampling without replacement (Wang, Balle, Kasiviswanathan 2019, "
-    "arXiv:1808.00087, Thm 27) holds under replace-one, and no published add/remove "
-    "bound for fixed-size batches is implemented; use relation='replace_one', or Poisson "
-    "sampling for an add/remove guarantee")
+  "relation='add_remove' is not supported for fixed-size batches (sampling='fixed'): "
+  "the bound for sampling without replacement (Wang, Balle, Kasiviswanathan 2019, "
+  "arXiv:1808.00087, Thm 27) holds under replace-one, and no published add/remove "
+  "bound for fixed-size batches is implemented; use relation='replace_one', or Poisson "
+  "sampling for an add/remove guarantee"
+)
 
 
 def check_relation(relation, *, allowed=RELATIONS) -> str:

@@ -20,6 +20,7 @@ from ._analytic_gaussian import analytic_gaussian_sigma as analytic_gaussian_sig
 from ._rdp_curves import gaussian_rdp as gaussian_rdp
 from ._rdp_curves import laplace_rdp as laplace_rdp
 from ._rdp_curves import randomized_response_rdp as randomized_response_rdp
+from ._sgm import MAX_ORDER as MAX_ORDER
 from ._sgm import sgm_log_a as sgm_log_a
 from ._sgm import sgm_log_a_minus_1 as sgm_log_a_minus_1
 from ._sgm import sgm_rdp as sgm_rdp
@@ -28,17 +29,18 @@ from ._sgm_single_step import sgm_single_step_delta as sgm_single_step_delta
 from ._sgm_single_step import sgm_single_step_sigma as sgm_single_step_sigma
 
 __all__ = [
-    "analytic_gaussian_delta",
-    "analytic_gaussian_sigma",
-    "gaussian_rdp",
-    "laplace_rdp",
-    "randomized_response_rdp",
-    "sgm_log_a",
-    "sgm_log_a_minus_1",
-    "sgm_rdp",
-    "sgm_rdp_closed_form",
-    "sgm_single_step_delta",
-    "sgm_single_step_sigma",
+  "MAX_ORDER",
+  "analytic_gaussian_delta",
+  "analytic_gaussian_sigma",
+  "gaussian_rdp",
+  "laplace_rdp",
+  "randomized_response_rdp",
+  "sgm_log_a",
+  "sgm_log_a_minus_1",
+  "sgm_rdp",
+  "sgm_rdp_closed_form",
+  "sgm_single_step_delta",
+  "sgm_single_step_sigma",
 ]
 
 # Sampling without replacement (fixed-size batches) and neighbouring relations.
@@ -46,14 +48,16 @@ from ._sampled_without_replacement import RELATIONS as RELATIONS
 from ._sampled_without_replacement import WOR_MAX_ORDER as WOR_MAX_ORDER
 from ._sampled_without_replacement import effective_noise_multiplier as effective_noise_multiplier
 from ._sampled_without_replacement import (
-    sampled_without_replacement_gaussian_log_a as sampled_without_replacement_gaussian_log_a)
+  sampled_without_replacement_gaussian_log_a as sampled_without_replacement_gaussian_log_a,
+)
 from ._sampled_without_replacement import (
-    sampled_without_replacement_gaussian_rdp as sampled_without_replacement_gaussian_rdp)
+  sampled_without_replacement_gaussian_rdp as sampled_without_replacement_gaussian_rdp,
+)
 
 __all__ += [
-    "RELATIONS",
-    "WOR_MAX_ORDER",
-    "effective_noise_multiplier",
-    "sampled_without_replacement_gaussian_log_a",
-    "sampled_without_replacement_gaussian_rdp",
+  "RELATIONS",
+  "WOR_MAX_ORDER",
+  "effective_noise_multiplier",
+  "sampled_without_replacement_gaussian_log_a",
+  "sampled_without_replacement_gaussian_rdp",
 ]

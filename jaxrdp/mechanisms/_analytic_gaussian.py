@@ -140,8 +140,7 @@ def analytic_gaussian_sigma(epsilon: ArrayLike, delta: ArrayLike) -> jax.Array:
 @jax.jit
 def _sigma_impl(epsilon, delta):
   epsilon, delta = jnp.broadcast_arrays(epsilon, delta)
-  invalid = (jnp.isnan(epsilon) | jnp.isnan(delta) | (epsilon < 0)
-             | (delta <= 0) | (delta >= 1))
+  invalid = jnp.isnan(epsilon) | jnp.isnan(delta) | (epsilon < 0) | (delta <= 0) | (delta >= 1)
   finite = jnp.isfinite(epsilon) & ~invalid
   eps_s = jnp.where(finite, epsilon, 1.0)
   delta_s = jnp.where(invalid, 0.5, delta)

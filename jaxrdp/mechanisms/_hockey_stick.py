@@ -105,7 +105,8 @@ def log_gaussian_hockey_stick(log_w, x, h):
   gap_s = jnp.where(positive, gap, 1.0)
   # log Phi(x) = log phi(x) + G(x) below x = -3, where G comes from the continued
   # fraction (more accurate than log_ndtr's asymptotic series below x = -20).
-  log_cdf_x = jnp.where(x < _CF_SWITCH, -0.5 * x**2 - _HALF_LOG_2PI + g[..., -2],
-                        log_ndtr(jnp.maximum(x, _CF_SWITCH)))
+  log_cdf_x = jnp.where(
+    x < _CF_SWITCH, -0.5 * x**2 - _HALF_LOG_2PI + g[..., -2], log_ndtr(jnp.maximum(x, _CF_SWITCH))
+  )
   out = log_w + log_cdf_x + jax.nn.log1mexp(gap_s)
   return jnp.where(positive, out, -jnp.inf)

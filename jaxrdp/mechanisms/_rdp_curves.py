@@ -91,13 +91,15 @@ def _laplace_impl(scale, alpha):
   # 1 + [a g(t u) + t g(-a u)] / (2a - 1), with g(x) = e^x - 1 - x >= 0: the
   # linear terms cancel exactly, leaving a sum of non-negative terms. This keeps
   # full relative precision for large scales (RDP ~ a u^2 / 2) and as a -> 1.
-  excess = (a_s * _expm1_minus_x(jnp.minimum(t_s * u_s, _LARGE))
-            + t_s * _expm1_minus_x(-a_s * u_s)) / (2.0 * a_s - 1.0)
+  excess = (
+    a_s * _expm1_minus_x(jnp.minimum(t_s * u_s, _LARGE)) + t_s * _expm1_minus_x(-a_s * u_s)
+  ) / (2.0 * a_s - 1.0)
   small_form = jnp.log1p(excess) / t_s
   # Large t u: the same quantity as a logaddexp of the two log terms.
   log_2a1 = jnp.log(2.0 * a_s - 1.0)
-  big_form = jnp.logaddexp(jnp.log(a_s) - log_2a1 + t_s * u_s,
-                           jnp.log(t_s) - log_2a1 - a_s * u_s) / t_s
+  big_form = (
+    jnp.logaddexp(jnp.log(a_s) - log_2a1 + t_s * u_s, jnp.log(t_s) - log_2a1 - a_s * u_s) / t_s
+  )
   out = jnp.where(t_s * u_s < _LARGE, small_form, big_form)
   # alpha -> inf: D_inf = 1/scale, the pure-DP epsilon. scale = 0: no noise.
   out = jnp.where(jnp.isinf(alpha), u, out)
@@ -165,8 +167,7 @@ def _randomized_response_impl(p, alpha):
   # With p = big and g(x) = e^x - 1 - x,
   # big e^s + small e^-s = 1 + (big - small) s + big g(s) + small g(-s),
   # all terms >= 0, so log1p keeps full precision near p = 1/2 and alpha -> 1.
-  excess = (gap * s + big * _expm1_minus_x(jnp.minimum(s, _LARGE))
-            + small * _expm1_minus_x(-s))
+  excess = gap * s + big * _expm1_minus_x(jnp.minimum(s, _LARGE)) + small * _expm1_minus_x(-s)
   small_form = jnp.log1p(excess) / t
   big_form = jnp.logaddexp(jnp.log1p(-small) + s, jnp.log(small) - s) / t
   out = jnp.where(s < _LARGE, small_form, big_form)

@@ -68,8 +68,14 @@ from .._core import precision as _precision
 from .._core.numerics import log_expm1
 from .._core.validation import check_range, concrete_or_none
 
-__all__ = ["sampled_without_replacement_gaussian_rdp", "sampled_without_replacement_gaussian_log_a",
-           "effective_noise_multiplier", "RELATIONS", "WOR_MAX_ORDER", "WOR_MAX_CHI_MOMENT"]
+__all__ = [
+  "sampled_without_replacement_gaussian_rdp",
+  "sampled_without_replacement_gaussian_log_a",
+  "effective_noise_multiplier",
+  "RELATIONS",
+  "WOR_MAX_ORDER",
+  "WOR_MAX_CHI_MOMENT",
+]
 
 #: The neighbouring relations jaxrdp distinguishes.
 RELATIONS = ("add_remove", "replace_one")
@@ -123,8 +129,9 @@ _I = np.arange(WOR_MAX_CHI_MOMENT + 1, dtype=np.float64)
 _LOG_BINOM_K = np.full((_EVEN_K.size, _I.size), -1e5)
 for _r, _k in enumerate(_EVEN_K):
   _i = np.arange(_k + 1)
-  _LOG_BINOM_K[_r, :_k + 1] = [math.lgamma(_k + 1.0) - math.lgamma(i + 1.0) - math.lgamma(_k - i + 1.0)
-                               for i in _i]
+  _LOG_BINOM_K[_r, : _k + 1] = [
+    math.lgamma(_k + 1.0) - math.lgamma(i + 1.0) - math.lgamma(_k - i + 1.0) for i in _i
+  ]
 _POSITIVE = (_I[None, :] % 2) == (_EVEN_K[:, None] % 2)  # (-1)^(k - i) = +1
 
 
@@ -135,8 +142,10 @@ def _tables():
   global _DEVICE_TABLES
   if _DEVICE_TABLES is None:
     with _precision.x64_context():
-      _DEVICE_TABLES = tuple(jnp.asarray(t) for t in (
-          _LOG_A_TABLE, _P, _LOG_P_FACT, _LOG_BINOM_K, _POSITIVE, _LOG_K_FACT, _LOG_FACT))
+      _DEVICE_TABLES = tuple(
+        jnp.asarray(t)
+        for t in (_LOG_A_TABLE, _P, _LOG_P_FACT, _LOG_BINOM_K, _POSITIVE, _LOG_K_FACT, _LOG_FACT)
+      )
   return _DEVICE_TABLES
 
 
@@ -170,15 +179,16 @@ def _log_chi_moments(c, tables):
   series = series + log_k_fact
   # Tail p > _P_MAX: at most x^(P+1) / (P+1)! / (1 - x / (P+2)) (x <= 200 < P + 2).
   xs = jnp.where(use_series, x, 1.0)
-  log_tail = ((_P_MAX + 1.0) * jnp.log(xs) - math.lgamma(_P_MAX + 2.0)
-              - jnp.log1p(-xs / (_P_MAX + 2.0)))
+  log_tail = (
+    (_P_MAX + 1.0) * jnp.log(xs) - math.lgamma(_P_MAX + 2.0) - jnp.log1p(-xs / (_P_MAX + 2.0))
+  )
   series = jnp.logaddexp(series, log_tail)
 
   # Alternating branch: positive and negative parts in log space.
   # Where the series is used, a harmless c (x = 2 * _SERIES_MAX_X) keeps this branch finite.
   c_safe = jnp.asarray(2.0 * _SERIES_MAX_X / (_EVEN_K * (_EVEN_K - 1.0)))
   cd = jnp.where(use_series, c_safe, c[..., None])  # [..., 128]
-  i = p_all[:WOR_MAX_CHI_MOMENT + 1]
+  i = p_all[: WOR_MAX_CHI_MOMENT + 1]
   lt = log_binom_k + cd[..., None] * (i * (i - 1.0))  # [..., 128, 257]
   in_sum = log_binom_k > _LOG_ZERO  # i <= k
   pos = logsumexp(jnp.where(in_sum & positive, lt, _LOG_ZERO), axis=-1)
@@ -284,15 +294,18 @@ def _validate_and_j_max(gamma, sigma, alpha):
     return _TRACED_MAX_ORDER
   finite = a[np.isfinite(a)]
   if finite.size and finite.max() > WOR_MAX_ORDER:
-    raise ValueError(f"alpha must be in (1, {WOR_MAX_ORDER}] or inf for sampling without "
-                     f"replacement, got {finite.max()!r}")
+    raise ValueError(
+      f"alpha must be in (1, {WOR_MAX_ORDER}] or inf for sampling without "
+      f"replacement, got {finite.max()!r}"
+    )
   top = int(np.ceil(finite.max())) if finite.size else 2
   # Round the loop length up to a multiple of 64 so nearby grids share a compilation.
   return max(64, -(-top // 64) * 64)
 
 
 def sampled_without_replacement_gaussian_log_a(
-    gamma: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.Array:
+  gamma: ArrayLike, sigma: ArrayLike, alpha: ArrayLike
+) -> jax.Array:
   """log A_alpha of the WBK19 Thm 27 bound: ``(alpha - 1)`` times the RDP.
 
   Same arguments, conventions and errors as
@@ -305,11 +318,13 @@ def sampled_without_replacement_gaussian_log_a(
   """
   j_max = _validate_and_j_max(gamma, sigma, alpha)
   return _precision.elementwise_float64(
-      lambda g, s, a, t: _log_a_jit(g, s, a, t, j_max=j_max), (gamma, sigma, alpha), (_tables(),))
+    lambda g, s, a, t: _log_a_jit(g, s, a, t, j_max=j_max), (gamma, sigma, alpha), (_tables(),)
+  )
 
 
 def sampled_without_replacement_gaussian_rdp(
-    gamma: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.Array:
+  gamma: ArrayLike, sigma: ArrayLike, alpha: ArrayLike
+) -> jax.Array:
   """Renyi DP of the Gaussian mechanism on a sample drawn without replacement.
 
   One step: B of the n examples are drawn uniformly without replacement
@@ -377,7 +392,8 @@ def sampled_without_replacement_gaussian_rdp(
   """
   j_max = _validate_and_j_max(gamma, sigma, alpha)
   return _precision.elementwise_float64(
-      lambda g, s, a, t: _rdp_jit(g, s, a, t, j_max=j_max), (gamma, sigma, alpha), (_tables(),))
+    lambda g, s, a, t: _rdp_jit(g, s, a, t, j_max=j_max), (gamma, sigma, alpha), (_tables(),)
+  )
 
 
 def effective_noise_multiplier(sigma: ArrayLike, relation: str) -> ArrayLike:

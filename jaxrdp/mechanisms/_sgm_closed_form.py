@@ -42,8 +42,13 @@ def _closed_form_impl(q, sigma, alpha):
   # alpha = inf (q > 0) or sigma = 0 (q > 0): outside Thm 11, and the exact RDP is inf.
   bound = jnp.where((q > 0) & (jnp.isinf(alpha) | (sigma <= 0)), jnp.inf, bound)
   invalid = (
-          jnp.isnan(q) | jnp.isnan(sigma) | jnp.isnan(alpha)
-          | (q < 0) | (q > 1) | (sigma < 0) | (alpha <= 1)
+    jnp.isnan(q)
+    | jnp.isnan(sigma)
+    | jnp.isnan(alpha)
+    | (q < 0)
+    | (q > 1)
+    | (sigma < 0)
+    | (alpha <= 1)
   )
   return jnp.where(invalid, jnp.nan, bound)
 

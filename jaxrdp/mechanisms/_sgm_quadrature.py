@@ -39,17 +39,15 @@ kink panels a side: 272 nodes) covers an element when it has
 Then each bump of width sigma spans at least a fifth of a 16-node panel, and
 the branch points, at pi sigma^2 >= 0.28 above z0, lie outside the Bernstein
 ellipse rho = 3.3 of the inner kink panels (1.5 sigma wide): error factor
-rho^-32 < 3e-17. Measured against the full layout (2026-11-22, 60,000 random
-points over the whole domain and 200,000 with sigma in [0.2, 0.7]): within
-2e-14 relative wherever the conditions hold. Beyond the width bound the error
-grows fast (4e-13 at 5.5 to 6 sigma, 8e-11 at 6 to 7), so the bound has a
-margin but not a large one.
+rho^-32 < 3e-17. Against the full layout on random points (benchmarks/README.md)
+it is within 2e-14 relative wherever the conditions hold. Beyond the width
+bound the error grows fast (4e-13 at 5.5 to 6 sigma, 8e-11 at 6 to 7), so the
+bound has a margin but not a large one.
 
 A batch runs the light layout when at least half of its elements allow it,
 and the full layout on the others only, gathered in chunks of an eighth of the
 batch (at least 16 elements), so that the few configurations of a search
-round that need it do not cost the whole round (0.15 against 0.95 ms for the
-last round of the standard benchmark grid, 2026-11-23). Both choices are made
+round that need it do not cost the whole round (benchmarks/README.md). Both choices are made
 at run time (``lax.cond``); under a caller's ``jax.vmap`` they are made per
 element, and XLA evaluates both layouts.
 
@@ -67,7 +65,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
-from .._core.numerics import expm1_minus_x, log_gaussian_pdf
+from .._core.numerics import argmin_last, expm1_minus_x, log_gaussian_pdf
 
 __all__ = ["log_a_minus_1_quadrature", "FULL_NODES", "LIGHT_NODES"]
 
@@ -158,7 +156,12 @@ def _lgamma1p_fast(x):
   z = y + 4.0
   r = 1.0 / z
   r2 = r * r
-  stirling = (z - 0.5) * jnp.log(z) - z + 0.5 * math.log(2 * math.pi) + r * (1 / 12 - r2 * (1 / 360 - r2 / 1260))
+  stirling = (
+    (z - 0.5) * jnp.log(z)
+    - z
+    + 0.5 * math.log(2 * math.pi)
+    + r * (1 / 12 - r2 * (1 / 360 - r2 / 1260))
+  )
   return stirling - jnp.log(y * (y + 1.0) * (y + 2.0) * (y + 3.0))
 
 
@@ -178,7 +181,9 @@ def _trigamma1p_fast(x):
   r = 1.0 / z
   r2 = r * r
   asym = r + 0.5 * r2 + r * r2 * (1 / 6 - r2 * (1 / 30 - r2 / 42))
-  return asym + 1.0 / (y * y) + 1.0 / ((y + 1.0) ** 2) + 1.0 / ((y + 2.0) ** 2) + 1.0 / ((y + 3.0) ** 2)
+  return (
+    asym + 1.0 / (y * y) + 1.0 / ((y + 1.0) ** 2) + 1.0 / ((y + 2.0) ** 2) + 1.0 / ((y + 3.0) ** 2)
+  )
 
 
 def _bump_logweight_derivs(x, q, sigma, alpha):
@@ -193,12 +198,14 @@ def _bump_logweight_derivs(x, q, sigma, alpha):
 
 def _refine_max(x0, lo, hi, q, sigma, alpha):
   """Safeguarded Newton steps towards a local maximum of t inside [lo, hi]."""
+
   def body(_, x):
     d1, d2 = _bump_logweight_derivs(x, q, sigma, alpha)
     # Newton where t is concave; otherwise a bounded step uphill.
     step = jnp.where(d2 < 0, -d1 / jnp.where(d2 < 0, d2, -1.0), jnp.sign(d1))
     step = jnp.clip(step, -0.25 * (hi - lo) - 1.0, 0.25 * (hi - lo) + 1.0)
     return jnp.clip(x + step, lo, hi)
+
   return jax.lax.fori_loop(0, _NEWTON, body, x0)
 
 
@@ -210,18 +217,6 @@ def _spread(x, q, sigma, alpha):
   # In a concave region both bounds hold; in a convex one only the slope bound.
   spread = jnp.where(d2 < 0, jnp.minimum(by_slope, by_curv), by_slope)
   return jnp.minimum(spread, alpha + 2.0)
-
-
-def _argmax_last(v):
-  """First index of the maximum along the last axis.
-
-  Written with max/min reductions instead of jnp.argmax: argmax lowers to a
-  variadic reduce whose initial values follow the *global* x64 flag, which
-  breaks when this float64 kernel is traced inside a caller's float32 jit.
-  """
-  n = v.shape[-1]
-  idx = jnp.arange(n, dtype=jnp.int32)
-  return jnp.min(jnp.where(v == jnp.max(v, axis=-1, keepdims=True), idx, jnp.int32(n)), axis=-1)
 
 
 # The Chebyshev grid on [0, 1]. It is symmetric (_CHEB[::-1] = 1 - _CHEB), so
@@ -239,11 +234,13 @@ def _bump_maxima(q, sigma, alpha):
   g = _lgamma1p_fast(xs)
   t = -(g + g[::-1]) + xs * (jnp.log(q) - jnp.log1p(-q)) + (xs * xs - xs) / (2.0 * sigma * sigma)
   half = _GRID // 2
-  best = _argmax_last(jnp.reshape(t, (2, half))) + np.array([0, half])  # in each half
+  best = argmin_last(-jnp.reshape(t, (2, half))) + np.array([0, half])  # argmax in each half
   step = alpha / (_GRID - 1) * np.pi  # >= twice the largest grid spacing
   # Both maxima are refined together: one loop compiles much faster than two.
   x0 = xs[best]
-  x_lo, x_hi = _refine_max(x0, jnp.maximum(x0 - step, 0.0), jnp.minimum(x0 + step, alpha), q, sigma, alpha)
+  x_lo, x_hi = _refine_max(
+    x0, jnp.maximum(x0 - step, 0.0), jnp.minimum(x0 + step, alpha), q, sigma, alpha
+  )
   return x_lo, x_hi
 
 
@@ -288,8 +285,11 @@ def _window_panels(a, b, gap_lo, gap_hi, panels=_PANELS):
   uniform = np.linspace(0.0, 1.0, panels + 1)
   j = np.arange(panels + 2)
   at = jnp.sum(length * uniform <= first)  # uniform edges before `first`
-  s = jnp.where(j < at, length * uniform[np.minimum(j, panels)],
-                jnp.where(j == at, first, length * uniform[np.maximum(j - 1, 0)]))
+  s = jnp.where(
+    j < at,
+    length * uniform[np.minimum(j, panels)],
+    jnp.where(j == at, first, length * uniform[np.maximum(j - 1, 0)]),
+  )
   # Map the gap-free coordinate s back to z: a panel's left end at s = first
   # is the far side of the gap (hi), its right end at s = first the near side (lo).
   # The side is decided by the panel midpoint, never by comparing s with
@@ -351,8 +351,8 @@ def _log_integral_shifted(parts, q, sigma, alpha):
   exp(x) > e^-700, a normal float, and the terms whose exp(x) is subnormal add
   up to below 272 e^-708 e^61 < 2e-18 S. So the result is exact where S lies in
   (e^-_SHIFT_ROOM, inf). The midpoint shift is within 6 nats of the largest
-  weighted node value over the whole domain of the accuracy guarantee (200,000
-  random points, 2026-11-23), so S is near 1 there; where it is not exact, the
+  weighted node value over the whole domain of the accuracy guarantee (on
+  random points, benchmarks/README.md), so S is near 1 there; where it is not exact, the
   caller takes the full layout's logsumexp.
   """
   left, half, log_half = (jnp.concatenate(p) for p in zip(*parts))
@@ -382,6 +382,7 @@ def _log_integral_two_pass(parts, q, sigma, alpha):
 
 class _Geometry(NamedTuple):
   """Where the integrand's mass is (module docstring); no derivative flows through it."""
+
   a1: jax.Array  # lower window [a1, b1]
   b1: jax.Array
   a2: jax.Array  # upper window [a2, b2]; when the two overlap, their union split at its middle
@@ -406,16 +407,16 @@ def _geometry(q, sigma, alpha):
 
 def _full_parts(g):
   return [
-      _kink_panels(g.z0, g.c),
-      _window_panels(g.a1, g.b1, g.z0 - g.c, g.z0 + g.c),
-      _window_panels(g.a2, g.b2, g.z0 - g.c, g.z0 + g.c),
+    _kink_panels(g.z0, g.c),
+    _window_panels(g.a1, g.b1, g.z0 - g.c, g.z0 + g.c),
+    _window_panels(g.a2, g.b2, g.z0 - g.c, g.z0 + g.c),
   ]
 
 
 def _light_parts(g):
   return [
-      _kink_panels(g.z0, g.c, _LIGHT_KINK),
-      _window_panels(g.a1, g.b2, g.z0 - g.c, g.z0 + g.c, _LIGHT_PANELS),
+    _kink_panels(g.z0, g.c, _LIGHT_KINK),
+    _window_panels(g.a1, g.b2, g.z0 - g.c, g.z0 + g.c, _LIGHT_PANELS),
   ]
 
 
@@ -472,8 +473,11 @@ def _full_where(todo, value, q, sigma, alpha, g):
   count = jnp.sum(todo, dtype=jnp.int32)
   # order[:count]: the indices to do, in order; the rest n (dropped by the scatter).
   position = jnp.where(todo, jnp.cumsum(todo, dtype=jnp.int32) - 1, chunks * chunk)
-  order = jnp.full(chunks * chunk, n, jnp.int32).at[position].set(
-      jnp.arange(n, dtype=jnp.int32), mode="drop")
+  order = (
+    jnp.full(chunks * chunk, n, jnp.int32)
+    .at[position]
+    .set(jnp.arange(n, dtype=jnp.int32), mode="drop")
+  )
 
   # The inputs as the columns of one array: one gather per chunk.
   columns = jnp.stack([q, sigma, alpha, *g], axis=-1)
@@ -488,8 +492,9 @@ def _full_where(todo, value, q, sigma, alpha, g):
   def step(i, value):
     return jax.lax.cond(i * chunk < count, run_chunk, lambda i, value: value, i, value)
 
-  return jax.lax.cond(count > 0, lambda v: jax.lax.fori_loop(0, chunks, step, v),
-                      lambda v: v, value)
+  return jax.lax.cond(
+    count > 0, lambda v: jax.lax.fori_loop(0, chunks, step, v), lambda v: v, value
+  )
 
 
 def log_a_minus_1_quadrature(q, sigma, alpha):
@@ -508,8 +513,12 @@ def log_a_minus_1_quadrature(q, sigma, alpha):
     return jnp.zeros(shape, q.dtype)
   g, light = _choose_layout(q, sigma, alpha)
   value, exact = jax.lax.cond(
-      _runs_light_layout(light),
-      lambda *args: _elementwise(_log_a_minus_1_light, *args),
-      lambda *args: (jnp.full((n,), jnp.nan), jnp.zeros((n,), bool)),
-      q, sigma, alpha, g)
+    _runs_light_layout(light),
+    lambda *args: _elementwise(_log_a_minus_1_light, *args),
+    lambda *args: (jnp.full((n,), jnp.nan), jnp.zeros((n,), bool)),
+    q,
+    sigma,
+    alpha,
+    g,
+  )
   return _full_where(~(light & exact), value, q, sigma, alpha, g).reshape(shape)

@@ -29,8 +29,12 @@ from .._core.numerics import log_binomial, log_expm1
 from .._core.static_index import concatenate_to, take_last
 from ..mechanisms._sgm_quadrature import _bump_maxima, _spread
 
-__all__ = ["log_a_minus_1_integer_full", "log_a_minus_1_integer_grid",
-           "log_a_minus_1_integer_windowed", "FULL_MAX_ORDER"]
+__all__ = [
+  "log_a_minus_1_integer_full",
+  "log_a_minus_1_integer_grid",
+  "log_a_minus_1_integer_windowed",
+  "FULL_MAX_ORDER",
+]
 
 _FULL = 64
 FULL_MAX_ORDER = _FULL + 1  # orders 2.._FULL+1 have at most _FULL terms (k = 2..n)
@@ -47,8 +51,9 @@ for _n in range(2, FULL_MAX_ORDER + 1):
 
 def _log_terms(k, log_binom, q, sigma, n):
   kk = k * k - k
-  return (log_binom + k * jnp.log(q) + (n - k) * jnp.log1p(-q)
-          + log_expm1(kk / (2.0 * sigma * sigma)))
+  return (
+    log_binom + k * jnp.log(q) + (n - k) * jnp.log1p(-q) + log_expm1(kk / (2.0 * sigma * sigma))
+  )
 
 
 def log_a_minus_1_integer_full(q, sigma, n):
@@ -147,7 +152,8 @@ def _windowed_scalar(q, sigma, n):
   d_lo, d_hi = jax.lax.stop_gradient(_spread(jnp.stack([x_lo, x_hi]), q, sigma, n))
   lo_ok = ((x_lo - d_lo >= s1) | (s1 <= 2.0)) & (x_lo + d_lo <= s1 + _WINDOW - 1)
   hi_ok = ((x_hi - d_hi >= s2) | (x_hi + d_hi <= s1 + _WINDOW - 1)) & (
-      (x_hi + d_hi <= s2 + _WINDOW - 1) | (s2 + _WINDOW - 1 >= n))
+    (x_hi + d_hi <= s2 + _WINDOW - 1) | (s2 + _WINDOW - 1 >= n)
+  )
   return logsumexp(t), lo_ok & hi_ok
 
 

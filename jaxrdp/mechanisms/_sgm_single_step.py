@@ -88,21 +88,35 @@ def _delta_impl(epsilon, q, sigma, direction):
   eps_n = jnp.where(jnp.isfinite(epsilon), epsilon, 0.0)
   out = jnp.where(sigma > 0, out, _delta_no_noise(eps_n, q, direction))
   out = jnp.where((q > 0) & jnp.isfinite(epsilon), out, 0.0)
-  invalid = (jnp.isnan(epsilon) | jnp.isnan(q) | jnp.isnan(sigma) | (epsilon < 0)
-             | (q < 0) | (q > 1) | (sigma < 0))
+  invalid = (
+    jnp.isnan(epsilon)
+    | jnp.isnan(q)
+    | jnp.isnan(sigma)
+    | (epsilon < 0)
+    | (q < 0)
+    | (q > 1)
+    | (sigma < 0)
+  )
   return jnp.where(invalid, jnp.nan, out)
 
 
 @functools.partial(jax.jit, static_argnames="direction")
 def _sigma_impl(epsilon, delta, q, direction):
   epsilon, delta, q = jnp.broadcast_arrays(epsilon, delta, q)
-  invalid = (jnp.isnan(epsilon) | jnp.isnan(delta) | jnp.isnan(q) | (epsilon < 0)
-             | (delta <= 0) | (delta >= 1) | (q < 0) | (q > 1))
+  invalid = (
+    jnp.isnan(epsilon)
+    | jnp.isnan(delta)
+    | jnp.isnan(q)
+    | (epsilon < 0)
+    | (delta <= 0)
+    | (delta >= 1)
+    | (q < 0)
+    | (q > 1)
+  )
   # sigma = 0 already meets delta when delta >= q (remove, max) or
   # delta >= (1 - e^eps (1 - q))_+ (add).
   eps_n = jnp.where(jnp.isfinite(epsilon), epsilon, 0.0)
-  needs_noise = (~invalid & jnp.isfinite(epsilon)
-                 & (delta < _delta_no_noise(eps_n, q, direction)))
+  needs_noise = ~invalid & jnp.isfinite(epsilon) & (delta < _delta_no_noise(eps_n, q, direction))
   eps_s = jnp.where(needs_noise, epsilon, 1.0)
   delta_s = jnp.where(needs_noise, delta, 0.25)
   q_s = jnp.where(needs_noise, q, 0.5)
@@ -110,7 +124,8 @@ def _sigma_impl(epsilon, delta, q, direction):
   lo = hi * jnp.exp(-_analytic_gaussian._BRACKET_LOG_RATIO)
   target = jnp.log(delta_s) - _hockey_stick.LOG_SAFETY_MARGIN
   sigma = _rootfind.smallest_feasible(
-      lambda s: _log_delta_kernel(eps_s, q_s, s, direction), target, lo, hi)
+    lambda s: _log_delta_kernel(eps_s, q_s, s, direction), target, lo, hi
+  )
   sigma = jnp.where(needs_noise, sigma, 0.0)
   return jnp.where(invalid, jnp.nan, sigma)
 
@@ -120,8 +135,9 @@ def _check_direction(direction):
     raise ValueError(f"direction must be one of {list(_DIRECTIONS)}; got {direction!r}")
 
 
-def sgm_single_step_delta(epsilon: ArrayLike, q: ArrayLike, sigma: ArrayLike,
-                          direction: str = "max") -> jax.Array:
+def sgm_single_step_delta(
+  epsilon: ArrayLike, q: ArrayLike, sigma: ArrayLike, direction: str = "max"
+) -> jax.Array:
   r"""Exact delta(epsilon) of one step of the Sampled Gaussian Mechanism.
 
   ``direction="remove"`` is Kalinin 2024 eq. (1), ``H_{e^eps}(mu || mu0)``:
@@ -177,8 +193,9 @@ def sgm_single_step_delta(epsilon: ArrayLike, q: ArrayLike, sigma: ArrayLike,
   return scope.finalize(out)
 
 
-def sgm_single_step_sigma(epsilon: ArrayLike, delta: ArrayLike, q: ArrayLike,
-                          direction: str = "max") -> jax.Array:
+def sgm_single_step_sigma(
+  epsilon: ArrayLike, delta: ArrayLike, q: ArrayLike, direction: str = "max"
+) -> jax.Array:
   r"""Smallest sigma for which one SGM step with rate ``q`` is ``(epsilon, delta)``-DP.
 
   Solves :func:`sgm_single_step_delta` ``(epsilon, q, sigma) = delta`` for

@@ -25,7 +25,12 @@ from .._core import precision as _precision
 from .._core.validation import StaticArray, check_range
 from ..events._events import Event, validate_event
 from ..rdp._conversions import (
-    DeltaResult, EpsilonResult, _check_method, delta_from_rdp_f64, epsilon_from_rdp_f64)
+  DeltaResult,
+  EpsilonResult,
+  _check_method,
+  delta_from_rdp_f64,
+  epsilon_from_rdp_f64,
+)
 from ..rdp._dpsgd import _orders_or_default, dpsgd_delta, dpsgd_epsilon
 from ..rdp._event_curves import as_sgm, rdp_curve_f64
 
@@ -94,9 +99,11 @@ def _one_shot(kernel, value, event, orders_static, method):
   """kernel(value, event) over the event's leaves, elementwise in float64."""
   leaves, treedef = jax.tree.flatten(event)
   return _precision.elementwise_float64(
-      lambda value, *leaves: kernel(value, jax.tree.unflatten(treedef, leaves),
-                                    orders_static=orders_static, method=method),
-      (value, *leaves))
+    lambda value, *leaves: kernel(
+      value, jax.tree.unflatten(treedef, leaves), orders_static=orders_static, method=method
+    ),
+    (value, *leaves),
+  )
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,8 +156,9 @@ class RdpAccountant:
       raise TypeError(f"state must be an RdpState, got {type(state).__name__}")
     if state.orders != self.orders:
       raise ValueError(
-          f"state was built with other orders ({len(state.orders)} orders) than this "
-          f"accountant's ({len(self.orders)} orders)")
+        f"state was built with other orders ({len(state.orders)} orders) than this "
+        f"accountant's ({len(self.orders)} orders)"
+      )
 
   def init(self) -> RdpState:
     """A fresh state: zero RDP at every order."""
@@ -206,21 +214,21 @@ class RdpAccountant:
     return _one_shot(_event_delta_jit, epsilon, event, self._static, self.method)
 
 
-
 def state_to_dict(state: RdpState) -> dict[str, Any]:
   """A JSON-serialisable, lossless description of a state (floats as ``float.hex``)."""
   if not isinstance(state, RdpState):
     raise TypeError(f"state must be an RdpState, got {type(state).__name__}")
   rdp = np.asarray(state.rdp, dtype=np.float64)
   return {
-      "format": _FORMAT,
-      "orders": [float(x).hex() for x in state.orders],
-      "rdp": [float(x).hex() for x in rdp],
+    "format": _FORMAT,
+    "orders": [float(x).hex() for x in state.orders],
+    "rdp": [float(x).hex() for x in rdp],
   }
 
 
-def state_from_dict(d: dict[str, Any], *, expected_orders: tuple[float, ...] | None = None
-                    ) -> RdpState:
+def state_from_dict(
+  d: dict[str, Any], *, expected_orders: tuple[float, ...] | None = None
+) -> RdpState:
   """Restores a state saved by :func:`state_to_dict`, validating it.
 
   Raises ValueError for a wrong format tag, mismatched lengths, invalid numbers

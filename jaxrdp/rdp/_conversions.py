@@ -13,7 +13,8 @@ Two bounds, both minimised over the given orders (MATH.md section 2):
 * ``"classic"``: Mironov 2017, "Renyi Differential Privacy", arXiv:1702.07476,
   Prop. 3: eps(alpha) = r(alpha) + log(1/delta) / (alpha - 1).
 
-epsilon is clamped at 0 (a negative value is a valid but vacuous bound). delta
+epsilon is clamped at 0 (a negative value is a valid but vacuous bound), and is 0
+at every order where delta >= sqrt(1 - exp(-r(alpha))), the bound below. delta
 is additionally bounded by sqrt(1 - exp(-r(alpha))) for every alpha, because
 r(alpha) >= KL and TV <= sqrt(1 - exp(-KL)) (Bretagnolle-Huber), and by 1.
 """
@@ -28,8 +29,8 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from .._core import precision as _precision
-from .._core.numerics import argmin_last
-from .._core.validation import check_range
+from .._core.numerics import argmin_last, log_subnormal_safe, positive_subnormal
+from .._core.validation import DELTA, FINITE_EPSILON, ORDER, RDP, check_range
 
 __all__ = ["EpsilonResult", "DeltaResult", "rdp_to_epsilon", "rdp_to_delta"]
 
@@ -56,19 +57,26 @@ def _check_method(method):
 
 
 def _check_curve(rdp, orders):
-  check_range("rdp", rdp, lower=0.0, allow_inf=True)
-  check_range("orders", orders, lower=1.0, lower_open=True, allow_inf=True)
+  RDP.check("rdp", rdp)
+  ORDER.check("orders", orders)
   if np.ndim(orders) != 1:
     raise ValueError(f"orders must be a 1-D array, got shape {np.shape(orders)}")
+  if np.shape(orders)[0] == 0:
+    raise ValueError("orders must hold at least one order in (1, inf], got an empty array")
   if np.ndim(rdp) < 1 or np.shape(rdp)[-1] != np.shape(orders)[0]:
     raise ValueError(
-        f"rdp must have the orders on its last axis: rdp shape {np.shape(rdp)}, "
-        f"orders shape {np.shape(orders)}")
+      f"rdp must have the orders on its last axis: rdp shape {np.shape(rdp)}, "
+      f"orders shape {np.shape(orders)}"
+    )
 
 
-def _epsilon_per_order(rdp, orders, delta, method):
-  """eps(alpha) for every order; rdp [..., n], orders [n], delta [...]."""
-  log_delta = jnp.log(delta)[..., None]
+def _epsilon_per_order(rdp, orders, delta, method, tv=True):
+  """eps(alpha) for every order; rdp [..., n], orders [n], delta [...].
+
+  ``tv``: apply the total-variation rule (0 where delta >= sqrt(1 - exp(-r))):
+  everywhere (True), nowhere (False), or where a boolean mask broadcastable to
+  ``rdp`` is True (the order search applies it at the smallest order only)."""
+  log_delta = log_subnormal_safe(delta)[..., None]  # XLA would read a subnormal delta as 0
   finite_order = jnp.isfinite(orders)
   a = jnp.where(finite_order, orders, 2.0)
   if method == "classic":
@@ -76,7 +84,22 @@ def _epsilon_per_order(rdp, orders, delta, method):
   else:
     eps = rdp + jnp.log1p(-1.0 / a) - (log_delta + jnp.log(a)) / (a - 1.0)
   # alpha = inf: both bounds tend to r(inf).
-  return jnp.where(finite_order, eps, rdp)
+  eps = jnp.where(finite_order, eps, rdp)
+  if tv is False:
+    return eps
+  # (0, delta)-DP where delta >= sqrt(1 - exp(-r)) >= TV (Bretagnolle-Huber with
+  # KL <= r(alpha)), the bound the delta conversion applies: that is
+  # r <= -log(1 - delta^2), one threshold per delta (1e-14 below it for rounding;
+  # delta < 1.5e-154, whose square underflows, gets threshold 0).
+  applies = rdp <= tv_threshold(delta)[..., None]
+  if tv is not True:
+    applies = applies & tv
+  return jnp.where(applies, 0.0, eps)
+
+
+def tv_threshold(delta):
+  """The largest RDP r with sqrt(1 - exp(-r)) <= delta, -log(1 - delta^2), rounded down."""
+  return -jnp.log1p(-delta * delta) * (1.0 - 1e-14)
 
 
 def _log_delta_per_order(rdp, orders, epsilon, method):
@@ -109,8 +132,8 @@ def epsilon_from_rdp_f64(rdp, orders, delta, method="improved"):
   # Zero RDP at every order means identical output distributions: (0, 0)-DP,
   # which no finite order's conversion reports exactly.
   eps = jnp.where(jnp.all(rdp == 0, axis=-1), 0.0, eps)
-  bad_delta = ~((delta > 0) & (delta < 1))
-  eps = jnp.where(bad_delta, jnp.nan, eps)
+  # A subnormal delta is a valid delta (XLA reads it as 0 in the comparison).
+  eps = jnp.where(~(DELTA.holds(delta) | positive_subnormal(delta)), jnp.nan, eps)
   return EpsilonResult(eps, orders[idx])
 
 
@@ -133,8 +156,9 @@ _epsilon_jit = jax.jit(epsilon_from_rdp_f64, static_argnames=("method",))
 _delta_jit = jax.jit(delta_from_rdp_f64, static_argnames=("method",))
 
 
-def rdp_to_epsilon(rdp: ArrayLike, orders: ArrayLike, delta: ArrayLike, *,
-                   method: str = "improved") -> EpsilonResult:
+def rdp_to_epsilon(
+  rdp: ArrayLike, orders: ArrayLike, delta: ArrayLike, *, method: str = "improved"
+) -> EpsilonResult:
   """Converts an RDP curve to (epsilon, delta)-DP: the smallest epsilon over orders.
 
   Args:
@@ -156,14 +180,15 @@ def rdp_to_epsilon(rdp: ArrayLike, orders: ArrayLike, delta: ArrayLike, *,
   """
   _check_method(method)
   _check_curve(rdp, orders)
-  check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
+  DELTA.check("delta", delta)
   with _precision.Float64Scope() as scope:
     out = _epsilon_jit(rdp, orders, delta, method=method)
   return scope.finalize(out)
 
 
-def rdp_to_delta(rdp: ArrayLike, orders: ArrayLike, epsilon: ArrayLike, *,
-                 method: str = "improved") -> DeltaResult:
+def rdp_to_delta(
+  rdp: ArrayLike, orders: ArrayLike, epsilon: ArrayLike, *, method: str = "improved"
+) -> DeltaResult:
   """Converts an RDP curve to the smallest delta at the given epsilon.
 
   Args:
@@ -183,7 +208,7 @@ def rdp_to_delta(rdp: ArrayLike, orders: ArrayLike, epsilon: ArrayLike, *,
   """
   _check_method(method)
   _check_curve(rdp, orders)
-  check_range("epsilon", epsilon, lower=0.0)
+  FINITE_EPSILON.check("epsilon", epsilon)
   with _precision.Float64Scope() as scope:
     out = _delta_jit(rdp, orders, epsilon, method=method)
   return scope.finalize(out)

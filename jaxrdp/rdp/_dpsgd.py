@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import jax
 import jax.numpy as jnp
@@ -9,43 +11,58 @@ from jax.typing import ArrayLike
 
 from .._core import precision as _precision
 from ..rdp._conversions import (
-    DeltaResult, EpsilonResult, delta_from_rdp_f64, epsilon_from_rdp_f64, _check_method,
-    _log_delta_per_order)
+  DeltaResult,
+  EpsilonResult,
+  delta_from_rdp_f64,
+  epsilon_from_rdp_f64,
+  _check_method,
+  _log_delta_per_order,
+)
+from .._core.numerics import raise_subnormal
 from ..rdp._order_search import min_epsilon_over_orders, with_derivative_at_order
-from ..mechanisms._sgm import _rdp_f64, _validate as _validate_sgm
-from .._core.validation import check_range, static_or_none
+from ..mechanisms._sgm import _rdp_f64, _validate as _validate_sgm, check_order_limit
+from .._core.validation import COUNT, DELTA, FINITE_EPSILON, ORDER, check_range, static_or_none
 from . import _sampling
 
 __all__ = ["DEFAULT_ORDERS", "DP_ACCOUNTING_ORDERS", "dpsgd_epsilon", "dpsgd_delta"]
 
 #: dp_accounting's default orders (dp_accounting.rdp.RdpAccountant, 156 orders).
 DP_ACCOUNTING_ORDERS = np.array(
-    [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024],
-    dtype=np.float64)
+  [1 + x / 10.0 for x in range(1, 100)] + list(range(11, 64)) + [128, 256, 512, 1024],
+  dtype=np.float64,
+)
 
 #: jaxrdp's default orders: a superset of dp_accounting's 156, so the epsilon is
 #: never looser than dp_accounting's with its defaults (our RDP is exact and
 #: theirs is an upper bound, and the minimum runs over more orders). The extras
 #: fill the gaps that matter: orders in (1, 1.1) for large-noise / few-step
 #: regimes, and orders between and beyond 64..1024 for very small epsilons.
-DEFAULT_ORDERS = np.unique(np.concatenate([
-    DP_ACCOUNTING_ORDERS,
-    1.0 + np.arange(1, 10) / 100.0,
-    np.array([80, 96, 160, 192, 384, 768, 2048, 4096], dtype=np.float64),
-]))
+DEFAULT_ORDERS = np.unique(
+  np.concatenate(
+    [
+      DP_ACCOUNTING_ORDERS,
+      1.0 + np.arange(1, 10) / 100.0,
+      np.array([80, 96, 160, 192, 384, 768, 2048, 4096], dtype=np.float64),
+    ]
+  )
+)
 
 
 def _orders_or_default(orders):
   orders = DEFAULT_ORDERS if orders is None else orders
-  check_range("orders", orders, lower=1.0, lower_open=True, allow_inf=True)
+  ORDER.check("orders", orders)
   if np.ndim(orders) != 1:
     raise ValueError(f"orders must be a 1-D array, got shape {np.shape(orders)}")
+  if np.shape(orders)[0] == 0:
+    raise ValueError("orders must hold at least one order in (1, inf], got an empty array")
+  check_order_limit("orders", orders)
   return orders if not isinstance(orders, (list, tuple)) else np.asarray(orders, dtype=np.float64)
 
 
 def _dpsgd_rdp_f64(q, sigma, steps, orders, orders_static=None):
   """T * rdp(alpha) of shape batch + [n_orders] (float64, traceable)."""
   q, sigma, steps = (_precision.as_float64(x) for x in (q, sigma, steps))
+  steps = raise_subnormal(steps)  # XLA reads a subnormal as 0; rounding up is sound
   orders = _precision.as_float64(orders)
   rdp = _rdp_f64(q[..., None], sigma[..., None], orders, orders_static)
   # 0 steps spend nothing, even where one step would be infinite.
@@ -61,8 +78,7 @@ def _search_f64(q, sigma, steps, delta, orders_static, method, live=None, f_floo
   ``min_epsilon_over_orders``). Returns the whole ``SearchResult``.
   """
   q, sigma, steps, delta = _precision.broadcast_float64(q, sigma, steps, delta)
-  return min_epsilon_over_orders(q, sigma, steps, delta, orders_static.array, method, live,
-                                 f_floor)
+  return min_epsilon_over_orders(q, sigma, steps, delta, orders_static.array, method, live, f_floor)
 
 
 def _dpsgd_epsilon_f64(q, sigma, steps, delta, orders, orders_static, method, mode):
@@ -98,15 +114,65 @@ def _dpsgd_delta_f64(q, sigma, steps, epsilon, orders, orders_static, method):
   return DeltaResult(delta, res.order)
 
 
-_dpsgd_epsilon_jit = jax.jit(_dpsgd_epsilon_f64, static_argnames=("orders_static", "method", "mode"))
+_dpsgd_epsilon_jit = jax.jit(
+  _dpsgd_epsilon_f64, static_argnames=("orders_static", "method", "mode")
+)
 _dpsgd_delta_jit = jax.jit(_dpsgd_delta_f64, static_argnames=("orders_static", "method"))
 
 
-def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: ArrayLike,
-                  orders: ArrayLike | None = None, *, method: str = "improved",
-                  sampling: str = "poisson", relation: str | None = None,
-                  capacity: int | None = None, dataset_size: int | None = None
-                  ) -> EpsilonResult:
+def _is_rdp(accountant) -> bool:
+  return isinstance(accountant, str) and accountant == "rdp"
+
+
+def _with_accountant(kind, q, sigma, steps, target, orders, method, accountant, scheme):
+  """The one-line DP-SGD call through another accountant (the event of ``steps`` SGM steps).
+
+  ``scheme``: the resolved ``(sampling, relation)``; only Poisson sampling under
+  add/remove is passed on (the tight accountant's pair is the SGM's under add/remove).
+  """
+  from ..accountants._api import (
+    delta_from_event,
+    epsilon_from_event,
+  )  # accountants import this module
+  from ..events._events import Gaussian, PoissonSampled, SelfComposed
+
+  if orders is not None or method != "improved":
+    raise ValueError(
+      "orders and method configure the Renyi-DP accountant; with another "
+      "accountant leave them out (or pass accountants.RdpAccountant(orders, method))"
+    )
+  check_scheme_accountant(*scheme, accountant)
+  event = SelfComposed(PoissonSampled(q, Gaussian(sigma)), steps)
+  fn = epsilon_from_event if kind == "epsilon" else delta_from_event
+  return fn(event, target, accountant=accountant)
+
+
+def check_scheme_accountant(sampling: str, relation: str, accountant: Any) -> None:
+  """Raises ValueError for a batching scheme or relation other than Poisson add/remove
+  with an accountant other than ``"rdp"`` (the schemes are accounted in Renyi DP)."""
+  if _is_rdp(accountant) or _sampling.is_default_scheme(sampling, relation):
+    return
+  raise ValueError(
+    f"sampling={sampling!r} with relation={relation!r} is accounted by the Renyi-DP "
+    f"accountant only (accountant='rdp'), got accountant={accountant!r}: the tight "
+    "accountant composes Poisson-sampled Gaussians under add/remove"
+  )
+
+
+def dpsgd_epsilon(
+  q: ArrayLike,
+  sigma: ArrayLike,
+  steps: ArrayLike,
+  delta: ArrayLike,
+  orders: ArrayLike | None = None,
+  *,
+  method: str = "improved",
+  accountant: Any = "rdp",
+  sampling: str = "poisson",
+  relation: str | None = None,
+  capacity: int | None = None,
+  dataset_size: int | None = None,
+) -> EpsilonResult:
   """epsilon of DP-SGD: ``steps`` compositions of the Sampled Gaussian Mechanism.
 
   eps = min over alpha of conv(steps * sgm_rdp(q, sigma, alpha), alpha, delta),
@@ -123,9 +189,15 @@ def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: Array
     orders: Renyi orders to minimise over; default :data:`DEFAULT_ORDERS`, a
       superset of dp_accounting's 156 defaults, so never looser than it.
     method: ``"improved"`` (default) or ``"classic"`` RDP-to-DP conversion.
+    accountant: ``"rdp"`` (default: this function's Renyi-DP search) or another
+      accountant, by name or object: ``"pld"`` gives the tight, certified epsilon
+      of :class:`jaxrdp.accountants.PldAccountant` (about 8 to 10% lower), as a
+      ``PldEpsilon(epsilon, epsilon_lower)``. ``orders`` and ``method`` apply to
+      the Renyi-DP accountant only.
     sampling: the batching scheme, ``"poisson"`` (default), ``"fixed"`` (B distinct
       examples per step, q = B / n) or ``"shuffle"`` (shuffled epochs, q = B / n,
       no amplification); see ``jaxrdp.rdp._sampling`` for each one's accounting.
+      Schemes other than Poisson under add/remove need ``accountant="rdp"``.
     relation: the neighbouring relation, ``"add_remove"`` or ``"replace_one"``;
       default ``"add_remove"`` for ``"poisson"`` and ``"shuffle"``, ``"replace_one"``
       for ``"fixed"`` (the only one its theorem covers; ``"add_remove"`` raises).
@@ -138,7 +210,8 @@ def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: Array
     dataset_size: the dataset size n, with ``capacity``.
 
   Returns:
-    EpsilonResult(epsilon, order) with the broadcast shape of the arguments.
+    EpsilonResult(epsilon, order) with the broadcast shape of the arguments
+    (``PldEpsilon`` with ``accountant="pld"``).
 
   When ``orders`` is concrete, orders are not all evaluated: exact log A at a
   coarse set of integer orders bounds every other order by convexity, and only
@@ -152,50 +225,104 @@ def dpsgd_epsilon(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, delta: Array
     >>> res = jaxrdp.dpsgd_epsilon(256 / 60000, 1.1, 14063, 1e-5)
     >>> round(float(res.epsilon), 3), float(res.order)
     (2.597, 8.1)
+    >>> round(float(jaxrdp.dpsgd_epsilon(256 / 60000, 1.1, 14063, 1e-5, accountant="pld").epsilon), 4)
+    2.3817
   """
+  scheme = _sampling.resolve_scheme(sampling, relation)
+  if capacity is not None or dataset_size is not None:
+    _check_method(method)
+    _validate_sgm(q, sigma, 2.0)
+    COUNT.check("steps", steps)
+    DELTA.check("delta", delta)
+    return _sampling.dpsgd_epsilon_truncated(
+      dpsgd_epsilon,
+      q,
+      sigma,
+      steps,
+      delta,
+      orders,
+      capacity=capacity,
+      dataset_size=dataset_size,
+      method=method,
+      accountant=accountant,
+      sampling=scheme[0],
+      relation=scheme[1],
+    )
+  if not _is_rdp(accountant):
+    return _with_accountant("epsilon", q, sigma, steps, delta, orders, method, accountant, scheme)
   _check_method(method)
   _validate_sgm(q, sigma, 2.0)
-  check_range("steps", steps, lower=0.0)
-  check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
-  sampling, relation = _sampling.resolve_scheme(sampling, relation)
-  if capacity is not None or dataset_size is not None:
-    return _sampling.dpsgd_epsilon_truncated(
-        dpsgd_epsilon, q, sigma, steps, delta, orders, method=method, sampling=sampling,
-        relation=relation, capacity=capacity, dataset_size=dataset_size)
+  COUNT.check("steps", steps)
+  DELTA.check("delta", delta)
   orders = _orders_or_default(orders)
-  if not _sampling.is_default_scheme(sampling, relation):
-    return _sampling.scheme_epsilon(q, sigma, steps, delta, orders, method=method,
-                                    sampling=sampling, relation=relation)
+  sampling, relation = scheme
+  if sampling != "poisson":
+    return _sampling.scheme_epsilon(
+      q, sigma, steps, delta, orders, method=method, sampling=sampling, relation=relation
+    )
   orders_static = static_or_none(orders)
   mode = "exhaustive" if orders_static is None else "search"
   return _precision.elementwise_float64(
-      lambda q, sigma, steps, delta, orders: _dpsgd_epsilon_jit(
-          q, sigma, steps, delta, orders, orders_static=orders_static, method=method, mode=mode),
-      (q, sigma, steps, delta), (orders,))
+    lambda q, sigma, steps, delta, orders: _dpsgd_epsilon_jit(
+      q,
+      _sampling.effective_sigma(sigma, relation),  # replace-one: the SGM at sigma / 2
+      steps,
+      delta,
+      orders,
+      orders_static=orders_static,
+      method=method,
+      mode=mode,
+    ),
+    (q, sigma, steps, delta),
+    (orders,),
+  )
 
 
-def dpsgd_delta(q: ArrayLike, sigma: ArrayLike, steps: ArrayLike, epsilon: ArrayLike,
-                orders: ArrayLike | None = None, *, method: str = "improved",
-                sampling: str = "poisson", relation: str | None = None) -> DeltaResult:
+def dpsgd_delta(
+  q: ArrayLike,
+  sigma: ArrayLike,
+  steps: ArrayLike,
+  epsilon: ArrayLike,
+  orders: ArrayLike | None = None,
+  *,
+  method: str = "improved",
+  accountant: Any = "rdp",
+  sampling: str = "poisson",
+  relation: str | None = None,
+) -> DeltaResult:
   """delta of DP-SGD at a given epsilon; arguments as in :func:`dpsgd_epsilon`.
 
   ``sampling`` and ``relation`` as in :func:`dpsgd_epsilon`. (For truncated Poisson
   batches add ``jaxrdp.train.truncated_poisson_delta`` to the result.)
 
   Returns:
-    DeltaResult(delta, order) with the broadcast shape of the arguments.
+    DeltaResult(delta, order) with the broadcast shape of the arguments
+    (``PldDelta(delta, delta_lower)`` with ``accountant="pld"``).
   """
+  scheme = _sampling.resolve_scheme(sampling, relation)
+  if not _is_rdp(accountant):
+    return _with_accountant("delta", q, sigma, steps, epsilon, orders, method, accountant, scheme)
   _check_method(method)
   _validate_sgm(q, sigma, 2.0)
-  check_range("steps", steps, lower=0.0)
-  check_range("epsilon", epsilon, lower=0.0)
-  sampling, relation = _sampling.resolve_scheme(sampling, relation)
+  COUNT.check("steps", steps)
+  FINITE_EPSILON.check("epsilon", epsilon)
   orders = _orders_or_default(orders)
-  if not _sampling.is_default_scheme(sampling, relation):
-    return _sampling.scheme_delta(q, sigma, steps, epsilon, orders, method=method,
-                                  sampling=sampling, relation=relation)
+  sampling, relation = scheme
+  if sampling != "poisson":
+    return _sampling.scheme_delta(
+      q, sigma, steps, epsilon, orders, method=method, sampling=sampling, relation=relation
+    )
   orders_static = static_or_none(orders)
   return _precision.elementwise_float64(
-      lambda q, sigma, steps, epsilon, orders: _dpsgd_delta_jit(
-          q, sigma, steps, epsilon, orders, orders_static=orders_static, method=method),
-      (q, sigma, steps, epsilon), (orders,))
+    lambda q, sigma, steps, epsilon, orders: _dpsgd_delta_jit(
+      q,
+      _sampling.effective_sigma(sigma, relation),  # replace-one: the SGM at sigma / 2
+      steps,
+      epsilon,
+      orders,
+      orders_static=orders_static,
+      method=method,
+    ),
+    (q, sigma, steps, epsilon),
+    (orders,),
+  )

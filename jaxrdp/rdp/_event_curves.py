@@ -17,7 +17,15 @@ import jax.numpy as jnp
 
 from .._core import precision as _precision
 from ..events._events import (
-    Composed, Event, Gaussian, Laplace, NoOp, PoissonSampled, RandomizedResponse, SelfComposed)
+  Composed,
+  Event,
+  Gaussian,
+  Laplace,
+  NoOp,
+  PoissonSampled,
+  RandomizedResponse,
+  SelfComposed,
+)
 from ..mechanisms._rdp_curves import _gaussian_impl, _laplace_impl, _randomized_response_impl
 from ..mechanisms._sgm import _rdp_f64
 
@@ -46,8 +54,7 @@ def rdp_curve_f64(event: Event, orders, orders_static):
   """The RDP curve of ``event`` at ``orders``: float64 [event shape..., n] (traceable)."""
   rule = _RULES.get(type(event))
   if rule is None:
-    raise NotImplementedError(
-        f"the RDP accountant has no rule for {type(event).__name__} events")
+    raise NotImplementedError(f"the RDP accountant has no rule for {type(event).__name__} events")
   return rule(event, orders, orders_static)
 
 
@@ -74,8 +81,9 @@ def _randomized_response(event, orders, orders_static):
 def _poisson_sampled(event, orders, orders_static):
   if not isinstance(event.inner, Gaussian):
     raise NotImplementedError(
-        "the RDP accountant composes PoissonSampled only with a Gaussian inner event, "
-        f"got {type(event.inner).__name__}")
+      "the RDP accountant composes PoissonSampled only with a Gaussian inner event, "
+      f"got {type(event.inner).__name__}"
+    )
   # Exact RDP of the Sampled Gaussian Mechanism (Mironov, Talwar, Zhang 2019,
   # arXiv:1908.10530); static orders let integer orders take the exact series.
   return _rdp_f64(_leaf(event.q), _leaf(event.inner.sigma), orders, orders_static)

@@ -18,9 +18,9 @@ one order per round and configuration, the one estimated to be the smallest (by
 the cubic through the nearest known points, clipped to the bounds), evaluates it
 exactly (quadrature) and tightens the bounds around it, until no order is left in
 contention. On realistic grids that takes 0 to 6 exact evaluations per
-configuration (1.9 on average on the standard benchmark grid; 2.4 when the
-midpoint of the bounds picked the order), instead of one per order. The estimate
-only decides the order in which orders are evaluated, never which are ruled out.
+configuration (1.9 on average on the standard benchmark grid), instead of one
+per order. The estimate only decides the order in which orders are evaluated,
+never which are ruled out.
 
 A caller that searched the same configuration before at more noise (or a smaller
 q) can pass what that search learnt as floors (``f_floor``, from
@@ -44,10 +44,7 @@ round gives each selected configuration an order it has not
 evaluated, so the loop bound below (enough rounds to evaluate every order of
 every configuration) is never what stops it. Even on grids where many orders
 stay in contention it costs less than evaluating every order of the whole
-batch (4000 orders in [1.5, 20] for the 400 configurations of the standard
-grid: 3.3 quadratures each on average, at most 109, 1.1 s against 28 s, with
-the same orders and epsilons within 8e-16; measured 2026-11-22 on the 2-core
-CPU), which is why there is no exhaustive fallback. The result is the minimum
+batch (benchmarks/README.md), which is why there is no exhaustive fallback. The result is the minimum
 over the orders evaluated exactly, so it is always a sound epsilon (every one
 of them is a valid bound), and the exact grid minimum where ``exact`` is True:
 everywhere but the configurations ``live`` excludes.
@@ -68,11 +65,11 @@ import numpy as np
 import jax
 import jax.numpy as jnp
 
-from ..rdp._conversions import _epsilon_per_order
-from .._core.numerics import argmin_last
+from ..rdp._conversions import _epsilon_per_order, tv_threshold
+from .._core.numerics import argmin_last, positive_subnormal, raise_subnormal
 from ..mechanisms._sgm import _log_a_f64
 from .._core.static_index import put_last, take_last
-from .._core.validation import StaticArray
+from .._core.validation import DELTA, StaticArray
 
 __all__ = ["SearchResult", "min_epsilon_over_orders", "table_size", "with_derivative_at_order"]
 
@@ -103,8 +100,8 @@ def _top_rows(priority, k, max_priority):
   """``lax.top_k(priority, k)`` for int32 priorities in [0, max_priority] (ties to
   the lower index), as one sort of a combined key (priority, then reversed
   index): XLA's CPU backend sorts one int32 operand much faster than top_k's
-  (value, index) pairs (9 against 50 us for 400 rows, measured 2026-11-23).
-  Where the key would not fit in int32, top_k itself."""
+  (value, index) pairs (benchmarks/README.md). Where the key would not fit in
+  int32, top_k itself."""
   n = priority.shape[0]
   bits = max(n - 1, 1).bit_length()
   if (max_priority + 1) << bits > np.iinfo(np.int32).max:
@@ -115,10 +112,30 @@ def _top_rows(priority, k, max_priority):
   return best >> bits, low - (best & low)
 
 
-def _eps_of(f, alpha, steps, delta, method):
-  """epsilon at each order from f = log A (orders along the last axis)."""
+def _eps_of(f, alpha, steps, delta, method, a_min=None, tv_rows=None):
+  """epsilon at each order from f = log A (orders along the last axis).
+
+  The total-variation rule (epsilon 0 where delta >= sqrt(1 - exp(-r))) applies at
+  order ``a_min`` in the rows where ``tv_rows`` (one bool per row) is True, and
+  nowhere without them. Not at every order: a lower bound of 0 on f would then give
+  a lower bound of 0 on epsilon and keep every order in contention. The smallest
+  order suffices (the RDP is non-decreasing in alpha, so that order decides), and
+  only the rows where the rule may hold need it (see ``_tv_rows``).
+  """
   rdp = jnp.where(steps[..., None] == 0, 0.0, steps[..., None] * f / (alpha - 1.0))
-  return _epsilon_per_order(rdp, alpha, delta, method)
+  tv = False if tv_rows is None else (alpha == a_min) & tv_rows[..., None]
+  return _epsilon_per_order(rdp, alpha, delta, method, tv=tv)
+
+
+def _tv_rows(layout, tf, df, f_coarse):
+  """Rows where the total-variation rule may hold at the smallest order: the RDP at
+  the smallest coarse order is within a factor 1e6 of the rule's threshold. This
+  only decides where the search looks (the rule itself is checked exactly at the
+  smallest order); it keeps the rule from costing an evaluation in the rows far
+  from it."""
+  c0 = float(layout.coarse[0])
+  r = tf * f_coarse[:, 0] / (c0 - 1.0)
+  return (r <= 1e6 * tv_threshold(df)) & (tf > 0)
 
 
 def _neighbours(known):
@@ -129,13 +146,14 @@ def _neighbours(known):
   none_right = jnp.full(known.shape[:-1] + (1,), n, jnp.int32)
   # Running max / min of the known indices. As log-depth scans: XLA's CPU backend
   # lowers lax.cummax / cummin to a reduce-window over the whole prefix, O(n^2)
-  # per row, which took ~5% of the standard benchmark grid (measured 2026-11-22).
+  # per row (a measurable share of the standard grid: benchmarks/README.md).
   axis = known.ndim - 1
   left = jax.lax.associative_scan(jnp.maximum, jnp.where(known, idx, jnp.int32(-1)), axis=axis)
   prev1 = jnp.concatenate([none_left, left[..., :-1]], axis=-1)
   prev2 = jnp.take_along_axis(prev1, jnp.maximum(prev1, 0), axis=-1)
-  right = jax.lax.associative_scan(jnp.minimum, jnp.where(known, idx, jnp.int32(n)), axis=axis,
-                                   reverse=True)
+  right = jax.lax.associative_scan(
+    jnp.minimum, jnp.where(known, idx, jnp.int32(n)), axis=axis, reverse=True
+  )
   next1 = jnp.concatenate([right[..., 1:], none_right], axis=-1)
   next2 = jnp.take_along_axis(jnp.concatenate([next1, none_right], axis=-1), next1, axis=-1)
   return prev1, prev2, next1, next2
@@ -154,10 +172,12 @@ def _add_known(near, j):
   a, d, b, c = at_j(prev1), at_j(prev2), at_j(next1), at_j(next2)
   right_of_j = (idx > j) & (idx <= b)
   left_of_j = (idx >= a) & (idx < j)
-  return (jnp.where(right_of_j, j, prev1),
-          jnp.where(right_of_j, a, jnp.where((idx > b) & (idx <= c), j, prev2)),
-          jnp.where(left_of_j, j, next1),
-          jnp.where(left_of_j, b, jnp.where((idx >= d) & (idx < a), j, next2)))
+  return (
+    jnp.where(right_of_j, j, prev1),
+    jnp.where(right_of_j, a, jnp.where((idx > b) & (idx <= c), j, prev2)),
+    jnp.where(left_of_j, j, next1),
+    jnp.where(left_of_j, b, jnp.where((idx >= d) & (idx < a), j, next2)),
+  )
 
 
 def _static_neighbours(known):
@@ -243,8 +263,9 @@ def _with_derivative_at_order_jvp(value_at_order, method, primals, tangents):
   dq, dsigma, dsteps, dx, _, _ = tangents
   regular = jnp.isfinite(order) & jnp.isfinite(value) & (value > 0)
   a = jnp.where(regular, order, 2.0)
-  _, dv = jax.jvp(lambda *args: value_at_order(method, a, *args),
-                  (q, sigma, steps, x), (dq, dsigma, dsteps, dx))
+  _, dv = jax.jvp(
+    lambda *args: value_at_order(method, a, *args), (q, sigma, steps, x), (dq, dsigma, dsteps, dx)
+  )
   return value, jnp.where(regular, dv, 0.0)
 
 
@@ -264,7 +285,7 @@ def _loop_points(fixed):
   keep = ~fixed
   for i in np.flatnonzero(~fixed):
     k = np.searchsorted(known_idx, i)
-    keep[known_idx[max(k - 2, 0):k + 2]] = True
+    keep[known_idx[max(k - 2, 0) : k + 2]] = True
   return np.flatnonzero(keep)
 
 
@@ -277,6 +298,210 @@ def table_size(orders) -> int:
 def _epsilon_at_order(method, a, q, sigma, steps, delta):
   f = _log_a_f64(q, sigma, a)
   return _eps_of(f[..., None], a[..., None], steps, delta, method)[..., 0]
+
+
+class _Layout(NamedTuple):
+  """Where the search's points lie: concrete numpy, fixed when the search is traced."""
+
+  xs: np.ndarray  # every point, sorted: 0 and 1 (f = 0), the coarse set, the other orders
+  perm: np.ndarray  # xs = concatenate([[0, 1], coarse, others])[perm]
+  coarse: np.ndarray  # the integer orders evaluated first, by the series
+  n_others: int  # how many orders are left to the loop
+  fixed: np.ndarray  # known from the start: 0, 1 and the coarse set
+  eligible: np.ndarray  # in the caller's grid (0, 1 and coarse points outside it are not)
+  alpha: np.ndarray  # the order of the conversion at each point (2, unused, at 0 and 1)
+  loop: np.ndarray  # the points the loop works on (see _loop_points)
+  has_inf: bool  # the grid holds alpha = inf
+
+
+def _layout(orders) -> _Layout:
+  """The search's points for the concrete 1-D float64 ``orders``."""
+  finite = orders[np.isfinite(orders)]
+  coarse, others = _point_sets(orders)
+  xs = np.concatenate([[0.0, 1.0], coarse, others])
+  perm = np.argsort(xs, kind="stable")
+  xs = xs[perm]
+  fixed = (np.arange(xs.size) < 2 + coarse.size)[perm]
+  return _Layout(
+    xs=xs,
+    perm=perm,
+    coarse=coarse,
+    n_others=others.size,
+    fixed=fixed,
+    eligible=np.isin(xs, finite),
+    alpha=np.where(xs > 1.0, xs, 2.0),
+    loop=_loop_points(fixed),
+    has_inf=bool(np.isinf(orders).any()),
+  )
+
+
+class _LoopSpec(NamedTuple):
+  """What the loop's functions know at trace time (the loop's points only)."""
+
+  a_min: float  # the smallest order of the grid (where the total-variation rule is checked)
+  xs: np.ndarray  # the loop's points (_Layout.xs[_Layout.loop])
+  fixed: np.ndarray  # known from the start, on the loop's points
+  eligible: np.ndarray
+  alpha: np.ndarray
+  method: str
+  has_floor: bool  # the caller passed f_floor
+  batch: int  # configurations evaluated per round
+  max_rounds: int
+
+
+class _Rows(NamedTuple):
+  """The configurations, flattened to one row each (traced, constant in the loop)."""
+
+  q: jax.Array
+  sigma: jax.Array
+  steps: jax.Array
+  delta: jax.Array
+  searching: jax.Array  # bool: the loop may evaluate orders of this row
+  tv: jax.Array  # bool: the total-variation rule may hold (see _tv_rows)
+  floor: jax.Array  # [rows, loop points]: the caller's floors on log A (0 without)
+
+
+class _SearchState(NamedTuple):
+  """The loop's state: one row per configuration, the loop's points on the last axis."""
+
+  f: jax.Array  # log A, exact where ``known``
+  known: jax.Array  # bool
+  near: tuple  # _neighbours(known), kept up to date by _add_known
+  best: jax.Array  # the smallest exact epsilon so far (over all points, not only the loop's)
+  left: jax.Array  # int32: orders still in contention (0: finished)
+  pick: jax.Array  # int32: the next order to evaluate (index into the loop's points)
+  rounds: jax.Array  # int32 scalar
+
+
+def _analyse(spec: _LoopSpec, rows: _Rows, f, known, best, nearest=None):
+  """How many orders each row still has in contention (0: finished), and each
+  row's next order (f, known, nearest: the loop's points of these rows; known may
+  be one concrete mask shared by every row, see _bounds)."""
+  lower, upper, est = _bounds(spec.xs, f, known, rows.sigma, estimate=True, nearest=nearest)
+  if spec.has_floor:
+    lower = jnp.minimum(jnp.maximum(lower, rows.floor), upper)
+  eps_lo = _eps_of(lower, spec.alpha, rows.steps, rows.delta, spec.method, spec.a_min, rows.tv)
+  contending = (~known) & spec.eligible & (eps_lo < best[:, None]) & rows.searching[:, None]
+  # The next order: the one estimated to be the smallest. A floor from a nearby
+  # configuration is nearly the exact value, so where there is one its lower
+  # bound says best; else the cubic through the nearest known points (log A_alpha
+  # is smooth in alpha), which finds the optimum in fewer evaluations than the
+  # midpoint of the bounds (benchmarks/README.md).
+  key = _eps_of(est, spec.alpha, rows.steps, rows.delta, spec.method, spec.a_min, rows.tv)
+  if spec.has_floor:
+    key = jnp.where(rows.floor > 0, eps_lo, key)
+  # Every order in contention gets a finite key (an infinite or NaN estimate the
+  # largest float), so that the count and the pick below both see exactly them.
+  key = jnp.where(contending, jnp.where(key < jnp.inf, key, np.finfo(np.float64).max), jnp.inf)
+  return jnp.sum(key < jnp.inf, axis=-1, dtype=jnp.int32), argmin_last(key)
+
+
+def _search_init(spec: _LoopSpec, rows: _Rows, f, best) -> _SearchState:
+  """The state before the first round: the points known from the start."""
+  # The first analysis knows the same points in every row: its neighbours are static.
+  left, pick = _analyse(spec, rows, f, spec.fixed, best)
+  near = tuple(
+    jnp.broadcast_to(jnp.asarray(v, jnp.int32), f.shape) for v in _static_neighbours(spec.fixed)
+  )
+  # (known is a broadcast constant, built as such rather than gathered, so that
+  # XLA does not fold a [rows, points] constant.)
+  known = jnp.broadcast_to(jnp.asarray(spec.fixed), f.shape)
+  return _SearchState(f, known, near, best, left, pick, jnp.int32(0))
+
+
+def _search_continues(spec: _LoopSpec, s: _SearchState):
+  """The loop's condition: a row has orders in contention (the bound on the rounds
+  is never what stops it, see the module docstring)."""
+  return jnp.any(s.left > 0) & (s.rounds < spec.max_rounds)
+
+
+def _search_step(spec: _LoopSpec, rows: _Rows, x, s: _SearchState) -> _SearchState:
+  """One round: the next order of at most ``spec.batch`` rows, evaluated exactly.
+
+  ``x``: ``spec.xs`` as an array made outside the loop (a loop operand, as the
+  rows are, rather than a constant of the loop body).
+  """
+  n = s.left.shape[0]
+  # The rows with the most orders left in contention go first: they tend to need
+  # the most rounds, so starting them early keeps the last rounds from running
+  # nearly empty. Rows whose next order is above 65 go last, together: such an
+  # order usually needs the full quadrature layout, which runs in chunks of the
+  # rows needing it. Rows with none left are padding (index n), dropped by the
+  # scatters.
+  priority = jnp.where(s.left > 0, jnp.where(x[s.pick] > 65.0, 1, s.left + 1), 0)
+  top, sel = _top_rows(priority, spec.batch, spec.xs.size + 1)
+  sel = jnp.where(top > 0, sel, n).astype(jnp.int32)
+  r = jnp.minimum(sel, n - 1)
+  mine = _Rows(*(v[r] for v in rows))
+  j = s.pick[r]
+  a = x[j]
+  f_new = _log_a_f64(mine.q, mine.sigma, a)  # traced orders: quadrature
+  e_new = _eps_of(
+    f_new[:, None], a[:, None], mine.steps, mine.delta, spec.method, spec.a_min, mine.tv
+  )[:, 0]
+  f = s.f.at[sel, j].set(f_new, mode="drop")
+  known = s.known.at[sel, j].set(True, mode="drop")
+  best = s.best.at[sel].min(e_new, mode="drop")
+  # The nearest known points are kept up to date elementwise (the scans of
+  # _neighbours are ~60 small XLA ops a round) and read back from the state, so
+  # that XLA does not fuse the update into each of their uses below.
+  near = tuple(
+    v.at[sel].set(w, mode="drop")
+    for v, w in zip(s.near, _add_known(tuple(v[r] for v in s.near), j))
+  )
+  # Only the rows just updated can change state.
+  left_r, pick_r = _analyse(spec, mine, f[r], known[r], best[r], tuple(v[r] for v in near))
+  left = s.left.at[sel].set(left_r, mode="drop")
+  pick = s.pick.at[sel].set(pick_r, mode="drop")
+  return _SearchState(f, known, near, best, left, pick, s.rounds + 1)
+
+
+class _Final(NamedTuple):
+  """What the search knows at the end, on all points (one row per configuration)."""
+
+  f: jax.Array  # log A: exact where ``known``
+  known: jax.Array
+  eps: jax.Array  # epsilon at the known points of the grid, inf elsewhere
+  exact: jax.Array  # the row's minimum is the exact grid minimum
+  evaluations: jax.Array  # int32: orders evaluated by quadrature
+
+
+def _search_finish(
+  layout: _Layout, method, args, flat: _Rows, f_coarse, end: _Final
+) -> SearchResult:
+  """The result: the minimum and its order, with its derivative rule, and the table,
+  in the batch shape of ``args`` (q, sigma, steps, delta as the caller gave them;
+  ``flat``: the same as rows, with the floors on all points)."""
+  q, sigma, steps, delta = args
+  shape = q.shape
+  f, known, eps_all = end.f, end.known, end.eps
+  exact, evaluations = end.exact, end.evaluations
+  qf, sf, tf = flat.q, flat.sigma, flat.steps
+  # The table: exact values where known, else the best lower bound there is (the
+  # convexity bound, or the caller's floor); NaN (invalid input) gives 0.
+  lower_final = jnp.maximum(_bounds(layout.xs, f, known, sf)[0], flat.floor)
+  table = jnp.where(known, f, jnp.where(jnp.isnan(lower_final), 0.0, lower_final))
+  table = jnp.reshape(table, shape + (layout.xs.size,))
+  cand_alpha = jnp.broadcast_to(jnp.asarray(layout.xs), eps_all.shape)
+
+  if layout.has_inf:
+    # alpha = inf: RDP is inf for q > 0 and 0 for q = 0; the bound is the RDP.
+    inf_eps = jnp.where((qf == 0) | (tf == 0), 0.0, jnp.inf)[:, None]
+    eps_all = jnp.concatenate([eps_all, inf_eps], axis=-1)
+    cand_alpha = jnp.concatenate([cand_alpha, jnp.full(inf_eps.shape, jnp.inf)], axis=-1)
+
+  j = argmin_last(eps_all)
+  eps = jnp.take_along_axis(eps_all, j[:, None], axis=-1)[:, 0]
+  order = jnp.take_along_axis(cand_alpha, j[:, None], axis=-1)[:, 0]
+  eps = jnp.where(jnp.any(jnp.isnan(f_coarse), axis=-1), jnp.nan, eps)  # invalid traced input
+  eps, order, exact, evaluations = (jnp.reshape(v, shape) for v in (eps, order, exact, evaluations))
+  eps = with_derivative_at_order(_epsilon_at_order, method, q, sigma, steps, delta, order, eps)
+  eps = jnp.maximum(eps, 0.0)
+  # No privacy loss at all (q = 0, no steps, or infinite noise): (0, 0)-DP.
+  eps = jnp.where((q == 0) | (steps == 0) | jnp.isinf(sigma), 0.0, eps)
+  # A subnormal delta is a valid delta (XLA reads it as 0 in the comparison).
+  eps = jnp.where(~(DELTA.holds(delta) | positive_subnormal(delta)), jnp.nan, eps)
+  return SearchResult(eps, order, exact, evaluations, table)
 
 
 def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f_floor=None):
@@ -295,26 +520,28 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
   orders, so the result stays the exact minimum over the orders; tight floors
   (from a nearby sigma) leave fewer orders in contention.
   """
-  orders = np.asarray(orders, dtype=np.float64)
-  finite = orders[np.isfinite(orders)]
-  coarse, others = _point_sets(orders)
-  has_inf = bool(np.isinf(orders).any())
-  # All points, sorted: 0 and 1 (f = 0), the coarse set, the other orders.
-  xs = np.concatenate([[0.0, 1.0], coarse, others])
-  perm = np.argsort(xs, kind="stable")
-  xs = xs[perm]
-  fixed = (np.arange(xs.size) < 2 + coarse.size)[perm]
-  eligible = np.isin(xs, finite)  # 0, 1 and coarse points outside the grid bound only
-  alpha = np.where(xs > 1.0, xs, 2.0)  # placeholder order where the conversion is unused
-
+  layout = _layout(np.asarray(orders, dtype=np.float64))
+  # XLA reads subnormals as 0; epsilon is non-decreasing in q and steps, so
+  # rounding them up to the smallest normal float is sound.
+  q, steps = raise_subnormal(q), raise_subnormal(steps)
   shape = q.shape
   rows = math.prod(shape)
-  qf, sf, tf, df = (jnp.reshape(jax.lax.stop_gradient(x), (rows,)) for x in (q, sigma, steps, delta))
+  qf, sf, tf, df = (
+    jnp.reshape(jax.lax.stop_gradient(x), (rows,)) for x in (q, sigma, steps, delta)
+  )
+  coarse = layout.coarse
   f_coarse = _log_a_f64(qf[:, None], sf[:, None], coarse, StaticArray(coarse))  # [rows, C] (series)
-  fv = take_last(jnp.concatenate(
-      [jnp.zeros((rows, 2)), f_coarse, jnp.zeros((rows, others.size))], axis=-1), perm)
-  known = jnp.broadcast_to(jnp.asarray(fixed), fv.shape)
-  eps_known = jnp.where(eligible & known, _eps_of(fv, alpha, tf, df, method), jnp.inf)
+  fv = take_last(
+    jnp.concatenate([jnp.zeros((rows, 2)), f_coarse, jnp.zeros((rows, layout.n_others))], axis=-1),
+    layout.perm,
+  )
+  known = jnp.broadcast_to(jnp.asarray(layout.fixed), fv.shape)
+  finite = layout.xs[layout.eligible]
+  a_min = float(finite.min()) if finite.size else np.inf
+  tv_rows = _tv_rows(layout, tf, df, f_coarse)
+  eps_known = jnp.where(
+    layout.eligible & known, _eps_of(fv, layout.alpha, tf, df, method, a_min, tv_rows), jnp.inf
+  )
   best = jnp.min(eps_known, axis=-1)
   # Configurations with nothing to search: no privacy loss, no finite bound
   # (sigma = 0: f is inf), or invalid traced input (NaN).
@@ -330,124 +557,52 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
     # 1e-12 below the caller's values: they were computed at another sigma (or q),
     # with their own rounding.
     floor = jnp.reshape(jax.lax.stop_gradient(f_floor), fv.shape) * (1.0 - 1e-12)
+  flat = _Rows(qf, sf, tf, df, searching, tv_rows, floor)
 
-  # The loop works on the points it may evaluate and the two nearest points known
-  # from the start on each side of each: the bounds of a point use no others, so
-  # the points further away (most integers up to 64) would add work, not
-  # information. Their values count in ``best`` from the start and in the result.
-  loop = _loop_points(fixed)
-  xs_l, eligible_l, alpha_l = xs[loop], eligible[loop], alpha[loop]
-
-  def analyse(fv, known, best, s, t, d, live, floor, nearest=None):
-    """How many orders each row still has in contention (0: finished), and each
-    row's next order (fv, known, floor, nearest: the loop's points)."""
-    lower, upper, est = _bounds(xs_l, fv, known, s, estimate=True, nearest=nearest)
-    if f_floor is not None:
-      lower = jnp.minimum(jnp.maximum(lower, floor), upper)
-    eps_lo = _eps_of(lower, alpha_l, t, d, method)
-    contending = (~known) & eligible_l & (eps_lo < best[:, None]) & live[:, None]
-    # The next order: the one estimated to be the smallest. A floor from a nearby
-    # configuration is nearly the exact value, so where there is one its lower
-    # bound says best; else the cubic through the nearest known points (log A_alpha
-    # is smooth in alpha). On the standard benchmark grid that finds the optimum
-    # sooner than the midpoint of the bounds did: 760 quadratures in 8 rounds
-    # instead of 977 in 10 (measured 2026-11-22).
-    key = _eps_of(est, alpha_l, t, d, method)
-    if f_floor is not None:
-      key = jnp.where(floor > 0, eps_lo, key)
-    # Every order in contention gets a finite key (an infinite or NaN estimate the
-    # largest float), so that the count and the pick below both see exactly them.
-    key = jnp.where(contending, jnp.where(key < jnp.inf, key, np.finfo(np.float64).max), jnp.inf)
-    return jnp.sum(key < jnp.inf, axis=-1, dtype=jnp.int32), argmin_last(key)
-
-  if others.size and rows:
+  if layout.n_others and rows:
+    # The loop works on the points it may evaluate and the two nearest points known
+    # from the start on each side of each: the bounds of a point use no others, so
+    # the points further away (most integers up to 64) would add work, not
+    # information. Their values count in ``best`` from the start and in the result.
+    loop = layout.loop
     batch = _rows_per_round(rows)
     # Enough rounds to finish: while at least `batch` rows are in contention a
-    # round makes `batch` of the at most rows * others.size evaluations; after
-    # that every row left is in each round, and needs at most others.size more.
-    max_rounds = others.size * (-(-rows // batch) + 1)
-    x = jnp.asarray(xs_l)
-    # (known and the default floor are broadcast constants: built as such rather
-    # than gathered, so that XLA does not fold a [rows, points] constant.)
-    fv_l = take_last(fv, loop)
-    known_l = jnp.broadcast_to(jnp.asarray(fixed[loop]), fv_l.shape)
-    floor_l = jnp.zeros(fv_l.shape) if f_floor is None else take_last(floor, loop)
-
-    def cond(state):
-      left, it = state[-3], state[-1]
-      return jnp.any(left > 0) & (it < max_rounds)
-
-    def body(state):
-      fv, known, near, best, left, pick, it = state
-      # The rows with the most orders left in contention go first: they tend to need
-      # the most rounds, so starting them early keeps the last rounds from running
-      # nearly empty (standard grid, when the bounds' midpoint picked the order: 10
-      # rounds instead of 12, same evaluations).
-      # Rows whose next order is above 65 go last, together: such an order usually
-      # needs the full quadrature layout, which runs in chunks of the rows needing it.
-      # Rows with none left are padding (index rows), dropped by the scatters.
-      priority = jnp.where(left > 0, jnp.where(x[pick] > 65.0, 1, left + 1), 0)
-      top, sel = _top_rows(priority, batch, xs_l.size + 1)
-      sel = jnp.where(top > 0, sel, rows).astype(jnp.int32)
-      r = jnp.minimum(sel, rows - 1)
-      j = pick[r]
-      a = x[j]
-      f_new = _log_a_f64(qf[r], sf[r], a)  # traced orders: quadrature
-      e_new = _eps_of(f_new[:, None], a[:, None], tf[r], df[r], method)[:, 0]
-      # Padding entries (sel == rows) are dropped by the scatters.
-      fv = fv.at[sel, j].set(f_new, mode="drop")
-      known = known.at[sel, j].set(True, mode="drop")
-      best = best.at[sel].min(e_new, mode="drop")
-      # The nearest known points are kept up to date elementwise (the scans of
-      # _neighbours are ~60 small XLA ops a round) and read back from the state, so
-      # that XLA does not fuse the update into each of their uses below.
-      near = tuple(v.at[sel].set(w, mode="drop")
-                   for v, w in zip(near, _add_known(tuple(v[r] for v in near), j)))
-      # Only the rows just updated can change state.
-      left_r, pick_r = analyse(fv[r], known[r], best[r], sf[r], tf[r], df[r], searching[r],
-                               floor_l[r], tuple(v[r] for v in near))
-      left = left.at[sel].set(left_r, mode="drop")
-      pick = pick.at[sel].set(pick_r, mode="drop")
-      return fv, known, near, best, left, pick, it + 1
-
-    # The first analysis knows the same points in every row: its neighbours are static.
-    left, pick = analyse(fv_l, fixed[loop], best, sf, tf, df, searching, floor_l)
-    near = tuple(jnp.broadcast_to(jnp.asarray(v, jnp.int32), fv_l.shape)
-                 for v in _static_neighbours(fixed[loop]))
-    fv_l, known_l, _, best, left, _, _ = jax.lax.while_loop(
-        cond, body, (fv_l, known_l, near, best, left, pick, jnp.int32(0)))
-    fv, known = put_last(fv, loop, fv_l), put_last(known, loop, known_l)
+    # round makes `batch` of the at most rows * n_others evaluations; after
+    # that every row left is in each round, and needs at most n_others more.
+    spec = _LoopSpec(
+      a_min=a_min,
+      xs=layout.xs[loop],
+      fixed=layout.fixed[loop],
+      eligible=layout.eligible[loop],
+      alpha=layout.alpha[loop],
+      method=method,
+      has_floor=f_floor is not None,
+      batch=batch,
+      max_rounds=layout.n_others * (-(-rows // batch) + 1),
+    )
+    # (The default floor is a broadcast constant, not gathered: see _search_init.)
+    floor_l = jnp.zeros((rows, loop.size)) if f_floor is None else take_last(floor, loop)
+    loop_rows = flat._replace(floor=floor_l)
+    state = jax.lax.while_loop(
+      functools.partial(_search_continues, spec),
+      functools.partial(_search_step, spec, loop_rows, jnp.asarray(spec.xs)),
+      _search_init(spec, loop_rows, take_last(fv, loop), best),
+    )
+    fv, known = put_last(fv, loop, state.f), put_last(known, loop, state.known)
     # A finished row's minimum is over its exact values: every order never
     # evaluated has a lower bound at or above it. An unfinished row (exact =
     # False) reports the best exact value it found, a valid (sound) epsilon.
-    eps_all = jnp.where(eligible & known, _eps_of(fv, alpha, tf, df, method), jnp.inf)
-    exact = (left == 0) & ~skipped
-    evaluations = jnp.sum(known & ~fixed, axis=-1, dtype=jnp.int32)
+    end = _Final(
+      fv,
+      known,
+      jnp.where(
+        layout.eligible & known, _eps_of(fv, layout.alpha, tf, df, method, a_min, tv_rows), jnp.inf
+      ),
+      (state.left == 0) & ~skipped,
+      jnp.sum(known & ~layout.fixed, axis=-1, dtype=jnp.int32),
+    )
   else:
-    eps_all = eps_known
-    exact = jnp.ones((rows,), dtype=bool)
-    evaluations = jnp.zeros((rows,), dtype=jnp.int32)
-  # The table: exact values where known, else the best lower bound there is (the
-  # convexity bound, or the caller's floor); NaN (invalid input) gives 0.
-  lower_final = jnp.maximum(_bounds(xs, fv, known, sf)[0], floor)
-  table = jnp.where(known, fv, jnp.where(jnp.isnan(lower_final), 0.0, lower_final))
-  table = jnp.reshape(table, shape + (xs.size,))
-  cand_alpha = jnp.broadcast_to(jnp.asarray(xs), eps_all.shape)
-
-  if has_inf:
-    # alpha = inf: RDP is inf for q > 0 and 0 for q = 0; the bound is the RDP.
-    inf_eps = jnp.where((qf == 0) | (tf == 0), 0.0, jnp.inf)[:, None]
-    eps_all = jnp.concatenate([eps_all, inf_eps], axis=-1)
-    cand_alpha = jnp.concatenate([cand_alpha, jnp.full(inf_eps.shape, jnp.inf)], axis=-1)
-
-  j = argmin_last(eps_all)
-  eps = jnp.take_along_axis(eps_all, j[:, None], axis=-1)[:, 0]
-  order = jnp.take_along_axis(cand_alpha, j[:, None], axis=-1)[:, 0]
-  eps = jnp.where(jnp.any(jnp.isnan(f_coarse), axis=-1), jnp.nan, eps)  # invalid traced input
-  eps, order, exact, evaluations = (jnp.reshape(v, shape) for v in (eps, order, exact, evaluations))
-  eps = with_derivative_at_order(_epsilon_at_order, method, q, sigma, steps, delta, order, eps)
-  eps = jnp.maximum(eps, 0.0)
-  # No privacy loss at all (q = 0, no steps, or infinite noise): (0, 0)-DP.
-  eps = jnp.where((q == 0) | (steps == 0) | jnp.isinf(sigma), 0.0, eps)
-  eps = jnp.where(~((delta > 0) & (delta < 1)), jnp.nan, eps)
-  return SearchResult(eps, order, exact, evaluations, table)
+    end = _Final(
+      fv, known, eps_known, jnp.ones((rows,), dtype=bool), jnp.zeros((rows,), dtype=jnp.int32)
+    )
+  return _search_finish(layout, method, (q, sigma, steps, delta), flat, f_coarse, end)

@@ -55,7 +55,9 @@ def _nice_levels(lo: float, hi: float, most: int = 8) -> list[float]:
   return out[:: -(-len(out) // most)]
 
 
-def plot_sweep(result: SweepResult, path: str | None = None, *, max_panels: int = 3, dpi: int = 120):
+def plot_sweep(
+  result: SweepResult, path: str | None = None, *, max_panels: int = 3, dpi: int = 120
+):
   """Heatmap of epsilon over sampling rate x sigma, one panel per duration.
 
   The vertical axis is the sampling rate q (log scale), or the expected batch size
@@ -90,8 +92,8 @@ def plot_sweep(result: SweepResult, path: str | None = None, *, max_panels: int 
   samp = "batch_size" if "batch_size" in axes else "q"
   if len(axes["sigma"]) < 2 or len(axes[samp]) < 2:
     raise ValueError(
-        f"a heatmap needs at least 2 values of sigma and of {samp}, got "
-        f"{len(axes['sigma'])} and {len(axes[samp])}"
+      f"a heatmap needs at least 2 values of sigma and of {samp}, got "
+      f"{len(axes['sigma'])} and {len(axes[samp])}"
     )
   dur = "epochs" if "epochs" in axes else "steps"
   fixed = {}
@@ -122,8 +124,12 @@ def plot_sweep(result: SweepResult, path: str | None = None, *, max_panels: int 
     eps = eps.reshape(len(y), len(sigma))
     masked = np.ma.masked_invalid(np.where(eps > 0, eps, np.nan))
     mesh = ax.pcolormesh(
-        _edges(sigma, log=False), _edges(y, log=True), masked, norm=norm,
-        cmap="viridis", shading="flat",
+      _edges(sigma, log=False),
+      _edges(y, log=True),
+      masked,
+      norm=norm,
+      cmap="viridis",
+      shading="flat",
     )
     if levels and min(masked.shape) >= 2:
       cs = ax.contour(sigma, y, masked, levels=levels, colors="white", linewidths=0.9)

@@ -39,6 +39,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jax.typing import ArrayLike
 
 from ..calibration._calibration import orders_array
+from ..rdp._dpsgd import check_scheme_accountant
 from ..rdp._conversions import epsilon_from_rdp_f64
 from ..train._dataset import epochs_to_steps
 from .._core.precision import x64_context
@@ -151,12 +152,12 @@ class SweepResult:
     """
     shape = self.shape
     return {
-        "dims": list(self.dims),
-        "axes": {k: np.asarray(v).tolist() for k, v in self.axes.items()},
-        "epsilon": _json_safe(self.epsilon),
-        "order": _json_safe(self.order),
-        "q": _json_safe(np.broadcast_to(self.q, shape)),
-        "steps": _json_safe(np.broadcast_to(self.steps, shape)),
+      "dims": list(self.dims),
+      "axes": {k: np.asarray(v).tolist() for k, v in self.axes.items()},
+      "epsilon": _json_safe(self.epsilon),
+      "order": _json_safe(self.order),
+      "q": _json_safe(np.broadcast_to(self.q, shape)),
+      "steps": _json_safe(np.broadcast_to(self.steps, shape)),
     }
 
   def to_json(self, path: str | None = None, indent: int | None = None) -> str:
@@ -236,14 +237,12 @@ class SweepResult:
       eps = np.moveaxis(sub_eps, c, -1)
       rest = [k for k in dims if k != col_axis]
       headers = [k for k in rest if k in row_axes] + [
-          f"{col_axis}={format_number(v)}" for v in self.axes[col_axis][keep[col_axis]]
+        f"{col_axis}={format_number(v)}" for v in self.axes[col_axis][keep[col_axis]]
       ]
       rows = []
       for idx in np.ndindex(*eps.shape[:-1]):
         label = [
-            format_number(self.axes[k][keep[k][i]])
-            for k, i in zip(rest, idx)
-            if k in row_axes
+          format_number(self.axes[k][keep[k][i]]) for k, i in zip(rest, idx) if k in row_axes
         ]
         rows.append(label + [format_number(x) for x in eps[idx]])
       lines.append("epsilon:")
@@ -253,9 +252,7 @@ class SweepResult:
       rows = []
       for idx in np.ndindex(*sub_eps.shape):
         label = [
-            format_number(self.axes[k][keep[k][i]])
-            for k, i in zip(dims, idx)
-            if k in row_axes
+          format_number(self.axes[k][keep[k][i]]) for k, i in zip(dims, idx) if k in row_axes
         ]
         rows.append(label + [format_number(sub_eps[idx]), format_number(sub_order[idx])])
       lines.append(format_table(headers, rows))
@@ -306,8 +303,8 @@ def _axis(name: str, value, *, lo=None, hi=None, lo_open=False, hi_open=False, i
 # against another. Inside a device, cells go through ``lax.map`` in small batches, which
 # bounds the kernel's working memory.
 _AXIS = "cells"
-_PAIR_BATCH = 8    # (q, sigma) pairs per batch: each costs a full RDP curve
-_CELL_BATCH = 32   # cells per batch in the conversion stage
+_PAIR_BATCH = 8  # (q, sigma) pairs per batch: each costs a full RDP curve
+_CELL_BATCH = 32  # cells per batch in the conversion stage
 
 
 # The per-device functions of the two stages. A stage function takes its replicated
@@ -316,15 +313,18 @@ _CELL_BATCH = 32   # cells per batch in the conversion stage
 # by swapping the stage-2 function; the sharding around it does not change.
 def _rdp_local(orders, q, sigma, *, orders_static):
   # Static orders let the kernel use the exact series for integer orders.
-  return lax.map(lambda qs: _rdp_f64(qs[0], qs[1], orders, orders_static), (q, sigma),
-                 batch_size=_PAIR_BATCH)
+  return lax.map(
+    lambda qs: _rdp_f64(qs[0], qs[1], orders, orders_static), (q, sigma), batch_size=_PAIR_BATCH
+  )
 
 
 def _scheme_rdp_local(orders, q, sigma, *, orders_static, sampling, relation):
   # Another batching scheme or relation (jaxrdp.rdp._sampling): per step, or per epoch.
-  return lax.map(lambda qs: _sampling.per_step_rdp_f64(
-      sampling, relation, qs[0], qs[1], orders, orders_static), (q, sigma),
-      batch_size=_PAIR_BATCH)
+  return lax.map(
+    lambda qs: _sampling.per_step_rdp_f64(sampling, relation, qs[0], qs[1], orders, orders_static),
+    (q, sigma),
+    batch_size=_PAIR_BATCH,
+  )
 
 
 def _eps_local(rdp1, orders, pair, steps, delta):
@@ -335,6 +335,7 @@ def _eps_local(rdp1, orders, pair, steps, delta):
     total = jnp.where(t == 0, 0.0, t * rdp1[p])
     res = epsilon_from_rdp_f64(total, orders, d, "improved")
     return res.epsilon, res.order
+
   return lax.map(one, (pair, steps, delta), batch_size=_CELL_BATCH)
 
 
@@ -352,11 +353,13 @@ def _program(local_fn, mesh: Mesh, n_replicated: int, n_cell_args: int):
     # check_vma=False: the body has no collectives (each device works alone on its
     # cells), and the kernels' lax.cond/while_loop mix replicated and per-cell values,
     # which the varying-axes type check would otherwise ask to annotate.
-    return jax.shard_map(body, mesh=mesh, in_specs=in_specs, out_specs=PartitionSpec(_AXIS),
-                         check_vma=False)(*args)
+    return jax.shard_map(
+      body, mesh=mesh, in_specs=in_specs, out_specs=PartitionSpec(_AXIS), check_vma=False
+    )(*args)
 
-  return jax.jit(program, static_argnames="static",
-                 out_shardings=NamedSharding(mesh, PartitionSpec()))
+  return jax.jit(
+    program, static_argnames="static", out_shardings=NamedSharding(mesh, PartitionSpec())
+  )
 
 
 def _check_devices(devices) -> tuple:
@@ -371,8 +374,9 @@ def _check_devices(devices) -> tuple:
     devices = tuple(devices)
   except TypeError:
     raise TypeError(
-        f"devices must be a sequence of jax.Device or a jax.sharding.Mesh, got "
-        f"{type(devices).__name__}") from None
+      f"devices must be a sequence of jax.Device or a jax.sharding.Mesh, got "
+      f"{type(devices).__name__}"
+    ) from None
   if not devices:
     raise ValueError("devices must not be empty (default: jax.devices())")
   bad = [d for d in devices if not isinstance(d, jax.Device)]
@@ -386,8 +390,9 @@ def _check_devices(devices) -> tuple:
   here = jax.process_index()
   if not any(d.process_index == here for d in devices):
     raise ValueError(
-        f"devices holds no device of this process (process {here}): every process that "
-        f"calls sweep must own at least one of them (default: jax.devices(), all of them)")
+      f"devices holds no device of this process (process {here}): every process that "
+      f"calls sweep must own at least one of them (default: jax.devices(), all of them)"
+    )
   return devices
 
 
@@ -427,11 +432,13 @@ class _Mesh:
       return
     rows = np.broadcast_to(fingerprint, (self.n, fingerprint.size))
     gathered = np.asarray(
-        _program(_identity, self.mesh, 0, 1)(self.shard(rows)).addressable_data(0))
+      _program(_identity, self.mesh, 0, 1)(self.shard(rows)).addressable_data(0)
+    )
     if not np.all(gathered == gathered[:1]):
       raise ValueError(
-          "sweep was called with different arguments on different processes: every "
-          "process must call it with the same axes, orders, chunk_size and devices")
+        "sweep was called with different arguments on different processes: every "
+        "process must call it with the same axes, orders, chunk_size and devices"
+      )
 
 
 def _identity(x):
@@ -483,28 +490,133 @@ def _fingerprint(*parts) -> np.ndarray:
   """A digest of the arguments that shape a sweep, as 4 int64 (for the process check)."""
   h = hashlib.sha256()
   for part in parts:
-    for x in (part.values() if isinstance(part, dict) else [part]):
+    for x in part.values() if isinstance(part, dict) else [part]:
       x = np.ascontiguousarray(x)
       h.update(str((x.dtype, x.shape)).encode())
       h.update(x.tobytes())
   return np.frombuffer(h.digest(), dtype=np.int64).copy()
 
 
+def _cells_rdp(q_samp, axes, steps_sd, orders_np, shape, chunk_size, progress, devices, scheme=()):
+  """The two-stage Renyi-DP sweep of the cells, sharded over `devices`: (epsilon, order).
+
+  `scheme`: `()` for Poisson sampling under add/remove, else the static keywords
+  `(("relation", r), ("sampling", s))` of another scheme's per-step curve; `steps_sd`
+  then holds the number of curves each cell composes (epochs for shuffling).
+  """
+  n_samp, n_sigma = q_samp.size, axes["sigma"].size
+  n_dur, n_delta = steps_sd.shape[1], axes["delta"].size
+  with x64_context():
+    cells = _cell_mesh(_check_devices(devices))
+    n_pairs, n_cells = n_samp * n_sigma, math.prod(shape)
+    len1 = cells.chunk_len(n_pairs, chunk_size, _PAIR_BATCH)
+    len2 = cells.chunk_len(n_cells, chunk_size, _CELL_BATCH)
+    chunks1 = -(-n_pairs // len1)
+    chunks2 = -(-n_cells // len2)
+    cells.check_same_everywhere(
+      _fingerprint(
+        axes,
+        orders_np,
+        steps_sd,
+        len1,
+        len2,
+        [d.id for d in cells.mesh.devices.flat],
+        [str(v) for _, v in scheme],
+      )
+    )
+    orders_dev = cells.replicate(orders_np)
+    orders_static = (("orders_static", StaticArray(orders_np)),)
+    rdp_program = _program(_scheme_rdp_local if scheme else _rdp_local, cells.mesh, 1, 2)
+    eps_program = _program(_eps_local, cells.mesh, 2, 3)
+    # By default one bar per sweep: in a multi-process sweep, process 0's.
+    show = chunks2 > 1 and jax.process_index() == 0 if progress is None else progress
+    bar = progress_bar(chunks1 + chunks2, "jaxrdp sweep", show)
+    try:
+      # Stage 1: per-step RDP of every (q, sigma) pair.
+      q_pairs = np.repeat(q_samp.ravel(), n_sigma)
+      s_pairs = np.tile(axes["sigma"], n_samp)
+      rdp1 = np.empty((n_pairs, orders_np.size))
+      _map_chunks(
+        lambda q, s: rdp_program(orders_dev, q, s, static=orders_static + scheme),
+        n_pairs,
+        len1,
+        lambda lo, hi: (
+          cells.shard(_padded(q_pairs[lo:hi], len1, 0.5)),
+          cells.shard(_padded(s_pairs[lo:hi], len1, 1.0)),
+        ),
+        [rdp1],
+        bar,
+      )
+      rdp1_dev = cells.replicate(rdp1)
+
+      # Stage 2: scale by the steps of each cell and convert at its delta.
+      eps = np.empty(n_cells)
+      order = np.empty(n_cells)
+      grid = (n_samp, n_sigma, n_dur, n_delta)
+
+      def cell_args(lo, hi):
+        p, s, t, d = np.unravel_index(np.arange(lo, hi), grid)
+        return (
+          cells.shard(_padded(p * n_sigma + s, len2, 0)),
+          cells.shard(_padded(steps_sd[p, t], len2, 1.0)),
+          cells.shard(_padded(axes["delta"][d], len2, 0.5)),
+        )
+
+      _map_chunks(
+        lambda p, t, d: eps_program(rdp1_dev, orders_dev, p, t, d),
+        n_cells,
+        len2,
+        cell_args,
+        [eps, order],
+        bar,
+      )
+    finally:
+      bar.close()
+
+  return eps, order
+
+
+def _cells_with_accountant(accountant, q_samp, sigma, steps_sd, delta, chunk_size, progress):
+  """epsilon of every cell through another accountant, chunk by chunk: (epsilon, NaN orders)."""
+  from ..rdp._dpsgd import dpsgd_epsilon
+
+  n_samp, n_sigma, n_dur, n_delta = q_samp.size, sigma.size, steps_sd.shape[1], delta.size
+  n_cells = n_samp * n_sigma * n_dur * n_delta
+  grid = (n_samp, n_sigma, n_dur, n_delta)
+  chunks = -(-n_cells // chunk_size)
+  show = chunks > 1 and jax.process_index() == 0 if progress is None else progress
+  bar = progress_bar(chunks, "jaxrdp sweep", show)
+  eps = np.empty(n_cells)
+  try:
+    for lo in range(0, n_cells, chunk_size):
+      hi = min(lo + chunk_size, n_cells)
+      p, s, t, d = np.unravel_index(np.arange(lo, hi), grid)
+      res = dpsgd_epsilon(
+        q_samp.ravel()[p], sigma[s], steps_sd[p, t], delta[d], accountant=accountant
+      )
+      eps[lo:hi] = np.asarray(res.epsilon)
+      bar.update(1)
+  finally:
+    bar.close()
+  return eps, np.full(n_cells, np.nan)
+
+
 def sweep(
-    *,
-    sigma: ArrayLike,
-    delta: ArrayLike = 1e-5,
-    q: ArrayLike | None = None,
-    steps: ArrayLike | None = None,
-    dataset_size: ArrayLike | None = None,
-    batch_size: ArrayLike | None = None,
-    epochs: ArrayLike | None = None,
-    orders: ArrayLike | None = None,
-    chunk_size: int = _DEFAULT_CHUNK,
-    progress: bool | None = None,
-    devices: Sequence[jax.Device] | jax.Device | Mesh | None = None,
-    sampling: str = "poisson",
-    relation: str | None = None,
+  *,
+  sigma: ArrayLike,
+  delta: ArrayLike = 1e-5,
+  q: ArrayLike | None = None,
+  steps: ArrayLike | None = None,
+  dataset_size: ArrayLike | None = None,
+  batch_size: ArrayLike | None = None,
+  epochs: ArrayLike | None = None,
+  orders: ArrayLike | None = None,
+  chunk_size: int = _DEFAULT_CHUNK,
+  progress: bool | None = None,
+  devices: Sequence[jax.Device] | jax.Device | Mesh | None = None,
+  accountant: Any = "rdp",
+  sampling: str = "poisson",
+  relation: str | None = None,
 ) -> SweepResult:
   """Epsilon of DP-SGD on the full outer-product grid of the given axes, in one call.
 
@@ -556,11 +668,17 @@ def sweep(
       every device of every process. Pass one device to turn sharding off, or
       `jax.local_devices()` for a sweep that stays inside this process. Every
       process that owns one of the devices must call `sweep` with the same arguments.
+    accountant: ``"rdp"`` (default: the two-stage Renyi-DP sweep above) or another
+      accountant by name or object, e.g. ``"pld"`` for tight, certified epsilons
+      (:class:`jaxrdp.accountants.PldAccountant`; `order` is then NaN). A non-RDP
+      sweep evaluates the cells in chunks of `chunk_size` on the default device
+      (not sharded over `devices`); `orders` configures the RDP accountant only.
     sampling: the batching scheme, `"poisson"` (default), `"fixed"` or `"shuffle"`,
       and
     relation: the neighbouring relation (default per scheme), as in
       `jaxrdp.dpsgd_epsilon`; q is B / n for `"fixed"` and `"shuffle"` (for
-      `"shuffle"` a cell of T steps composes ceil(T q) epochs).
+      `"shuffle"` a cell of T steps composes ceil(T q) epochs). Other than Poisson
+      under add/remove, they need `accountant="rdp"`.
 
   Returns:
     `SweepResult` with numpy arrays (epsilon, order, q, steps) and the axis values.
@@ -589,8 +707,12 @@ def sweep(
   if not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
     raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
   sampling, relation = _sampling.resolve_scheme(sampling, relation)
-  scheme = () if _sampling.is_default_scheme(sampling, relation) else (
-      ("relation", relation), ("sampling", sampling))
+  check_scheme_accountant(sampling, relation, accountant)
+  scheme = (
+    ()
+    if _sampling.is_default_scheme(sampling, relation)
+    else (("relation", relation), ("sampling", sampling))
+  )
 
   axes: dict[str, np.ndarray] = {}
   if q is not None:
@@ -601,8 +723,8 @@ def sweep(
     axes["batch_size"] = _axis("batch_size", batch_size, lo=1.0, integer=True)
     if axes["batch_size"].max() > axes["dataset_size"].min():
       raise ValueError(
-          f"batch_size must be <= dataset_size, got {axes['batch_size'].max():g} > "
-          f"{axes['dataset_size'].min():g}"
+        f"batch_size must be <= dataset_size, got {axes['batch_size'].max():g} > "
+        f"{axes['dataset_size'].min():g}"
       )
     q_samp = axes["batch_size"][None, :] / axes["dataset_size"][:, None]
   axes["sigma"] = _axis("sigma", sigma, lo=0.0)
@@ -625,58 +747,29 @@ def sweep(
       steps_sd = np.broadcast_to(axes["steps"][None, :], (n_samp, n_dur))
     else:
       steps_sd = np.asarray(
-          epochs_to_steps(
-              axes["epochs"][None, None, :],
-              axes["dataset_size"][:, None, None],
-              axes["batch_size"][None, :, None],
-          )
+        epochs_to_steps(
+          axes["epochs"][None, None, :],
+          axes["dataset_size"][:, None, None],
+          axes["batch_size"][None, :, None],
+        )
       ).reshape(n_samp, n_dur)
 
-    cells = _cell_mesh(_check_devices(devices))
-    n_pairs, n_cells = n_samp * n_sigma, math.prod(shape)
-    len1 = cells.chunk_len(n_pairs, chunk_size, _PAIR_BATCH)
-    len2 = cells.chunk_len(n_cells, chunk_size, _CELL_BATCH)
-    chunks1 = -(-n_pairs // len1)
-    chunks2 = -(-n_cells // len2)
-    cells.check_same_everywhere(_fingerprint(
-        axes, orders_np, steps_sd, len1, len2, [d.id for d in cells.mesh.devices.flat]))
-    orders_dev = cells.replicate(orders_np)
-    orders_static = (("orders_static", StaticArray(orders_np)),)
-    rdp_program = _program(_scheme_rdp_local if scheme else _rdp_local, cells.mesh, 1, 2)
-    # Shuffling composes one curve per epoch, ceil(T q) of them; the others one per step.
-    count_sd = np.ceil(steps_sd * q_samp.reshape(-1, 1)) if sampling == "shuffle" else steps_sd
-    eps_program = _program(_eps_local, cells.mesh, 2, 3)
-    # By default one bar per sweep: in a multi-process sweep, process 0's.
-    show = chunks2 > 1 and jax.process_index() == 0 if progress is None else progress
-    bar = progress_bar(chunks1 + chunks2, "jaxrdp sweep", show)
-    try:
-      # Stage 1: per-step RDP of every (q, sigma) pair.
-      q_pairs = np.repeat(q_samp.ravel(), n_sigma)
-      s_pairs = np.tile(axes["sigma"], n_samp)
-      rdp1 = np.empty((n_pairs, orders_np.size))
-      _map_chunks(
-          lambda q, s: rdp_program(orders_dev, q, s, static=orders_static + scheme),
-          n_pairs, len1,
-          lambda lo, hi: (cells.shard(_padded(q_pairs[lo:hi], len1, 0.5)),
-                          cells.shard(_padded(s_pairs[lo:hi], len1, 1.0))),
-          [rdp1], bar)
-      rdp1_dev = cells.replicate(rdp1)
-
-      # Stage 2: scale by the steps of each cell and convert at its delta.
-      eps = np.empty(n_cells)
-      order = np.empty(n_cells)
-      grid = (n_samp, n_sigma, n_dur, n_delta)
-
-      def cell_args(lo, hi):
-        p, s, t, d = np.unravel_index(np.arange(lo, hi), grid)
-        return (cells.shard(_padded(p * n_sigma + s, len2, 0)),
-                cells.shard(_padded(count_sd[p, t], len2, 1.0)),
-                cells.shard(_padded(axes["delta"][d], len2, 0.5)))
-
-      _map_chunks(lambda p, t, d: eps_program(rdp1_dev, orders_dev, p, t, d),
-                  n_cells, len2, cell_args, [eps, order], bar)
-    finally:
-      bar.close()
+    if not (isinstance(accountant, str) and accountant == "rdp"):
+      if orders is not None:
+        raise ValueError(
+          f"orders configures the RDP accountant; leave it out with accountant={accountant!r}"
+        )
+      eps, order = _cells_with_accountant(
+        accountant, q_samp, axes["sigma"], steps_sd, axes["delta"], chunk_size, progress
+      )
+    else:
+      # Shuffling composes one curve per epoch, ceil(T q) of them; the others one per step.
+      count_sd = (
+        _sampling.epochs_of(q_samp.reshape(-1, 1), steps_sd) if sampling == "shuffle" else steps_sd
+      )
+      eps, order = _cells_rdp(
+        q_samp, axes, count_sd, orders_np, shape, chunk_size, progress, devices, scheme
+      )
 
   n_samp_dims = len(samp_shape)
   q_cell = q_samp.reshape(samp_shape + (1, 1, 1))
@@ -684,9 +777,9 @@ def sweep(
   if steps is not None:
     steps_cell = axes["steps"].reshape((1,) * n_samp_dims + (1, n_dur, 1))
   return SweepResult(
-      axes=axes,
-      epsilon=eps.reshape(shape),
-      order=order.reshape(shape),
-      q=q_cell,
-      steps=steps_cell,
+    axes=axes,
+    epsilon=eps.reshape(shape),
+    order=order.reshape(shape),
+    q=q_cell,
+    steps=steps_cell,
   )

@@ -10,8 +10,13 @@ import numpy as np
 __all__ = ["format_table", "format_number", "pick_indices"]
 
 
-def format_number(x) -> str:
-  """Compact decimal for a table cell: 4 significant digits, integers kept whole."""
+def format_number(x, digits: int = 4, direction: int = 0) -> str:
+  """Compact decimal for a table cell: ``digits`` significant digits, integers kept whole.
+
+  ``direction=+1`` rounds up and ``-1`` down instead of to nearest, so that a
+  printed upper bound (an epsilon or delta to publish) is never below the
+  computed one, and a printed lower bound never above it.
+  """
   try:
     x = float(x)
   except (TypeError, ValueError):
@@ -22,7 +27,16 @@ def format_number(x) -> str:
     return "inf" if x > 0 else "-inf"
   if x == int(x) and abs(x) < 1e15:
     return str(int(x))
-  return f"{x:.4g}"
+  text = f"{x:.{digits}g}"
+  if direction and x != 0 and (float(text) - x) * direction < 0:
+    # Move the last printed digit one unit in the wanted direction.
+    exponent = math.floor(math.log10(abs(x))) - (digits - 1)
+    step = 10.0**exponent
+    rounded = (math.ceil(x / step) if direction > 0 else math.floor(x / step)) * step
+    text = f"{rounded:.{digits}g}"
+    if (float(text) - x) * direction < 0:  # the decimal rounding of the step itself
+      text = f"{rounded + direction * step:.{digits}g}"
+  return text
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

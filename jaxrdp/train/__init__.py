@@ -8,6 +8,14 @@ state atomically and refuse a damaged or mismatched file. The parts are public
 too: :func:`poisson_sample_mask`, :func:`dp_gradient`, :func:`per_example_grads`,
 :func:`clip_per_example`, :func:`privacy_guard`; and the dataset arithmetic
 :func:`sampling_rate` and :func:`epochs_to_steps`.
+
+For large datasets the step takes a batch sampler instead of ``q``
+(``make_dpsgd_step(..., sampler=)``: :class:`PoissonSampler` with a capacity,
+:class:`FixedSizeSampler`, :class:`ShuffleSampler`), works on the gathered batch
+(:func:`next_batch`, :func:`gather_batch`) at O(batch) cost, and composes that
+sampler's mechanism; the sampler's seed travels in the state and its checkpoints
+(:func:`sampler_from_state`), and :func:`epsilon_with_truncation` reports a
+truncated Poisson run's epsilon with the truncation term.
 """
 
 from ._checkpoint import CheckpointError as CheckpointError
@@ -26,24 +34,26 @@ from ._step import StepInfo as StepInfo
 from ._step import dpsgd_init as dpsgd_init
 from ._step import make_dpsgd_step as make_dpsgd_step
 from ._step import privacy_guard as privacy_guard
+from ._tight import tight_epsilon as tight_epsilon
 
 __all__ = [
-    "CheckpointError",
-    "DPSGDState",
-    "PrivacyGuard",
-    "SGMCache",
-    "StepInfo",
-    "clip_per_example",
-    "dp_gradient",
-    "dpsgd_init",
-    "epochs_to_steps",
-    "load_checkpoint",
-    "make_dpsgd_step",
-    "per_example_grads",
-    "poisson_sample_mask",
-    "privacy_guard",
-    "sampling_rate",
-    "save_checkpoint",
+  "CheckpointError",
+  "DPSGDState",
+  "PrivacyGuard",
+  "SGMCache",
+  "StepInfo",
+  "clip_per_example",
+  "dp_gradient",
+  "dpsgd_init",
+  "epochs_to_steps",
+  "load_checkpoint",
+  "make_dpsgd_step",
+  "per_example_grads",
+  "poisson_sample_mask",
+  "privacy_guard",
+  "sampling_rate",
+  "save_checkpoint",
+  "tight_epsilon",
 ]
 
 # Batch samplers with static shapes and the gathered gradient (O(batch) per step).
@@ -58,15 +68,15 @@ from ._samplers import truncated_poisson_delta as truncated_poisson_delta
 from ._samplers import truncation_delta as truncation_delta
 
 __all__ += [
-    "FixedSizeSampler",
-    "PoissonSampler",
-    "ShuffleSampler",
-    "binomial_log_sf",
-    "default_capacity",
-    "gather_batch",
-    "gathered_dp_gradient",
-    "truncated_poisson_delta",
-    "truncation_delta",
+  "FixedSizeSampler",
+  "PoissonSampler",
+  "ShuffleSampler",
+  "binomial_log_sf",
+  "default_capacity",
+  "gather_batch",
+  "gathered_dp_gradient",
+  "truncated_poisson_delta",
+  "truncation_delta",
 ]
 
 # One step for every sampler: the sampler's state in the train state and checkpoint.
@@ -76,4 +86,10 @@ from ._sampled_step import next_batch as next_batch
 from ._sampled_step import sampler_from_state as sampler_from_state
 from ._sampled_step import sampler_state as sampler_state
 
-__all__ += ["SamplerState", "epsilon_with_truncation", "next_batch", "sampler_from_state", "sampler_state"]
+__all__ += [
+  "SamplerState",
+  "epsilon_with_truncation",
+  "next_batch",
+  "sampler_from_state",
+  "sampler_state",
+]

@@ -32,13 +32,11 @@ def _check_dataset(dataset_size, batch_size) -> None:
     arr = concrete_or_none(value)
     if arr is not None and np.any(arr != np.round(arr)):
       raise ValueError(f"{name} must be a positive integer, got {value!r}")
-  if not isinstance(dataset_size, jax.core.Tracer) and not isinstance(
-      batch_size, jax.core.Tracer
-  ):
+  if not isinstance(dataset_size, jax.core.Tracer) and not isinstance(batch_size, jax.core.Tracer):
     if np.any(np.asarray(batch_size) > np.asarray(dataset_size)):
       raise ValueError(
-          f"batch_size must be <= dataset_size, got batch_size={batch_size!r}, "
-          f"dataset_size={dataset_size!r}"
+        f"batch_size must be <= dataset_size, got batch_size={batch_size!r}, "
+        f"dataset_size={dataset_size!r}"
       )
 
 
@@ -65,9 +63,7 @@ def sampling_rate(batch_size: ArrayLike, dataset_size: ArrayLike) -> jax.Array:
     return jnp.where(ok, b / jnp.where(ok, n, 1.0), jnp.nan)
 
 
-def epochs_to_steps(
-    epochs: ArrayLike, dataset_size: ArrayLike, batch_size: ArrayLike
-) -> jax.Array:
+def epochs_to_steps(epochs: ArrayLike, dataset_size: ArrayLike, batch_size: ArrayLike) -> jax.Array:
   """Number of DP-SGD steps T = ceil(E * N / B) for E epochs (Abadi et al. 2016).
 
   Args:

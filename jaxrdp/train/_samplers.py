@@ -44,8 +44,15 @@ import operator
 
 import numpy as np
 
-__all__ = ["PoissonSampler", "FixedSizeSampler", "ShuffleSampler", "default_capacity",
-           "truncation_delta", "truncated_poisson_delta", "binomial_log_sf"]
+__all__ = [
+  "PoissonSampler",
+  "FixedSizeSampler",
+  "ShuffleSampler",
+  "default_capacity",
+  "truncation_delta",
+  "truncated_poisson_delta",
+  "binomial_log_sf",
+]
 
 _STREAM_POISSON = 0x5053  # distinct streams, so samplers sharing a seed differ
 _STREAM_FIXED = 0x4658
@@ -53,42 +60,42 @@ _STREAM_SHUFFLE = 0x5348
 
 
 def _check_int(name, value, low, high=None):
-    try:
-        v = operator.index(value)
-    except TypeError:
-        raise ValueError(f"{name} must be an integer, got {value!r}") from None
-    if v < low or (high is not None and v > high):
-        hi = "inf" if high is None else str(high)
-        raise ValueError(f"{name} must be in [{low}, {hi}], got {v}")
-    return v
+  try:
+    v = operator.index(value)
+  except TypeError:
+    raise ValueError(f"{name} must be an integer, got {value!r}") from None
+  if v < low or (high is not None and v > high):
+    hi = "inf" if high is None else str(high)
+    raise ValueError(f"{name} must be in [{low}, {hi}], got {v}")
+  return v
 
 
 def _check_q(q):
-    q = float(q)
-    if not (0.0 < q <= 1.0):  # also rejects NaN
-        raise ValueError(f"q must be in (0, 1], got {q!r}")
-    return q
+  q = float(q)
+  if not (0.0 < q <= 1.0):  # also rejects NaN
+    raise ValueError(f"q must be in (0, 1], got {q!r}")
+  return q
 
 
 def binomial_log_sf(k, n, q):
-    """log P[Binomial(n, q) > k] in float64 (scipy's regularized incomplete beta).
+  """log P[Binomial(n, q) > k] in float64 (scipy's regularized incomplete beta).
 
-    ``scipy.stats.binom.logsf``: the survival function is the regularized
-    incomplete beta function I_q(k + 1, n - k) (Boost), accurate to a few ulps
-    in relative terms far into the tail (it is not computed as 1 - cdf), and
-    its log does not underflow before 1e-308.
+  ``scipy.stats.binom.logsf``: the survival function is the regularized
+  incomplete beta function I_q(k + 1, n - k) (Boost), accurate to a few ulps
+  in relative terms far into the tail (it is not computed as 1 - cdf), and
+  its log does not underflow before 1e-308.
 
-    Args:
-      k: threshold (array-like of ints); k >= n gives -inf.
-      n: number of trials, an int >= 0.
-      q: success probability in [0, 1].
+  Args:
+    k: threshold (array-like of ints); k >= n gives -inf.
+    n: number of trials, an int >= 0.
+    q: success probability in [0, 1].
 
-    Returns:
-      float64 array of log P[X > k].
-    """
-    from scipy.stats import binom
+  Returns:
+    float64 array of log P[X > k].
+  """
+  from scipy.stats import binom
 
-    return np.asarray(binom.logsf(np.asarray(k), n, q), dtype=np.float64)
+  return np.asarray(binom.logsf(np.asarray(k), n, q), dtype=np.float64)
 
 
 # Relative rounding margin on the binomial tail: Boost's incomplete beta is
@@ -97,362 +104,363 @@ _SF_MARGIN = 1e-9
 
 
 def truncation_delta(n: int, q: float, capacity: int, steps: int) -> float:
-    """Total-variation cost of truncating Poisson batches at ``capacity``, over T steps.
+  """Total-variation cost of truncating Poisson batches at ``capacity``, over T steps.
 
-        eta = T * P[Binomial(n, q) > B_max].
+      eta = T * P[Binomial(n, q) > B_max].
 
-    At one step the truncated sampler and the Poisson sampler can be coupled
-    to give the same batch except on the event K = |batch| > B_max, so their
-    outputs (and those of anything computed from them) are within total
-    variation P[K > B_max]; over T adaptive steps, within eta.
+  At one step the truncated sampler and the Poisson sampler can be coupled
+  to give the same batch except on the event ``K = |batch| > B_max``, so their
+  outputs (and those of anything computed from them) are within total
+  variation P[K > B_max]; over T adaptive steps, within eta.
 
-    What to add to delta. If the untruncated (Poisson) run is
-    (epsilon, delta)-DP, the truncated run is
+  What to add to delta. If the untruncated (Poisson) run is
+  (epsilon, delta)-DP, the truncated run is
 
-        (epsilon, delta + (1 + e^epsilon) * eta)-DP,
+      (epsilon, delta + (1 + e^epsilon) * eta)-DP,
 
-    because for neighbours D, D' and any event S,
-    P_T(D)(S) <= P(D)(S) + eta <= e^eps P(D')(S) + delta + eta
-    <= e^eps (P_T(D')(S) + eta) + delta + eta. (The factor 1 + e^eps is needed
-    for a generic TV perturbation: the perturbations on D and D' can point in
-    opposite directions. Adding only eta, as sometimes stated, is not
-    justified by this argument alone.) Use :func:`truncated_poisson_delta`.
-    P[Binomial(n, q) > B] increases with n, and add/remove neighbours have n
-    and n + 1 examples: pass the larger size (:meth:`PoissonSampler.truncation_delta`
-    uses n + 1).
+  because for neighbours D, D' and any event S,
+  P_T(D)(S) <= P(D)(S) + eta <= e^eps P(D')(S) + delta + eta
+  <= e^eps (P_T(D')(S) + eta) + delta + eta. (The factor 1 + e^eps is needed
+  for a generic TV perturbation: the perturbations on D and D' can point in
+  opposite directions. Adding only eta, as sometimes stated, is not
+  justified by this argument alone.) Use :func:`truncated_poisson_delta`.
+  P[Binomial(n, q) > B] increases with n, and add/remove neighbours have n
+  and n + 1 examples: pass the larger size (:meth:`PoissonSampler.truncation_delta`
+  uses n + 1).
 
-    Tighter, tailored analyses exist (dp_accounting's truncated subsampled
-    Gaussian; Chua et al. arXiv:2411.04205; Ganesh et al. arXiv:2508.15089);
-    with B_max from :func:`default_capacity` this simple term is already
-    at most 1e-3 delta.
+  Tighter, tailored analyses exist (dp_accounting's truncated subsampled
+  Gaussian; Chua et al. arXiv:2411.04205; Ganesh et al. arXiv:2508.15089);
+  with B_max from :func:`default_capacity` this simple term is already
+  at most 1e-3 delta.
 
-    Args:
-      n: dataset size (int >= 1).
-      q: Poisson sampling rate in (0, 1].
-      capacity: B_max, an int >= 1.
-      steps: T, an int >= 0.
+  Args:
+    n: dataset size (int >= 1).
+    q: Poisson sampling rate in (0, 1].
+    capacity: B_max, an int >= 1.
+    steps: T, an int >= 0.
 
-    Returns:
-      eta as a Python float, rounded up: never below the exact value (the tail
-      probability is raised by a relative margin of 1e-9 for rounding, then
-      to the next float).
+  Returns:
+    eta as a Python float, rounded up: never below the exact value (the tail
+    probability is raised by a relative margin of 1e-9 for rounding, then
+    to the next float).
 
-    Raises:
-      ValueError: naming the argument, for n < 1, q outside (0, 1],
-        capacity < 1, steps < 0.
+  Raises:
+    ValueError: naming the argument, for n < 1, q outside (0, 1],
+      capacity < 1, steps < 0.
 
-    Examples:
-      >>> from jaxrdp.train import truncation_delta
-      >>> truncation_delta(1000, 0.01, 1000, 100)   # capacity n: never truncated
-      0.0
-      >>> 0 < truncation_delta(60000, 0.004, 400, 10000) < 1e-6
-      True
-    """
-    n = _check_int("n", n, 1)
-    q = _check_q(q)
-    capacity = _check_int("capacity", capacity, 1)
-    steps = _check_int("steps", steps, 0)
-    if capacity >= n or steps == 0:
-        return 0.0
-    log_sf = float(binomial_log_sf(capacity, n, q))
-    if log_sf == -np.inf:
-        return float(np.nextafter(0.0, 1.0))  # underflow: the smallest positive float
-    value = steps * math.exp(log_sf) * (1.0 + _SF_MARGIN)
-    return float(np.nextafter(value, np.inf))
+  Examples:
+    >>> from jaxrdp.train import truncation_delta
+    >>> truncation_delta(1000, 0.01, 1000, 100)   # capacity n: never truncated
+    0.0
+    >>> 0 < truncation_delta(60000, 0.004, 400, 10000) < 1e-6
+    True
+  """
+  n = _check_int("n", n, 1)
+  q = _check_q(q)
+  capacity = _check_int("capacity", capacity, 1)
+  steps = _check_int("steps", steps, 0)
+  if capacity >= n or steps == 0:
+    return 0.0
+  log_sf = float(binomial_log_sf(capacity, n, q))
+  if log_sf == -np.inf:
+    return float(np.nextafter(0.0, 1.0))  # underflow: the smallest positive float
+  value = steps * math.exp(log_sf) * (1.0 + _SF_MARGIN)
+  return float(np.nextafter(value, np.inf))
 
 
 def truncated_poisson_delta(eta: float, epsilon: float, delta: float = 0.0) -> float:
-    """delta of the truncated run: ``delta + (1 + e^epsilon) * eta``, rounded up.
+  """delta of the truncated run: ``delta + (1 + e^epsilon) * eta``, rounded up.
 
-    ``eta`` from :func:`truncation_delta`, ``(epsilon, delta)`` the guarantee of
-    the same run without truncation (see :func:`truncation_delta` for why).
+  ``eta`` from :func:`truncation_delta`, ``(epsilon, delta)`` the guarantee of
+  the same run without truncation (see :func:`truncation_delta` for why).
 
-    Examples:
-      >>> from jaxrdp.train import truncated_poisson_delta
-      >>> truncated_poisson_delta(1e-12, 0.0, 1e-5) > 1e-5
-      True
-    """
-    eta, epsilon, delta = float(eta), float(epsilon), float(delta)
-    if not eta >= 0.0:
-        raise ValueError(f"eta must be >= 0, got {eta!r}")
-    if not epsilon >= 0.0:
-        raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
-    if not delta >= 0.0:
-        raise ValueError(f"delta must be >= 0, got {delta!r}")
-    if eta == 0.0:
-        return delta
-    value = delta + (1.0 + math.exp(epsilon)) * eta
-    return float(np.nextafter(np.nextafter(value, np.inf), np.inf))  # two ulps for two roundings
+  Examples:
+    >>> from jaxrdp.train import truncated_poisson_delta
+    >>> truncated_poisson_delta(1e-12, 0.0, 1e-5) > 1e-5
+    True
+  """
+  eta, epsilon, delta = float(eta), float(epsilon), float(delta)
+  if not eta >= 0.0:
+    raise ValueError(f"eta must be >= 0, got {eta!r}")
+  if not epsilon >= 0.0:
+    raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
+  if not delta >= 0.0:
+    raise ValueError(f"delta must be >= 0, got {delta!r}")
+  if eta == 0.0:
+    return delta
+  value = delta + (1.0 + math.exp(epsilon)) * eta
+  return float(np.nextafter(np.nextafter(value, np.inf), np.inf))  # two ulps for two roundings
 
 
-def default_capacity(n: int, q: float, steps: int, delta: float, *, fraction: float = 1e-3,
-                     epsilon: float = 16.0) -> int:
-    """The smallest capacity B_max whose truncation term is at most ``fraction * delta``.
+def default_capacity(
+  n: int, q: float, steps: int, delta: float, *, fraction: float = 1e-3, epsilon: float = 16.0
+) -> int:
+  """The smallest capacity B_max whose truncation term is at most ``fraction * delta``.
 
-    Solves ``(1 + e^epsilon) * T * P[Binomial(n + 1, q) > B_max] <= fraction * delta``
-    for the smallest integer B_max (bisection on the exact binomial tail in
-    log space, :func:`binomial_log_sf`): the delta added by truncation
-    (:func:`truncated_poisson_delta`) is then at most ``fraction * delta`` for
-    any reported epsilon up to ``epsilon``. The allowance costs little: the
-    tail falls faster than exponentially, so a factor e^16 in probability
-    moves B_max by a few standard deviations sqrt(q n). Typical values: n = 60000, q = 256/60000,
-    T = 14063, delta = 1e-5 gives 413, 1.6 times the mean q n = 256; the relative
-    overhead shrinks as q n grows (the tail is about sqrt(q n) wide).
+  Solves ``(1 + e^epsilon) * T * P[Binomial(n + 1, q) > B_max] <= fraction * delta``
+  for the smallest integer B_max (bisection on the exact binomial tail in
+  log space, :func:`binomial_log_sf`): the delta added by truncation
+  (:func:`truncated_poisson_delta`) is then at most ``fraction * delta`` for
+  any reported epsilon up to ``epsilon``. The allowance costs little: the
+  tail falls faster than exponentially, so a factor e^16 in probability
+  moves B_max by a few standard deviations sqrt(q n). Typical values: n = 60000, q = 256/60000,
+  T = 14063, delta = 1e-5 gives 413, 1.6 times the mean q n = 256; the relative
+  overhead shrinks as q n grows (the tail is about sqrt(q n) wide).
 
-    Args:
-      n: dataset size (int >= 1).
-      q: Poisson sampling rate in (0, 1].
-      steps: number of steps T (int >= 1).
-      delta: the target delta of the run, in (0, 1).
-      fraction: the share of delta the truncation may take, in (0, 1).
-      epsilon: the largest epsilon the run will report (>= 0).
+  Args:
+    n: dataset size (int >= 1).
+    q: Poisson sampling rate in (0, 1].
+    steps: number of steps T (int >= 1).
+    delta: the target delta of the run, in (0, 1).
+    fraction: the share of delta the truncation may take, in (0, 1).
+    epsilon: the largest epsilon the run will report (>= 0).
 
-    Returns:
-      B_max, a Python int in [1, n].
+  Returns:
+    B_max, a Python int in [1, n].
 
-    Raises:
-      ValueError: naming the argument that is out of range.
+  Raises:
+    ValueError: naming the argument that is out of range.
 
-    Examples:
-      >>> from jaxrdp.train import default_capacity, truncation_delta, truncated_poisson_delta
-      >>> b = default_capacity(60000, 256 / 60000, 14063, 1e-5)
-      >>> 256 < b < 450 and truncated_poisson_delta(truncation_delta(60001, 256 / 60000, b, 14063), 16.0) <= 1e-8
-      True
-    """
-    n = _check_int("n", n, 1)
-    q = _check_q(q)
-    steps = _check_int("steps", steps, 1)
-    delta = float(delta)
-    if not (0.0 < delta < 1.0):
-        raise ValueError(f"delta must be in (0, 1), got {delta!r}")
-    fraction = float(fraction)
-    if not (0.0 < fraction < 1.0):
-        raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
-    epsilon = float(epsilon)
-    if not (0.0 <= epsilon < 700.0):
-        raise ValueError(f"epsilon must be in [0, 700), got {epsilon!r}")
-    target = fraction * delta / (1.0 + math.exp(epsilon))
+  Examples:
+    >>> from jaxrdp.train import default_capacity, truncation_delta, truncated_poisson_delta
+    >>> b = default_capacity(60000, 256 / 60000, 14063, 1e-5)
+    >>> 256 < b < 450 and truncated_poisson_delta(truncation_delta(60001, 256 / 60000, b, 14063), 16.0) <= 1e-8
+    True
+  """
+  n = _check_int("n", n, 1)
+  q = _check_q(q)
+  steps = _check_int("steps", steps, 1)
+  delta = float(delta)
+  if not (0.0 < delta < 1.0):
+    raise ValueError(f"delta must be in (0, 1), got {delta!r}")
+  fraction = float(fraction)
+  if not (0.0 < fraction < 1.0):
+    raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
+  epsilon = float(epsilon)
+  if not (0.0 <= epsilon < 700.0):
+    raise ValueError(f"epsilon must be in [0, 700), got {epsilon!r}")
+  target = fraction * delta / (1.0 + math.exp(epsilon))
 
-    def ok(b):
-        return b >= n or truncation_delta(n + 1, q, b, steps) <= target
+  def ok(b):
+    return b >= n or truncation_delta(n + 1, q, b, steps) <= target
 
-    lo, hi = 0, max(1, int(math.ceil(q * n)))
-    while not ok(hi):
-        lo, hi = hi, min(n, 2 * hi)
-    while hi - lo > 1:  # invariant: not ok(lo) (or lo = 0), ok(hi)
-        mid = (lo + hi) // 2
-        if ok(mid):
-            hi = mid
-        else:
-            lo = mid
-    return max(1, hi)
+  lo, hi = 0, max(1, int(math.ceil(q * n)))
+  while not ok(hi):
+    lo, hi = hi, min(n, 2 * hi)
+  while hi - lo > 1:  # invariant: not ok(lo) (or lo = 0), ok(hi)
+    mid = (lo + hi) // 2
+    if ok(mid):
+      hi = mid
+    else:
+      lo = mid
+  return max(1, hi)
 
 
 def _distinct_uniform(rng, n, k):
-    """k distinct indices, a uniformly random k-subset of range(n), sorted; O(k) for k << n."""
-    if k == 0:
-        return np.zeros(0, dtype=np.int64)
-    # numpy's choice without replacement: Floyd's algorithm with a hash set
-    # when k is small against n, a partial shuffle otherwise; uniform either way.
-    return np.sort(rng.choice(n, size=k, replace=False, shuffle=False))
+  """k distinct indices, a uniformly random k-subset of range(n), sorted; O(k) for k << n."""
+  if k == 0:
+    return np.zeros(0, dtype=np.int64)
+  # numpy's choice without replacement: Floyd's algorithm with a hash set
+  # when k is small against n, a partial shuffle otherwise; uniform either way.
+  return np.sort(rng.choice(n, size=k, replace=False, shuffle=False))
 
 
 def _pad(idx, capacity):
-    indices = np.zeros(capacity, dtype=np.int32)
-    mask = np.zeros(capacity, dtype=bool)
-    indices[: idx.size] = idx
-    mask[: idx.size] = True
-    return indices, mask
+  indices = np.zeros(capacity, dtype=np.int32)
+  mask = np.zeros(capacity, dtype=bool)
+  indices[: idx.size] = idx
+  mask[: idx.size] = True
+  return indices, mask
 
 
 @dataclasses.dataclass(frozen=True)
 class PoissonSampler:
-    """Poisson subsampling of ``n`` examples at rate ``q``, padded or truncated to ``capacity``.
+  """Poisson subsampling of ``n`` examples at rate ``q``, padded or truncated to ``capacity``.
 
-    Step t: draw K ~ Binomial(n, q); keep K' = min(K, capacity); draw a
-    uniformly random K'-subset of range(n). Conditional on its size, a Poisson
-    sample is a uniformly random subset of that size (each subset S has
-    probability q^|S| (1 - q)^(n - |S|), which depends only on |S|), so on the
-    event K <= capacity the batch has exactly the Poisson distribution, and in
-    all cases it is the Poisson batch with min(K, capacity) of its members
-    kept at random. The difference is paid for by :func:`truncation_delta`
-    and :func:`truncated_poisson_delta`.
-    Cost O(capacity) per step (numpy's exact binomial sampler and Floyd's
-    algorithm); nothing is O(n).
+  Step t: draw K ~ Binomial(n, q); keep K' = min(K, capacity); draw a
+  uniformly random K'-subset of range(n). Conditional on its size, a Poisson
+  sample is a uniformly random subset of that size (each subset S has
+  probability ``q^|S| (1 - q)^(n - |S|)``, which depends only on ``|S|``), so on the
+  event K <= capacity the batch has exactly the Poisson distribution, and in
+  all cases it is the Poisson batch with min(K, capacity) of its members
+  kept at random. The difference is paid for by :func:`truncation_delta`
+  and :func:`truncated_poisson_delta`.
+  Cost O(capacity) per step (numpy's exact binomial sampler and Floyd's
+  algorithm); nothing is O(n).
 
-    Attributes:
-      n: dataset size (int >= 1).
-      q: sampling rate in (0, 1].
-      capacity: B_max (int >= 1); :func:`default_capacity` chooses one.
-      seed: an int >= 0.
+  Attributes:
+    n: dataset size (int >= 1).
+    q: sampling rate in (0, 1].
+    capacity: B_max (int >= 1); :func:`default_capacity` chooses one.
+    seed: an int >= 0.
 
-    The batch of step t is a function of (seed, t) only; see the module
-    docstring for checkpointing. Normalize the summed gradient by the expected
-    batch size ``q * n`` (:attr:`expected_batch_size`), never by the realized
-    one.
+  The batch of step t is a function of (seed, t) only; see the module
+  docstring for checkpointing. Normalize the summed gradient by the expected
+  batch size ``q * n`` (:attr:`expected_batch_size`), never by the realized
+  one.
 
-    Examples:
-      >>> from jaxrdp.train import PoissonSampler
-      >>> s = PoissonSampler(n=1000, q=0.05, capacity=80, seed=0)
-      >>> idx, mask = s.sample(0)
-      >>> idx.shape, mask.shape, idx.dtype
-      ((80,), (80,), dtype('int32'))
+  Examples:
+    >>> from jaxrdp.train import PoissonSampler
+    >>> s = PoissonSampler(n=1000, q=0.05, capacity=80, seed=0)
+    >>> idx, mask = s.sample(0)
+    >>> idx.shape, mask.shape, idx.dtype
+    ((80,), (80,), dtype('int32'))
+  """
+
+  n: int
+  q: float
+  capacity: int
+  seed: int = 0
+
+  def __post_init__(self):
+    object.__setattr__(self, "n", _check_int("n", self.n, 1, 2**31 - 1))
+    object.__setattr__(self, "q", _check_q(self.q))
+    object.__setattr__(self, "capacity", _check_int("capacity", self.capacity, 1, self.n))
+    object.__setattr__(self, "seed", _check_int("seed", self.seed, 0))
+
+  @property
+  def expected_batch_size(self) -> float:
+    return self.q * self.n
+
+  def config(self) -> dict:
+    """Constructor arguments (store them with the step counter in a checkpoint)."""
+    return dataclasses.asdict(self)
+
+  def batch_size(self, step: int) -> int:
+    """The untruncated Poisson batch size K of step t (for diagnostics)."""
+    rng = np.random.default_rng((self.seed, _check_int("step", step, 0), _STREAM_POISSON))
+    return int(rng.binomial(self.n, self.q))
+
+  def sample(self, step: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(int32[capacity] indices, bool[capacity] mask)`` of step ``step``."""
+    rng = np.random.default_rng((self.seed, _check_int("step", step, 0), _STREAM_POISSON))
+    k = int(rng.binomial(self.n, self.q))
+    idx = _distinct_uniform(rng, self.n, min(k, self.capacity))
+    return _pad(idx, self.capacity)
+
+  def truncation_delta(self, steps: int) -> float:
+    """:func:`truncation_delta` for this sampler over ``steps`` steps, at n + 1.
+
+    Neighbouring datasets under add/remove have n and n + 1 examples; the
+    larger n gives the larger tail, so n + 1 covers both.
     """
-
-    n: int
-    q: float
-    capacity: int
-    seed: int = 0
-
-    def __post_init__(self):
-        object.__setattr__(self, "n", _check_int("n", self.n, 1, 2**31 - 1))
-        object.__setattr__(self, "q", _check_q(self.q))
-        object.__setattr__(self, "capacity", _check_int("capacity", self.capacity, 1, self.n))
-        object.__setattr__(self, "seed", _check_int("seed", self.seed, 0))
-
-    @property
-    def expected_batch_size(self) -> float:
-        return self.q * self.n
-
-    def config(self) -> dict:
-        """Constructor arguments (store them with the step counter in a checkpoint)."""
-        return dataclasses.asdict(self)
-
-    def batch_size(self, step: int) -> int:
-        """The untruncated Poisson batch size K of step t (for diagnostics)."""
-        rng = np.random.default_rng((self.seed, _check_int("step", step, 0), _STREAM_POISSON))
-        return int(rng.binomial(self.n, self.q))
-
-    def sample(self, step: int) -> tuple[np.ndarray, np.ndarray]:
-        """``(int32[capacity] indices, bool[capacity] mask)`` of step ``step``."""
-        rng = np.random.default_rng((self.seed, _check_int("step", step, 0), _STREAM_POISSON))
-        k = int(rng.binomial(self.n, self.q))
-        idx = _distinct_uniform(rng, self.n, min(k, self.capacity))
-        return _pad(idx, self.capacity)
-
-    def truncation_delta(self, steps: int) -> float:
-        """:func:`truncation_delta` for this sampler over ``steps`` steps, at n + 1.
-
-        Neighbouring datasets under add/remove have n and n + 1 examples; the
-        larger n gives the larger tail, so n + 1 covers both.
-        """
-        return truncation_delta(self.n + 1, self.q, self.capacity, steps)
+    return truncation_delta(self.n + 1, self.q, self.capacity, steps)
 
 
 @dataclasses.dataclass(frozen=True)
 class FixedSizeSampler:
-    """Exactly ``batch_size`` distinct examples per step, uniformly without replacement.
+  """Exactly ``batch_size`` distinct examples per step, uniformly without replacement.
 
-    Every batch is a uniformly random subset of size B, independent across
-    steps. Accounting: :func:`jaxrdp.mechanisms.sampled_without_replacement_gaussian_rdp`
-    at gamma = B / n under replace-one (with the DP-SGD multiplier halved,
-    :func:`jaxrdp.mechanisms.effective_noise_multiplier`). Normalize by B.
+  Every batch is a uniformly random subset of size B, independent across
+  steps. Accounting: :func:`jaxrdp.mechanisms.sampled_without_replacement_gaussian_rdp`
+  at gamma = B / n under replace-one (with the DP-SGD multiplier halved,
+  :func:`jaxrdp.mechanisms.effective_noise_multiplier`). Normalize by B.
 
-    Examples:
-      >>> from jaxrdp.train import FixedSizeSampler
-      >>> idx, mask = FixedSizeSampler(n=100, batch_size=10, seed=1).sample(3)
-      >>> len(set(idx.tolist())), bool(mask.all())
-      (10, True)
-    """
+  Examples:
+    >>> from jaxrdp.train import FixedSizeSampler
+    >>> idx, mask = FixedSizeSampler(n=100, batch_size=10, seed=1).sample(3)
+    >>> len(set(idx.tolist())), bool(mask.all())
+    (10, True)
+  """
 
-    n: int
-    batch_size: int
-    seed: int = 0
+  n: int
+  batch_size: int
+  seed: int = 0
 
-    def __post_init__(self):
-        object.__setattr__(self, "n", _check_int("n", self.n, 1, 2**31 - 1))
-        object.__setattr__(self, "batch_size", _check_int("batch_size", self.batch_size, 1, self.n))
-        object.__setattr__(self, "seed", _check_int("seed", self.seed, 0))
+  def __post_init__(self):
+    object.__setattr__(self, "n", _check_int("n", self.n, 1, 2**31 - 1))
+    object.__setattr__(self, "batch_size", _check_int("batch_size", self.batch_size, 1, self.n))
+    object.__setattr__(self, "seed", _check_int("seed", self.seed, 0))
 
-    @property
-    def capacity(self) -> int:
-        return self.batch_size
+  @property
+  def capacity(self) -> int:
+    return self.batch_size
 
-    @property
-    def expected_batch_size(self) -> float:
-        return float(self.batch_size)
+  @property
+  def expected_batch_size(self) -> float:
+    return float(self.batch_size)
 
-    @property
-    def sampling_ratio(self) -> float:
-        """gamma = B / n, the ``gamma`` of the without-replacement bound."""
-        return self.batch_size / self.n
+  @property
+  def sampling_ratio(self) -> float:
+    """gamma = B / n, the ``gamma`` of the without-replacement bound."""
+    return self.batch_size / self.n
 
-    def config(self) -> dict:
-        return dataclasses.asdict(self)
+  def config(self) -> dict:
+    return dataclasses.asdict(self)
 
-    def sample(self, step: int) -> tuple[np.ndarray, np.ndarray]:
-        rng = np.random.default_rng((self.seed, _check_int("step", step, 0), _STREAM_FIXED))
-        return _pad(_distinct_uniform(rng, self.n, self.batch_size), self.batch_size)
+  def sample(self, step: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng((self.seed, _check_int("step", step, 0), _STREAM_FIXED))
+    return _pad(_distinct_uniform(rng, self.n, self.batch_size), self.batch_size)
 
 
 @dataclasses.dataclass(frozen=True)
 class ShuffleSampler:
-    """Shuffled epochs: a permutation per epoch, cut into batches of ``batch_size``.
+  """Shuffled epochs: a permutation per epoch, cut into batches of ``batch_size``.
 
-    Epoch e uses the permutation drawn from (seed, e). An epoch has
-    ceil(n / B) steps; when B does not divide n, the last batch of each epoch
-    holds the n mod B remaining examples and is padded with masked entries
-    (nothing is dropped), so every example is used exactly once per epoch.
-    Step t is batch t mod ceil(n / B) of epoch t // ceil(n / B). Normalize by B
-    (a constant; the short last batch is then simply smaller, which is
-    post-processing).
+  Epoch e uses the permutation drawn from (seed, e). An epoch has
+  ceil(n / B) steps; when B does not divide n, the last batch of each epoch
+  holds the n mod B remaining examples and is padded with masked entries
+  (nothing is dropped), so every example is used exactly once per epoch.
+  Step t is batch t mod ceil(n / B) of epoch t // ceil(n / B). Normalize by B
+  (a constant; the short last batch is then simply smaller, which is
+  post-processing).
 
-    Accounting: no amplification. An example is in exactly one batch per
-    epoch, so an epoch is one Gaussian mechanism per example with the
-    sensitivity of the relation (RDP ceil(epochs) * alpha / (2 s^2), s the
-    mechanism's multiplier), the bound TensorFlow Privacy's
-    ``compute_dp_sgd_privacy_statement`` prints for shuffling. Quoting the
-    Poisson epsilon for shuffled batches under-reports (Chua et al. 2024,
-    arXiv:2403.17673; arXiv:2411.04205).
+  Accounting: no amplification. An example is in exactly one batch per
+  epoch, so an epoch is one Gaussian mechanism per example with the
+  sensitivity of the relation (RDP ceil(epochs) * alpha / (2 s^2), s the
+  mechanism's multiplier), the bound TensorFlow Privacy's
+  ``compute_dp_sgd_privacy_statement`` prints for shuffling. Quoting the
+  Poisson epsilon for shuffled batches under-reports (Chua et al. 2024,
+  arXiv:2403.17673; arXiv:2411.04205).
 
-    The permutation costs O(n) once per epoch, i.e. O(B) per step amortized;
-    the current epoch's permutation is cached.
+  The permutation costs O(n) once per epoch, i.e. O(B) per step amortized;
+  the current epoch's permutation is cached.
 
-    Examples:
-      >>> from jaxrdp.train import ShuffleSampler
-      >>> s = ShuffleSampler(n=10, batch_size=4, seed=0)
-      >>> s.steps_per_epoch
-      3
-      >>> sorted(i for t in range(3) for i, m in zip(*s.sample(t)) if m) == list(range(10))
-      True
-    """
+  Examples:
+    >>> from jaxrdp.train import ShuffleSampler
+    >>> s = ShuffleSampler(n=10, batch_size=4, seed=0)
+    >>> s.steps_per_epoch
+    3
+    >>> sorted(i for t in range(3) for i, m in zip(*s.sample(t)) if m) == list(range(10))
+    True
+  """
 
-    n: int
-    batch_size: int
-    seed: int = 0
-    _cache: dict = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
+  n: int
+  batch_size: int
+  seed: int = 0
+  _cache: dict = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
 
-    def __post_init__(self):
-        object.__setattr__(self, "n", _check_int("n", self.n, 1, 2**31 - 1))
-        object.__setattr__(self, "batch_size", _check_int("batch_size", self.batch_size, 1, self.n))
-        object.__setattr__(self, "seed", _check_int("seed", self.seed, 0))
+  def __post_init__(self):
+    object.__setattr__(self, "n", _check_int("n", self.n, 1, 2**31 - 1))
+    object.__setattr__(self, "batch_size", _check_int("batch_size", self.batch_size, 1, self.n))
+    object.__setattr__(self, "seed", _check_int("seed", self.seed, 0))
 
-    @property
-    def capacity(self) -> int:
-        return self.batch_size
+  @property
+  def capacity(self) -> int:
+    return self.batch_size
 
-    @property
-    def expected_batch_size(self) -> float:
-        return float(self.batch_size)
+  @property
+  def expected_batch_size(self) -> float:
+    return float(self.batch_size)
 
-    @property
-    def steps_per_epoch(self) -> int:
-        return -(-self.n // self.batch_size)
+  @property
+  def steps_per_epoch(self) -> int:
+    return -(-self.n // self.batch_size)
 
-    def config(self) -> dict:
-        return {"n": self.n, "batch_size": self.batch_size, "seed": self.seed}
+  def config(self) -> dict:
+    return {"n": self.n, "batch_size": self.batch_size, "seed": self.seed}
 
-    def _permutation(self, epoch):
-        perm = self._cache.get(epoch)
-        if perm is None:
-            rng = np.random.default_rng((self.seed, epoch, _STREAM_SHUFFLE))
-            perm = rng.permutation(self.n).astype(np.int32)
-            self._cache.clear()
-            self._cache[epoch] = perm
-        return perm
+  def _permutation(self, epoch):
+    perm = self._cache.get(epoch)
+    if perm is None:
+      rng = np.random.default_rng((self.seed, epoch, _STREAM_SHUFFLE))
+      perm = rng.permutation(self.n).astype(np.int32)
+      self._cache.clear()
+      self._cache[epoch] = perm
+    return perm
 
-    def sample(self, step: int) -> tuple[np.ndarray, np.ndarray]:
-        step = _check_int("step", step, 0)
-        epoch, b = divmod(step, self.steps_per_epoch)
-        perm = self._permutation(epoch)
-        return _pad(perm[b * self.batch_size:(b + 1) * self.batch_size], self.batch_size)
+  def sample(self, step: int) -> tuple[np.ndarray, np.ndarray]:
+    step = _check_int("step", step, 0)
+    epoch, b = divmod(step, self.steps_per_epoch)
+    perm = self._permutation(epoch)
+    return _pad(perm[b * self.batch_size : (b + 1) * self.batch_size], self.batch_size)

@@ -1,0 +1,115 @@
+"""The tight epsilon of a training run, read from its state outside the jitted step.
+
+Inside the step, the Renyi-DP accountant guards the budget (it is cheap and
+differentiable). The number to publish is the tight one: the steps taken so far,
+``state.step``, with the schedule's (q, sigma) at each step, composed by the PLD
+accountant (:class:`jaxrdp.accountants.PldAccountant`) in one call. Consecutive steps
+with the same (q, sigma) form one phase, so a constant or piecewise-constant
+schedule costs one FFT composition whatever the number of steps.
+
+A run with a batch sampler (``dpsgd_init(..., sampler=)``) carries it in its state:
+with a capacity-truncated ``PoissonSampler`` the epsilon returned includes the
+truncation term (as ``jaxrdp.dpsgd_epsilon(..., capacity=, dataset_size=)``); a
+fixed-size or shuffled run has no tight construction here and is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import numpy as np
+
+__all__ = ["tight_epsilon"]
+
+
+def _values(schedule, steps: int) -> np.ndarray:
+  if not callable(schedule):
+    return np.full(steps, float(schedule))
+  return np.array([float(schedule(np.int32(t))) for t in range(steps)], dtype=np.float64)
+
+
+def schedule_phases(q: float | Callable, sigma: float | Callable, steps: int) -> list[tuple]:
+  """``[(q, sigma, count), ...]``: runs of equal (q, sigma) over steps 0 .. steps - 1."""
+  qs, ss = _values(q, steps), _values(sigma, steps)
+  phases = []
+  start = 0
+  for t in range(1, steps + 1):
+    if t == steps or qs[t] != qs[start] or ss[t] != ss[start]:
+      phases.append((float(qs[start]), float(ss[start]), t - start))
+      start = t
+  return phases
+
+
+def tight_epsilon(
+  state: Any, *, q: float | Callable, sigma: float | Callable, delta: float, accountant: Any = "pld"
+):
+  """Tight epsilon of the private steps a DP-SGD run has taken, from its state.
+
+  Args:
+    state: a :class:`jaxrdp.train.DPSGDState` (its ``step`` counts the applied steps).
+    q, sigma: the sampling rate and noise multiplier the step was built with
+      (constants, or the same callables of the step count).
+    delta: the delta of the guarantee, in (0, 1).
+    accountant: ``"pld"`` (default) or another accountant, by name or object.
+
+  Returns:
+    The accountant's epsilon result (``PldEpsilon(epsilon, epsilon_lower)`` for
+    ``"pld"``); epsilon 0 before the first step. For a run with a
+    ``PoissonSampler`` (``state.sampler``), the epsilon at which the truncated run
+    is (epsilon, ``delta``)-DP, truncation term included.
+
+  Raises:
+    ValueError: for a run whose ``state.sampler`` is a ``FixedSizeSampler`` or
+      ``ShuffleSampler`` (the Poisson epsilon would under-report them; use
+      ``jaxrdp.dpsgd_epsilon(..., sampling=)``), or a ``q`` other than its
+      ``PoissonSampler``'s rate.
+
+  Examples:
+    >>> import jax.numpy as jnp, jaxrdp
+    >>> from jaxrdp.train._tight import schedule_phases
+    >>> schedule_phases(0.01, lambda t: jnp.where(t < 3, 2.0, 1.0), 5)
+    [(0.01, 2.0, 3), (0.01, 1.0, 2)]
+  """
+  from ..accountants._protocol import get_accountant
+  from ..events._events import Composed, Gaussian, PoissonSampled, SelfComposed
+
+  steps = int(np.asarray(state.step))
+  sampler = _poisson_sampler_of(state, q)
+  acct = get_accountant(accountant)
+  events = tuple(
+    SelfComposed(PoissonSampled(qv, Gaussian(sv)), n)
+    for qv, sv, n in schedule_phases(q, sigma, steps)
+  )
+  composed = acct.compose(acct.init(), Composed(events))
+  if sampler is None:
+    return acct.get_epsilon(composed, delta)
+  from ..rdp._sampling import truncated_poisson_epsilon
+
+  return truncated_poisson_epsilon(
+    lambda d: acct.get_epsilon(composed, d),
+    sampler.q,
+    steps,
+    delta,
+    capacity=sampler.capacity,
+    dataset_size=sampler.n,
+  )
+
+
+def _poisson_sampler_of(state: Any, q):
+  """The run's ``PoissonSampler`` (None without a sampler); refuses the other samplers."""
+  if getattr(state, "sampler", None) is None:
+    return None
+  from ._sampled_step import sampler_from_state, scheme_of
+  from ._samplers import PoissonSampler
+
+  sampler = sampler_from_state(state.sampler)
+  if not isinstance(sampler, PoissonSampler):
+    raise ValueError(
+      f"this run used a {type(sampler).__name__}, which is not Poisson sampling: its "
+      "tight Poisson epsilon would under-report it; report "
+      f"jaxrdp.dpsgd_epsilon(q, sigma, steps, delta, sampling={scheme_of(sampler)!r}) "
+      "(Renyi DP)"
+    )
+  if callable(q) or float(q) != sampler.q:
+    raise ValueError(f"q must be the run's PoissonSampler rate {sampler.q!r}, got {q!r}")
+  return sampler
