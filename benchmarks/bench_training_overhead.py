@@ -32,6 +32,7 @@ import time
 import jax
 import jax.numpy as jnp
 import numpy as np
+import optax
 
 import jaxrdp
 from jaxrdp.train._step import tree_select
@@ -64,9 +65,7 @@ def main(argv=None) -> None:
   data = ex.load_data()
   xy = (data.x_train, data.y_train)
   n = data.x_train.shape[0]
-  optimizer, _ = ex.compiled_epoch(
-    cfg["q"], cfg["sigma"], cfg["clip"], cfg["lr"], cfg["delta"], None
-  )
+  optimizer = optax.adam(cfg["lr"])  # the example's optimizer
   q, sigma, clip = cfg["q"], cfg["sigma"], cfg["clip"]
 
   accounted = jaxrdp.train.make_dpsgd_step(

@@ -2,6 +2,7 @@
 
     jaxrdp epsilon   --q 0.0042667 --sigma 1.1 --steps 14063 --delta 1e-5
     jaxrdp epsilon   --dataset-size 60000 --batch-size 256 --epochs 60 --sigma 1.1
+    jaxrdp epsilon   --dataset-size 60000 --batch-size 256 --epochs 60 --sigma 1.1 --sampling shuffle
     jaxrdp delta     --q 0.01 --sigma 1.0 --steps 1000 --epsilon 2
     jaxrdp calibrate --epsilon 1 2 4 --delta 1e-5 --q 0.01 --steps 1000   (solves sigma)
     jaxrdp sweep     (embedded MNIST-scale grid; writes jaxrdp_sweep.csv and .png)
@@ -124,6 +125,26 @@ def _add_mechanism(p: argparse.ArgumentParser, *, sigma_required: bool) -> None:
     metavar="E",
     help="number of epochs; steps = ceil(E * N / B) (needs --dataset-size, --batch-size)",
   )
+  _add_scheme(p)
+
+
+def _add_scheme(p: argparse.ArgumentParser) -> None:
+  g = p.add_argument_group("batching scheme and neighbouring relation")
+  g.add_argument(
+    "--sampling",
+    choices=("poisson", "fixed", "shuffle"),
+    default="poisson",
+    help="poisson (default): each example joins a batch with probability q; "
+    "fixed: B distinct examples per step (q = B / N); shuffle: shuffled "
+    "epochs, accounted without amplification",
+  )
+  g.add_argument(
+    "--relation",
+    choices=("add_remove", "replace_one"),
+    default=None,
+    help="neighbouring relation (default: add_remove, or replace_one for "
+    "--sampling fixed, the only one its bound covers)",
+  )
 
 
 def _add_accountant(p) -> None:
@@ -158,6 +179,14 @@ def _build_parser() -> _Parser:
     default=[DEFAULT_DELTA],
     metavar="D",
     help=f"delta, in (0, 1) (default {DEFAULT_DELTA:g})",
+  )
+  p.add_argument(
+    "--capacity",
+    type=_count,
+    default=None,
+    metavar="BMAX",
+    help="Poisson batches truncated at BMAX (needs --dataset-size): the epsilon "
+    "then holds at --delta including the truncation term",
   )
   _add_accountant(p)
   _add_output(p)
@@ -388,13 +417,66 @@ def _cmd_accountant(args, parser, given: str, value: str) -> int:
   from .rdp._dpsgd import dpsgd_delta, dpsgd_epsilon
 
   fn = dpsgd_epsilon if value == "epsilon" else dpsgd_delta
-  res = fn(cols["q"], cols["sigma"], cols["steps"], cols[given], accountant=args.accountant)
+  scheme = _scheme(args, parser)
+  if getattr(args, "capacity", None) is not None:
+    res = _truncated_epsilon(cols, args, parser, scheme)
+  else:
+    res = fn(
+      cols["q"], cols["sigma"], cols["steps"], cols[given], accountant=args.accountant, **scheme
+    )
   if args.accountant == "rdp":
     cols[value], cols["order"] = getattr(res, value), res.order
   else:  # a certified interval: the value to publish, and the lower bound
     cols[value], cols[value + "_lower"] = getattr(res, value), getattr(res, value + "_lower")
   _emit(cols, args)
   return 0
+
+
+def _scheme(args, parser) -> dict:
+  """The --sampling and --relation keywords, checked (a bad pair is a usage error)."""
+  from .rdp._sampling import is_default_scheme, resolve_scheme
+
+  try:
+    sampling, relation = resolve_scheme(args.sampling, args.relation)
+  except ValueError as e:
+    parser.error(f"argument --relation: {e}")
+  if args.accountant != "rdp" and not is_default_scheme(sampling, relation):
+    parser.error(
+      f"argument --accountant: --sampling {sampling} with --relation {relation} is "
+      "accounted by the Renyi-DP accountant only (--accountant rdp)"
+    )
+  return {"sampling": sampling, "relation": relation}
+
+
+def _truncated_epsilon(cols, args, parser, scheme):
+  """epsilon per cell of Poisson batches truncated at --capacity (scalar calls).
+
+  The result has the fields of the accountant's (epsilon and order, or epsilon and
+  epsilon_lower for the tight accountant), one value per cell."""
+  import numpy as np
+
+  from .rdp._dpsgd import dpsgd_epsilon
+
+  if "dataset_size" not in cols:
+    parser.error("argument --capacity: needs --dataset-size and --batch-size")
+  fields = {}
+  for i in range(len(cols["q"])):
+    try:
+      r = dpsgd_epsilon(
+        float(cols["q"][i]),
+        float(cols["sigma"][i]),
+        float(cols["steps"][i]),
+        float(cols["delta"][i]),
+        capacity=args.capacity,
+        dataset_size=int(cols["dataset_size"][i]),
+        accountant=args.accountant,
+        **scheme,
+      )
+    except ValueError as e:
+      parser.error(f"argument --capacity: {e}")
+    for k, v in r._asdict().items():
+      fields.setdefault(k, []).append(float(v))
+  return type(r)(**{k: np.asarray(v) for k, v in fields.items()})
 
 
 def _cmd_epsilon(args, parser) -> int:
@@ -443,11 +525,13 @@ def _cmd_calibrate(args, parser) -> int:
 
   from .calibration import _calibration as cal
 
+  scheme = _scheme(args, parser)
+
   if solve == "sigma":
     axes = {**sampling, **duration}
     cols = _derived(_grid({**axes, "epsilon": args.epsilon, "delta": args.delta}))
     res = cal.calibrate_noise(
-      q=cols["q"], steps=cols["steps"], **budget_of(cols), accountant=args.accountant
+      q=cols["q"], steps=cols["steps"], **budget_of(cols), accountant=args.accountant, **scheme
     )
     out = {"sigma": np.asarray(res.sigma)}
   elif solve == "steps":
@@ -456,7 +540,7 @@ def _cmd_calibrate(args, parser) -> int:
       _grid({**axes, "sigma": args.sigma, "epsilon": args.epsilon, "delta": args.delta})
     )
     res = cal.calibrate_steps(
-      q=cols["q"], sigma=cols["sigma"], **budget_of(cols), accountant=args.accountant
+      q=cols["q"], sigma=cols["sigma"], **budget_of(cols), accountant=args.accountant, **scheme
     )
     out = {"steps": np.asarray(res.steps)}
     if "batch_size" in cols:
@@ -473,7 +557,11 @@ def _cmd_calibrate(args, parser) -> int:
       }
     )
     res = cal.calibrate_sampling_rate(
-      sigma=cols["sigma"], steps=cols["steps"], **budget_of(cols), accountant=args.accountant
+      sigma=cols["sigma"],
+      steps=cols["steps"],
+      **budget_of(cols),
+      accountant=args.accountant,
+      **scheme,
     )
     out = {"q": np.asarray(res.q)}
     if "dataset_size" in cols:
@@ -486,6 +574,7 @@ def _cmd_calibrate(args, parser) -> int:
         cols["steps"],
         for_delta=by_delta,
         accountant=args.accountant,
+        **scheme,
       )
       out = {"batch_size": res.batch_size, "q": res.q}
 
@@ -581,6 +670,7 @@ def _cmd_sweep(args, parser) -> int:
     chunk_size=args.chunk_size,
     progress=False if args.no_progress else None,
     accountant=args.accountant,
+    **_scheme(args, parser),
   )
   elapsed = time.perf_counter() - start
 

@@ -49,10 +49,12 @@ _HEAVY_FIRST = (
   "test_dpsgd.py",
   "test_soundness.py",
   "test_sweep.py",
+  "test_sampling_schemes.py",
   "test_events.py",
   "test_regression_guard.py",
   "test_pld_api.py",
   "test_training.py",
+  "test_sampled_step.py",
   "test_sgm.py",
 )
 

@@ -928,6 +928,18 @@ FINAL_RE = re.compile(
 )
 
 
+TRUNC_RE = re.compile(
+  r"^truncation: capacity=(?P<capacity>\d+) eta=(?P<eta>\S+) epsilon_untruncated=(?P<untruncated>\S+)$"
+)
+
+
+def ref_dpsgd_delta(q, sigma, steps, epsilon):
+  """delta of the untruncated run at epsilon, by jaxrdp's own dpsgd_delta (the
+  inverse conversion of the reference epsilon; the epsilon itself is checked
+  against dp_accounting below)."""
+  return jaxrdp.dpsgd_delta(q, sigma, steps, epsilon).delta
+
+
 def _dp_accounting_epsilon(q, sigma, steps, delta):
   import dp_accounting
 
@@ -963,9 +975,20 @@ def test_example_tiny_run_last_line_parses_and_agrees(capsys):
   steps = int(m["steps"])
   assert steps == TINY["epochs"] * round(1 / TINY["q"]) and v["q"] == TINY["q"]
   assert 0.0 <= v["test_accuracy"] <= 1.0 and 0.0 <= v["baseline_accuracy"] <= 1.0
-  # The printed epsilon is the in-loop accountant's: equal to the closed composition ...
+  # The in-loop accountant's (untruncated) epsilon equals the closed composition ...
+  trunc = TRUNC_RE.match(lines[-3])
+  assert trunc, lines[-3]
   ref, _ = ref_dpsgd_epsilon(v["q"], v["sigma"], steps, v["delta"])
-  np.testing.assert_allclose(v["epsilon"], ref[0], rtol=1e-11)
+  np.testing.assert_allclose(float(trunc["untruncated"]), ref[0], rtol=1e-11)
+  # ... the printed epsilon includes the truncation term: independently, eta from the
+  # binomial tail at the printed capacity (n + 1 examples), and the untruncated delta
+  # at the printed epsilon plus (1 + e^eps) eta stays within delta ...
+  n = ex.load_data().x_train.shape[0]
+  eta = float(stats.binom.sf(int(trunc["capacity"]), n + 1, v["q"])) * steps
+  assert float(trunc["eta"]) == pytest.approx(eta, rel=1e-6, abs=1e-300)
+  d_untruncated = float(ref_dpsgd_delta(v["q"], v["sigma"], steps, v["epsilon"]))
+  assert d_untruncated + (1 + np.exp(v["epsilon"])) * eta <= v["delta"] * (1 + 1e-9)
+  assert ref[0] <= v["epsilon"] <= ref[0] * (1 + 1e-6)
   # ... and an independent accountant given the printed q, sigma, steps agrees.
   _assert_agrees_with_dp_accounting(v["epsilon"], v["q"], v["sigma"], steps, v["delta"])
 
@@ -1006,7 +1029,11 @@ def test_example_resume_matches_uninterrupted(tmp_path):
   assert _tree_equal(resumed, full)
   # A checkpoint from another accountant configuration is refused, not reset.
   other = jaxrdp.train.dpsgd_init(
-    full.params, optax.adam(cfg["lr"]), jax.random.PRNGKey(0), orders=np.array([2.0, 3.0])
+    full.params,
+    optax.adam(cfg["lr"]),
+    jax.random.PRNGKey(0),
+    orders=np.array([2.0, 3.0]),
+    sampler=ex.make_sampler(cfg, data.x_train.shape[0]),
   )
   jaxrdp.train.save_checkpoint(path, other)
   with pytest.raises(jaxrdp.train.CheckpointError, match="orders"):

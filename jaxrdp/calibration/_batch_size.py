@@ -51,6 +51,8 @@ def floor_to_batch_size(
   *,
   for_delta: bool = False,
   accountant="rdp",
+  sampling: str = "poisson",
+  relation: str | None = None,
 ) -> BatchSizeCalibration:
   """The largest integer batch size within a sampling-rate calibration's budget.
 
@@ -64,6 +66,9 @@ def floor_to_batch_size(
       the given one is passed through.
     accountant: the accountant the calibration used (``"rdp"`` or ``"pld"``), which
       recomputes the budgeted quantity at B / N.
+    sampling, relation: the batching scheme and relation the calibration used (as
+      in ``jaxrdp.dpsgd_epsilon``); every scheme's epsilon and delta are
+      non-decreasing in q as well, so the floored batch stays within the budget.
 
   Returns:
     BatchSizeCalibration with the broadcast shape.
@@ -89,14 +94,15 @@ def floor_to_batch_size(
   q_eval = np.where(ok, q, 0.0 if accountant == "rdp" else 0.5)
   sigma_eval = sigma if accountant == "rdp" else np.where(ok, sigma, 1.0)
   steps_eval = steps if accountant == "rdp" else np.where(ok, steps, 1.0)
+  scheme = {"sampling": sampling, "relation": relation}
   if for_delta:
     res = dpsgd_delta(
-      q_eval, sigma_eval, steps_eval, np.where(ok, epsilon, 0.5), accountant=accountant
+      q_eval, sigma_eval, steps_eval, np.where(ok, epsilon, 0.5), accountant=accountant, **scheme
     )
     delta = np.where(ok, np.asarray(res.delta), np.nan)
   else:
     res = dpsgd_epsilon(
-      q_eval, sigma_eval, steps_eval, np.where(ok, delta, 0.5), accountant=accountant
+      q_eval, sigma_eval, steps_eval, np.where(ok, delta, 0.5), accountant=accountant, **scheme
     )
     epsilon = np.where(ok, np.asarray(res.epsilon), np.nan)
   order = np.asarray(getattr(res, "order", np.full(np.shape(q_eval), np.nan)))

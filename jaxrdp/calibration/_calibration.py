@@ -46,10 +46,15 @@ Infeasible requests give NaN with ``feasible == False``:
 
 Degenerate cells are answered in closed form: q = 0 or steps = 0 needs sigma = 0;
 steps = 0 admits q = 1; q = 0 or sigma = inf admits steps = inf.
+
+Batching schemes other than Poisson sampling under add/remove (``sampling=``,
+``relation=``; ``jaxrdp.rdp._sampling``) take the same path with their own jitted
+calibrations (``jaxrdp.calibration._schemes``), on the same core.
 """
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import numpy as np
@@ -59,7 +64,14 @@ from jax.typing import ArrayLike
 
 from .._core import precision as _precision
 from ..rdp._conversions import delta_from_rdp_f64, epsilon_from_rdp_f64
-from ..rdp._dpsgd import _dpsgd_delta_f64, _dpsgd_rdp_f64, _orders_or_default, _search_f64
+from ..rdp import _sampling
+from ..rdp._dpsgd import (
+  _dpsgd_delta_f64,
+  _dpsgd_rdp_f64,
+  _orders_or_default,
+  _search_f64,
+  check_scheme_accountant,
+)
 from ..rdp._order_search import table_size as search_table_size
 from ..mechanisms._sgm import _rdp_f64
 from .._core.validation import StaticArray, check_range
@@ -352,6 +364,23 @@ def _check_accountant(accountant, orders, values):
     )
 
 
+def _scheme_jitted(kind, jitted, sampling, relation, accountant, orders):
+  """The jitted calibration of ``kind`` for a batching scheme and relation.
+
+  ``jitted`` (the SGM's, Poisson under add/remove) for the default pair; else the
+  scheme's (``jaxrdp.calibration._schemes``) with the pair bound, after the checks
+  that need no compilation: the pair, the accountant (Renyi DP only) and the orders.
+  """
+  sampling, relation = _sampling.resolve_scheme(sampling, relation)
+  if _sampling.is_default_scheme(sampling, relation):
+    return jitted
+  check_scheme_accountant(sampling, relation, accountant)
+  _sampling.check_orders_for(sampling, orders_array(orders))
+  from ._schemes import JITS  # imports this module
+
+  return functools.partial(JITS[kind], sampling=sampling, relation=relation)
+
+
 def _solve(kind, jitted, accountant, budget, target, given, fixed, orders):
   """One jitted Renyi-DP calibration, refined on the host for another accountant.
 
@@ -439,6 +468,8 @@ def calibrate_noise(
   target_delta: ArrayLike | None = None,
   epsilon: ArrayLike | None = None,
   accountant: str = "rdp",
+  sampling: str = "poisson",
+  relation: str | None = None,
 ) -> NoiseCalibration:
   """Smallest noise multiplier sigma whose guarantee meets the budget.
 
@@ -468,6 +499,11 @@ def calibrate_noise(
       the host, one vectorized tight evaluation per round, until the bracket is
       1e-5 wide in log sigma or log q, or one step; needs concrete arguments and
       the default orders; ``order`` is then NaN).
+    sampling: ``"poisson"`` (default), ``"fixed"`` or ``"shuffle"``, and
+    relation: ``"add_remove"`` or ``"replace_one"`` (default per scheme): the batching
+      scheme and neighbouring relation, as in :func:`jaxrdp.dpsgd_epsilon` (q is
+      B / n for ``"fixed"`` and ``"shuffle"``; sigma is the DP-SGD noise multiplier).
+      Other than Poisson under add/remove, they need ``accountant="rdp"``.
 
   Returns:
     ``NoiseCalibration(sigma, epsilon, delta, order, feasible)``, float64 arrays of
@@ -496,7 +532,8 @@ def calibrate_noise(
   check_range("q", q, lower=0.0, upper=1.0)
   check_range("steps", steps, lower=0.0)
   fixed = dict(q=q, steps=steps)
-  return _solve("noise", _noise_jit, accountant, budget, target, given, fixed, orders)
+  jitted = _scheme_jitted("noise", _noise_jit, sampling, relation, accountant, orders)
+  return _solve("noise", jitted, accountant, budget, target, given, fixed, orders)
 
 
 def calibrate_steps(
@@ -509,6 +546,8 @@ def calibrate_steps(
   target_delta: ArrayLike | None = None,
   epsilon: ArrayLike | None = None,
   accountant: str = "rdp",
+  sampling: str = "poisson",
+  relation: str | None = None,
 ) -> StepsCalibration:
   """Largest integer number of steps T whose guarantee meets the budget.
 
@@ -535,6 +574,7 @@ def calibrate_steps(
       the host, one vectorized tight evaluation per round, until the bracket is
       1e-5 wide in log sigma or log q, or one step; needs concrete arguments and
       the default orders; ``order`` is then NaN).
+    sampling, relation: the batching scheme and relation, as in :func:`calibrate_noise`.
 
   Returns:
     ``StepsCalibration(steps, epsilon, delta, order, feasible)``. ``steps`` is a
@@ -558,7 +598,8 @@ def calibrate_steps(
   check_range("q", q, lower=0.0, upper=1.0)
   check_range("sigma", sigma, lower=0.0, allow_inf=True)
   fixed = dict(q=q, sigma=sigma)
-  return _solve("steps", _steps_jit, accountant, budget, target, given, fixed, orders)
+  jitted = _scheme_jitted("steps", _steps_jit, sampling, relation, accountant, orders)
+  return _solve("steps", jitted, accountant, budget, target, given, fixed, orders)
 
 
 def calibrate_sampling_rate(
@@ -571,6 +612,8 @@ def calibrate_sampling_rate(
   target_delta: ArrayLike | None = None,
   epsilon: ArrayLike | None = None,
   accountant: str = "rdp",
+  sampling: str = "poisson",
+  relation: str | None = None,
 ) -> SamplingRateCalibration:
   """Largest sampling rate q in (0, 1] whose guarantee meets the budget.
 
@@ -593,6 +636,7 @@ def calibrate_sampling_rate(
       the host, one vectorized tight evaluation per round, until the bracket is
       1e-5 wide in log sigma or log q, or one step; needs concrete arguments and
       the default orders; ``order`` is then NaN).
+    sampling, relation: the batching scheme and relation, as in :func:`calibrate_noise`.
 
   Returns:
     ``SamplingRateCalibration(q, epsilon, delta, order, feasible)``; NaN and
@@ -616,4 +660,5 @@ def calibrate_sampling_rate(
   check_range("sigma", sigma, lower=0.0, allow_inf=True)
   check_range("steps", steps, lower=0.0)
   fixed = dict(sigma=sigma, steps=steps)
-  return _solve("rate", _rate_jit, accountant, budget, target, given, fixed, orders)
+  jitted = _scheme_jitted("rate", _rate_jit, sampling, relation, accountant, orders)
+  return _solve("rate", jitted, accountant, budget, target, given, fixed, orders)

@@ -29,3 +29,9 @@ __all__ = [
   "to_dp_accounting",
   "validate_event",
 ]
+
+# Fixed-size and shuffled batches, with the neighbouring relation explicit.
+from ._sampling_events import FixedSizeSampled as FixedSizeSampled
+from ._sampling_events import ShuffledEpochs as ShuffledEpochs
+
+__all__ += ["FixedSizeSampled", "ShuffledEpochs"]

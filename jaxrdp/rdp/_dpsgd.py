@@ -23,6 +23,7 @@ from .._core.stored_programs import call_stored
 from ..rdp._order_search import min_epsilon_over_orders, with_derivative_at_order
 from ..mechanisms._sgm import _rdp_f64, _validate as _validate_sgm, check_order_limit
 from .._core.validation import COUNT, DELTA, FINITE_EPSILON, ORDER, check_range, static_or_none
+from . import _sampling
 
 __all__ = ["DEFAULT_ORDERS", "DP_ACCOUNTING_ORDERS", "dpsgd_epsilon", "dpsgd_delta"]
 
@@ -124,8 +125,12 @@ def _is_rdp(accountant) -> bool:
   return isinstance(accountant, str) and accountant == "rdp"
 
 
-def _with_accountant(kind, q, sigma, steps, target, orders, method, accountant):
-  """The one-line DP-SGD call through another accountant (the event of ``steps`` SGM steps)."""
+def _with_accountant(kind, q, sigma, steps, target, orders, method, accountant, scheme):
+  """The one-line DP-SGD call through another accountant (the event of ``steps`` SGM steps).
+
+  ``scheme``: the resolved ``(sampling, relation)``; only Poisson sampling under
+  add/remove is passed on (the tight accountant's pair is the SGM's under add/remove).
+  """
   from ..accountants._api import (
     delta_from_event,
     epsilon_from_event,
@@ -137,9 +142,22 @@ def _with_accountant(kind, q, sigma, steps, target, orders, method, accountant):
       "orders and method configure the Renyi-DP accountant; with another "
       "accountant leave them out (or pass accountants.RdpAccountant(orders, method))"
     )
+  check_scheme_accountant(*scheme, accountant)
   event = SelfComposed(PoissonSampled(q, Gaussian(sigma)), steps)
   fn = epsilon_from_event if kind == "epsilon" else delta_from_event
   return fn(event, target, accountant=accountant)
+
+
+def check_scheme_accountant(sampling: str, relation: str, accountant: Any) -> None:
+  """Raises ValueError for a batching scheme or relation other than Poisson add/remove
+  with an accountant other than ``"rdp"`` (the schemes are accounted in Renyi DP)."""
+  if _is_rdp(accountant) or _sampling.is_default_scheme(sampling, relation):
+    return
+  raise ValueError(
+    f"sampling={sampling!r} with relation={relation!r} is accounted by the Renyi-DP "
+    f"accountant only (accountant='rdp'), got accountant={accountant!r}: the tight "
+    "accountant composes Poisson-sampled Gaussians under add/remove"
+  )
 
 
 def dpsgd_epsilon(
@@ -151,6 +169,10 @@ def dpsgd_epsilon(
   *,
   method: str = "improved",
   accountant: Any = "rdp",
+  sampling: str = "poisson",
+  relation: str | None = None,
+  capacity: int | None = None,
+  dataset_size: int | None = None,
 ) -> EpsilonResult:
   """epsilon of DP-SGD: ``steps`` compositions of the Sampled Gaussian Mechanism.
 
@@ -173,6 +195,20 @@ def dpsgd_epsilon(
       of :class:`jaxrdp.accountants.PldAccountant` (about 8 to 10% lower), as a
       ``PldEpsilon(epsilon, epsilon_lower)``. ``orders`` and ``method`` apply to
       the Renyi-DP accountant only.
+    sampling: the batching scheme, ``"poisson"`` (default), ``"fixed"`` (B distinct
+      examples per step, q = B / n) or ``"shuffle"`` (shuffled epochs, q = B / n,
+      no amplification); see ``jaxrdp.rdp._sampling`` for each one's accounting.
+      Schemes other than Poisson under add/remove need ``accountant="rdp"``.
+    relation: the neighbouring relation, ``"add_remove"`` or ``"replace_one"``;
+      default ``"add_remove"`` for ``"poisson"`` and ``"shuffle"``, ``"replace_one"``
+      for ``"fixed"`` (the only one its theorem covers; ``"add_remove"`` raises).
+      ``sigma`` is always the DP-SGD noise multiplier; the relation's sensitivity
+      (C or 2C) is applied here.
+    capacity: with ``dataset_size``, Poisson batches truncated at this capacity
+      B_max (``jaxrdp.train.PoissonSampler``): the epsilon returned then holds at
+      total delta ``delta`` *including* the truncation term (1 + e^eps) eta
+      (``jaxrdp.train.truncated_poisson_delta``); scalar arguments, integer steps.
+    dataset_size: the dataset size n, with ``capacity``.
 
   Returns:
     EpsilonResult(epsilon, order) with the broadcast shape of the arguments
@@ -193,13 +229,38 @@ def dpsgd_epsilon(
     >>> round(float(jaxrdp.dpsgd_epsilon(256 / 60000, 1.1, 14063, 1e-5, accountant="pld").epsilon), 4)
     2.3817
   """
+  scheme = _sampling.resolve_scheme(sampling, relation)
+  if capacity is not None or dataset_size is not None:
+    _check_method(method)
+    _validate_sgm(q, sigma, 2.0)
+    COUNT.check("steps", steps)
+    DELTA.check("delta", delta)
+    return _sampling.dpsgd_epsilon_truncated(
+      dpsgd_epsilon,
+      q,
+      sigma,
+      steps,
+      delta,
+      orders,
+      capacity=capacity,
+      dataset_size=dataset_size,
+      method=method,
+      accountant=accountant,
+      sampling=scheme[0],
+      relation=scheme[1],
+    )
   if not _is_rdp(accountant):
-    return _with_accountant("epsilon", q, sigma, steps, delta, orders, method, accountant)
+    return _with_accountant("epsilon", q, sigma, steps, delta, orders, method, accountant, scheme)
   _check_method(method)
   _validate_sgm(q, sigma, 2.0)
   COUNT.check("steps", steps)
   DELTA.check("delta", delta)
   orders = _orders_or_default(orders)
+  sampling, relation = scheme
+  if sampling != "poisson":
+    return _sampling.scheme_epsilon(
+      q, sigma, steps, delta, orders, method=method, sampling=sampling, relation=relation
+    )
   orders_static = static_or_none(orders)
   mode = "exhaustive" if orders_static is None else "search"
   return _precision.elementwise_float64(
@@ -207,7 +268,8 @@ def dpsgd_epsilon(
       "dpsgd_epsilon",
       _dpsgd_epsilon_jit,
       EpsilonResult,
-      (q, sigma, steps, delta, orders),
+      # replace-one: the SGM at sigma / 2
+      (q, _sampling.effective_sigma(sigma, relation), steps, delta, orders),
       dict(orders_static=orders_static, method=method, mode=mode),
     ),
     (q, sigma, steps, delta),
@@ -225,27 +287,39 @@ def dpsgd_delta(
   *,
   method: str = "improved",
   accountant: Any = "rdp",
+  sampling: str = "poisson",
+  relation: str | None = None,
 ) -> DeltaResult:
   """delta of DP-SGD at a given epsilon; arguments as in :func:`dpsgd_epsilon`.
+
+  ``sampling`` and ``relation`` as in :func:`dpsgd_epsilon`. (For truncated Poisson
+  batches add ``jaxrdp.train.truncated_poisson_delta`` to the result.)
 
   Returns:
     DeltaResult(delta, order) with the broadcast shape of the arguments
     (``PldDelta(delta, delta_lower)`` with ``accountant="pld"``).
   """
+  scheme = _sampling.resolve_scheme(sampling, relation)
   if not _is_rdp(accountant):
-    return _with_accountant("delta", q, sigma, steps, epsilon, orders, method, accountant)
+    return _with_accountant("delta", q, sigma, steps, epsilon, orders, method, accountant, scheme)
   _check_method(method)
   _validate_sgm(q, sigma, 2.0)
   COUNT.check("steps", steps)
   FINITE_EPSILON.check("epsilon", epsilon)
   orders = _orders_or_default(orders)
+  sampling, relation = scheme
+  if sampling != "poisson":
+    return _sampling.scheme_delta(
+      q, sigma, steps, epsilon, orders, method=method, sampling=sampling, relation=relation
+    )
   orders_static = static_or_none(orders)
   return _precision.elementwise_float64(
     lambda q, sigma, steps, epsilon, orders: call_stored(
       "dpsgd_delta",
       _dpsgd_delta_jit,
       DeltaResult,
-      (q, sigma, steps, epsilon, orders),
+      # replace-one: the SGM at sigma / 2
+      (q, _sampling.effective_sigma(sigma, relation), steps, epsilon, orders),
       dict(orders_static=orders_static, method=method),
     ),
     (q, sigma, steps, epsilon),

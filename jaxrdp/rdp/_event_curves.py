@@ -125,3 +125,7 @@ def as_sgm(event: Event):
   if isinstance(event, PoissonSampled) and isinstance(event.inner, Gaussian):
     return event.q, event.inner.sigma, steps
   return None
+
+
+# The RDP rules of the fixed-size and shuffled-batch events live with the schemes.
+from . import _sampling as _sampling  # noqa: E402,F401  (registers their rules)

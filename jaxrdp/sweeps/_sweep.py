@@ -39,10 +39,12 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jax.typing import ArrayLike
 
 from ..calibration._calibration import orders_array
+from ..rdp._dpsgd import check_scheme_accountant
 from ..rdp._conversions import epsilon_from_rdp_f64
 from ..train._dataset import epochs_to_steps
 from .._core.precision import x64_context
 from ..mechanisms._sgm import _rdp_f64
+from ..rdp import _sampling
 from .._core.progress import progress_bar
 from ..sweeps._table import format_number, format_table, pick_indices
 from .._core.validation import StaticArray
@@ -316,6 +318,15 @@ def _rdp_local(orders, q, sigma, *, orders_static):
   )
 
 
+def _scheme_rdp_local(orders, q, sigma, *, orders_static, sampling, relation):
+  # Another batching scheme or relation (jaxrdp.rdp._sampling): per step, or per epoch.
+  return lax.map(
+    lambda qs: _sampling.per_step_rdp_f64(sampling, relation, qs[0], qs[1], orders, orders_static),
+    (q, sigma),
+    batch_size=_PAIR_BATCH,
+  )
+
+
 def _eps_local(rdp1, orders, pair, steps, delta):
   def one(cell):
     p, t, d = cell
@@ -486,8 +497,13 @@ def _fingerprint(*parts) -> np.ndarray:
   return np.frombuffer(h.digest(), dtype=np.int64).copy()
 
 
-def _cells_rdp(q_samp, axes, steps_sd, orders_np, shape, chunk_size, progress, devices):
-  """The two-stage Renyi-DP sweep of the cells, sharded over `devices`: (epsilon, order)."""
+def _cells_rdp(q_samp, axes, steps_sd, orders_np, shape, chunk_size, progress, devices, scheme=()):
+  """The two-stage Renyi-DP sweep of the cells, sharded over `devices`: (epsilon, order).
+
+  `scheme`: `()` for Poisson sampling under add/remove, else the static keywords
+  `(("relation", r), ("sampling", s))` of another scheme's per-step curve; `steps_sd`
+  then holds the number of curves each cell composes (epochs for shuffling).
+  """
   n_samp, n_sigma = q_samp.size, axes["sigma"].size
   n_dur, n_delta = steps_sd.shape[1], axes["delta"].size
   with x64_context():
@@ -498,11 +514,19 @@ def _cells_rdp(q_samp, axes, steps_sd, orders_np, shape, chunk_size, progress, d
     chunks1 = -(-n_pairs // len1)
     chunks2 = -(-n_cells // len2)
     cells.check_same_everywhere(
-      _fingerprint(axes, orders_np, steps_sd, len1, len2, [d.id for d in cells.mesh.devices.flat])
+      _fingerprint(
+        axes,
+        orders_np,
+        steps_sd,
+        len1,
+        len2,
+        [d.id for d in cells.mesh.devices.flat],
+        [str(v) for _, v in scheme],
+      )
     )
     orders_dev = cells.replicate(orders_np)
     orders_static = (("orders_static", StaticArray(orders_np)),)
-    rdp_program = _program(_rdp_local, cells.mesh, 1, 2)
+    rdp_program = _program(_scheme_rdp_local if scheme else _rdp_local, cells.mesh, 1, 2)
     eps_program = _program(_eps_local, cells.mesh, 2, 3)
     # By default one bar per sweep: in a multi-process sweep, process 0's.
     show = chunks2 > 1 and jax.process_index() == 0 if progress is None else progress
@@ -513,7 +537,7 @@ def _cells_rdp(q_samp, axes, steps_sd, orders_np, shape, chunk_size, progress, d
       s_pairs = np.tile(axes["sigma"], n_samp)
       rdp1 = np.empty((n_pairs, orders_np.size))
       _map_chunks(
-        lambda q, s: rdp_program(orders_dev, q, s, static=orders_static),
+        lambda q, s: rdp_program(orders_dev, q, s, static=orders_static + scheme),
         n_pairs,
         len1,
         lambda lo, hi: (
@@ -591,6 +615,8 @@ def sweep(
   progress: bool | None = None,
   devices: Sequence[jax.Device] | jax.Device | Mesh | None = None,
   accountant: Any = "rdp",
+  sampling: str = "poisson",
+  relation: str | None = None,
 ) -> SweepResult:
   """Epsilon of DP-SGD on the full outer-product grid of the given axes, in one call.
 
@@ -647,6 +673,12 @@ def sweep(
       (:class:`jaxrdp.accountants.PldAccountant`; `order` is then NaN). A non-RDP
       sweep evaluates the cells in chunks of `chunk_size` on the default device
       (not sharded over `devices`); `orders` configures the RDP accountant only.
+    sampling: the batching scheme, `"poisson"` (default), `"fixed"` or `"shuffle"`,
+      and
+    relation: the neighbouring relation (default per scheme), as in
+      `jaxrdp.dpsgd_epsilon`; q is B / n for `"fixed"` and `"shuffle"` (for
+      `"shuffle"` a cell of T steps composes ceil(T q) epochs). Other than Poisson
+      under add/remove, they need `accountant="rdp"`.
 
   Returns:
     `SweepResult` with numpy arrays (epsilon, order, q, steps) and the axis values.
@@ -674,6 +706,13 @@ def sweep(
     raise ValueError("epochs needs dataset_size and batch_size (or give steps with q)")
   if not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
     raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
+  sampling, relation = _sampling.resolve_scheme(sampling, relation)
+  check_scheme_accountant(sampling, relation, accountant)
+  scheme = (
+    ()
+    if _sampling.is_default_scheme(sampling, relation)
+    else (("relation", relation), ("sampling", sampling))
+  )
 
   axes: dict[str, np.ndarray] = {}
   if q is not None:
@@ -695,6 +734,7 @@ def sweep(
     axes["epochs"] = _axis("epochs", epochs, lo=0.0)
   axes["delta"] = _axis("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
   orders_np = orders_array(orders)
+  _sampling.check_orders_for(sampling, orders_np)
 
   samp_shape = q_samp.shape
   n_samp, n_sigma = q_samp.size, axes["sigma"].size
@@ -723,8 +763,12 @@ def sweep(
         accountant, q_samp, axes["sigma"], steps_sd, axes["delta"], chunk_size, progress
       )
     else:
+      # Shuffling composes one curve per epoch, ceil(T q) of them; the others one per step.
+      count_sd = (
+        _sampling.epochs_of(q_samp.reshape(-1, 1), steps_sd) if sampling == "shuffle" else steps_sd
+      )
       eps, order = _cells_rdp(
-        q_samp, axes, steps_sd, orders_np, shape, chunk_size, progress, devices
+        q_samp, axes, count_sd, orders_np, shape, chunk_size, progress, devices, scheme
       )
 
   n_samp_dims = len(samp_shape)

@@ -8,6 +8,14 @@ state atomically and refuse a damaged or mismatched file. The parts are public
 too: :func:`poisson_sample_mask`, :func:`dp_gradient`, :func:`per_example_grads`,
 :func:`clip_per_example`, :func:`privacy_guard`; and the dataset arithmetic
 :func:`sampling_rate` and :func:`epochs_to_steps`.
+
+For large datasets the step takes a batch sampler instead of ``q``
+(``make_dpsgd_step(..., sampler=)``: :class:`PoissonSampler` with a capacity,
+:class:`FixedSizeSampler`, :class:`ShuffleSampler`), works on the gathered batch
+(:func:`next_batch`, :func:`gather_batch`) at O(batch) cost, and composes that
+sampler's mechanism; the sampler's seed travels in the state and its checkpoints
+(:func:`sampler_from_state`), and :func:`epsilon_with_truncation` reports a
+truncated Poisson run's epsilon with the truncation term.
 """
 
 from ._checkpoint import CheckpointError as CheckpointError
@@ -69,4 +77,19 @@ __all__ += [
   "gathered_dp_gradient",
   "truncated_poisson_delta",
   "truncation_delta",
+]
+
+# One step for every sampler: the sampler's state in the train state and checkpoint.
+from ._sampled_step import SamplerState as SamplerState
+from ._sampled_step import epsilon_with_truncation as epsilon_with_truncation
+from ._sampled_step import next_batch as next_batch
+from ._sampled_step import sampler_from_state as sampler_from_state
+from ._sampled_step import sampler_state as sampler_state
+
+__all__ += [
+  "SamplerState",
+  "epsilon_with_truncation",
+  "next_batch",
+  "sampler_from_state",
+  "sampler_state",
 ]

@@ -34,6 +34,7 @@ from ..train._poisson import poisson_sample_mask
 from .._core.precision import x64_context
 from ..mechanisms._sgm import sgm_rdp
 from .._core.validation import check_range
+from . import _sampled_step as _sampled
 
 __all__ = [
   "SGMCache",
@@ -215,6 +216,10 @@ class DPSGDState(NamedTuple):
     sgm_cache: :class:`SGMCache` used when q or sigma is a schedule
       (derived data: saving and restoring it is harmless, and a stale entry
       is never used because its q and sigma are compared first).
+    sampler: the batch sampler's configuration and seed
+      (:class:`jaxrdp.train.SamplerState`) when the run uses one
+      (``dpsgd_init(..., sampler=)``), else None; with ``step`` it is the
+      sampler's whole state, so a checkpoint resumes its batches exactly.
   """
 
   params: PyTree
@@ -223,6 +228,7 @@ class DPSGDState(NamedTuple):
   key: jax.Array
   step: jax.Array
   sgm_cache: SGMCache
+  sampler: Any = None
 
 
 class StepInfo(NamedTuple):
@@ -244,7 +250,12 @@ class StepInfo(NamedTuple):
 
 
 def dpsgd_init(
-  params: PyTree, optimizer: Any, key: jax.Array, *, orders: ArrayLike | None = None
+  params: PyTree,
+  optimizer: Any,
+  key: jax.Array,
+  *,
+  orders: ArrayLike | None = None,
+  sampler: Any = None,
 ) -> DPSGDState:
   """Initial :class:`DPSGDState`: zero privacy spent, step 0.
 
@@ -253,6 +264,8 @@ def dpsgd_init(
     optimizer: optax ``GradientTransformation``.
     key: PRNG key (raw ``uint32[2]`` keys checkpoint most simply).
     orders: RDP orders of the accountant (default ``jaxrdp.DEFAULT_ORDERS``).
+    sampler: the run's batch sampler, if any (``PoissonSampler``,
+      ``FixedSizeSampler``, ``ShuffleSampler``); stored as ``state.sampler``.
   """
   accountant = RdpAccountant(orders).init()
   with x64_context():
@@ -268,6 +281,7 @@ def dpsgd_init(
     key=key,
     step=jnp.zeros((), dtype=jnp.int32),
     sgm_cache=cache,
+    sampler=None if sampler is None else _sampled.sampler_state(sampler),
   )
 
 
@@ -303,11 +317,13 @@ def make_dpsgd_step(
   optimizer: Any,
   *,
   clip_norm: ArrayLike,
-  q: Schedule,
+  q: Schedule = None,
   sigma: Schedule,
   delta: ArrayLike,
   target_epsilon: ArrayLike | None = None,
   orders: ArrayLike | None = None,
+  sampler: Any = None,
+  relation: str | None = None,
 ) -> Callable[[DPSGDState, PyTree], tuple[DPSGDState, StepInfo]]:
   """Builds a pure DP-SGD step ``step(state, data) -> (state, info)``; jit it.
 
@@ -347,16 +363,52 @@ def make_dpsgd_step(
       must equal those given to :func:`dpsgd_init` (they are static metadata
       of the state: a state with other orders raises ValueError when the
       step is traced, and its checkpoint is refused when loaded).
+    sampler: a batch sampler of :mod:`jaxrdp.train` (``PoissonSampler`` with a
+      capacity, ``FixedSizeSampler``, ``ShuffleSampler``) instead of ``q``: the
+      step is then ``step(state, batch, mask)`` on the sampler's gathered batch
+      of ``capacity`` examples, its cost independent of the dataset size, and
+      the accountant composes that sampler's mechanism (constant sigma; see
+      ``jaxrdp.train._sampled_step``).
+    relation: with ``sampler``, the neighbouring relation (default
+      ``"add_remove"``, ``"replace_one"`` for ``FixedSizeSampler``), as in
+      :func:`jaxrdp.dpsgd_epsilon`.
 
   Returns:
     ``step(state: DPSGDState, data: PyTree) -> (DPSGDState, StepInfo)``,
     where every leaf of ``data`` has the same leading axis n (the whole
-    training set, or any fixed-size pool Poisson sampling draws from).
+    training set, or any fixed-size pool Poisson sampling draws from); with
+    ``sampler``, ``step(state, batch, mask) -> (DPSGDState, StepInfo)``.
 
   Raises:
     ValueError: for concrete out-of-range arguments.
   """
   check_range("clip_norm", clip_norm, lower=0.0, lower_open=True)
+  if sampler is not None or relation is not None:
+    if sampler is None:
+      raise ValueError(
+        "relation= goes with sampler= (the full-mask step is Poisson sampling under add/remove)"
+      )
+    if q is not None:
+      raise ValueError("give q or sampler, not both (the sampler sets the rate)")
+    check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
+    if target_epsilon is not None:
+      check_range("target_epsilon", target_epsilon, lower=0.0, allow_inf=True)
+    return _sampled.make_sampled_step(
+      loss_fn,
+      optimizer,
+      sampler=sampler,
+      relation=relation,
+      clip_norm=clip_norm,
+      sigma=sigma,
+      delta=delta,
+      target_epsilon=target_epsilon,
+      orders=orders,
+      guard=_guard,
+      apply_updates=_apply_updates,
+      step_info=StepInfo,
+    )
+  if q is None:
+    raise ValueError("q (the Poisson rate, or a schedule) or sampler is required")
   check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
   if target_epsilon is not None:
     check_range("target_epsilon", target_epsilon, lower=0.0, allow_inf=True)

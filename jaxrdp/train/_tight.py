@@ -6,6 +6,11 @@ differentiable). The number to publish is the tight one: the steps taken so far,
 accountant (:class:`jaxrdp.accountants.PldAccountant`) in one call. Consecutive steps
 with the same (q, sigma) form one phase, so a constant or piecewise-constant
 schedule costs one FFT composition whatever the number of steps.
+
+A run with a batch sampler (``dpsgd_init(..., sampler=)``) carries it in its state:
+with a capacity-truncated ``PoissonSampler`` the epsilon returned includes the
+truncation term (as ``jaxrdp.dpsgd_epsilon(..., capacity=, dataset_size=)``); a
+fixed-size or shuffled run has no tight construction here and is refused.
 """
 
 from __future__ import annotations
@@ -49,7 +54,15 @@ def tight_epsilon(
 
   Returns:
     The accountant's epsilon result (``PldEpsilon(epsilon, epsilon_lower)`` for
-    ``"pld"``); epsilon 0 before the first step.
+    ``"pld"``); epsilon 0 before the first step. For a run with a
+    ``PoissonSampler`` (``state.sampler``), the epsilon at which the truncated run
+    is (epsilon, ``delta``)-DP, truncation term included.
+
+  Raises:
+    ValueError: for a run whose ``state.sampler`` is a ``FixedSizeSampler`` or
+      ``ShuffleSampler`` (the Poisson epsilon would under-report them; use
+      ``jaxrdp.dpsgd_epsilon(..., sampling=)``), or a ``q`` other than its
+      ``PoissonSampler``'s rate.
 
   Examples:
     >>> import jax.numpy as jnp, jaxrdp
@@ -61,9 +74,42 @@ def tight_epsilon(
   from ..events._events import Composed, Gaussian, PoissonSampled, SelfComposed
 
   steps = int(np.asarray(state.step))
+  sampler = _poisson_sampler_of(state, q)
   acct = get_accountant(accountant)
   events = tuple(
     SelfComposed(PoissonSampled(qv, Gaussian(sv)), n)
     for qv, sv, n in schedule_phases(q, sigma, steps)
   )
-  return acct.get_epsilon(acct.compose(acct.init(), Composed(events)), delta)
+  composed = acct.compose(acct.init(), Composed(events))
+  if sampler is None:
+    return acct.get_epsilon(composed, delta)
+  from ..rdp._sampling import truncated_poisson_epsilon
+
+  return truncated_poisson_epsilon(
+    lambda d: acct.get_epsilon(composed, d),
+    sampler.q,
+    steps,
+    delta,
+    capacity=sampler.capacity,
+    dataset_size=sampler.n,
+  )
+
+
+def _poisson_sampler_of(state: Any, q):
+  """The run's ``PoissonSampler`` (None without a sampler); refuses the other samplers."""
+  if getattr(state, "sampler", None) is None:
+    return None
+  from ._sampled_step import sampler_from_state, scheme_of
+  from ._samplers import PoissonSampler
+
+  sampler = sampler_from_state(state.sampler)
+  if not isinstance(sampler, PoissonSampler):
+    raise ValueError(
+      f"this run used a {type(sampler).__name__}, which is not Poisson sampling: its "
+      "tight Poisson epsilon would under-report it; report "
+      f"jaxrdp.dpsgd_epsilon(q, sigma, steps, delta, sampling={scheme_of(sampler)!r}) "
+      "(Renyi DP)"
+    )
+  if callable(q) or float(q) != sampler.q:
+    raise ValueError(f"q must be the run's PoissonSampler rate {sampler.q!r}, got {q!r}")
+  return sampler

@@ -1,0 +1,162 @@
+"""Calibration for the batching schemes other than Poisson under add/remove.
+
+``calibrate_noise``, ``calibrate_steps`` and ``calibrate_sampling_rate`` with
+``sampling="fixed"`` or ``"shuffle"``, or ``relation="replace_one"``, come here
+through the same entry point as the default scheme (``_calibration._solve``) and
+the same calibration core (``jaxrdp.calibration._core``):
+
+* Poisson sampling under replace-one is the Sampled Gaussian Mechanism at sigma / 2
+  (``jaxrdp.rdp._sampling``), so it runs the SGM's own calibrations (order search,
+  proxy and floors included) at sigma / 2, and a calibrated sigma is doubled (both
+  exact in floating point);
+* fixed-size and shuffled batches run the core on an evaluator that computes the
+  scheme's RDP at every order (``jaxrdp.rdp._sampling``) and converts it as
+  ``dpsgd_epsilon``/``dpsgd_delta`` do for that scheme.
+
+The core needs the value monotone in the parameter; every scheme's RDP is
+non-increasing in sigma and non-decreasing in q and T at each order
+(``jaxrdp.rdp._sampling``, its Monotonicity paragraph), and the conversions are
+increasing in the RDP. The shuffle curve is a staircase in q and T (ceil(T q)
+epochs); the core's answers stay conservative on staircases (it answers with the end
+of its bracket that meets the budget). As in ``_calibration``, subnormal q and steps
+are rounded up to the smallest normal float first (XLA would read them as 0).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+
+from .._core.numerics import raise_subnormal
+from ..rdp._sampling import count_f64, effective_sigma, per_step_rdp_f64, scheme_rdp_f64
+from ._core import SAFETY, Evaluator, Known, calibrate
+
+__all__ = ["JITS"]
+
+
+def _parts():
+  # Imported late: _calibration imports this module.
+  from . import _calibration as c
+
+  return c
+
+
+def _scheme_evaluator(budget, rdp_of, given, all_orders, increasing, domain, start=None):
+  """The scheme's accountant as a family in one parameter p: the RDP at every order."""
+  c = _parts()
+
+  def value(p, live):
+    del live
+    return c._rdp_value(budget, rdp_of(p), all_orders, given)
+
+  return Evaluator(value, increasing, domain, start)
+
+
+def _rho_per_unit(sampling, relation, q):
+  """zCDP of one composed curve per unit of 1 / s^2 at q, roughly: a first guess only.
+
+  Poisson and fixed-size batches: about q^2 (amplification by sampling); shuffling
+  composes plain Gaussians (rho = 1 / (2 s^2)). The relation halves s."""
+  base = 0.5 if sampling == "shuffle" else q * q
+  return base * (4.0 if relation == "replace_one" else 1.0)
+
+
+def _noise_impl(target, given, q, steps, all_orders, orders_static, budget, sampling, relation):
+  c = _parts()
+  if sampling == "poisson":  # replace-one: the SGM at sigma / 2
+    out = c._noise_impl(target, given, q, steps, all_orders, orders_static, budget)
+    return out._replace(sigma=2.0 * out.sigma)
+  q, steps = raise_subnormal(q), raise_subnormal(steps)  # XLA would read them as 0
+  valid = budget.valid(target, given) & (q >= 0) & (q <= 1) & (steps >= 0)
+  floor, floor_order = c._floor_value(budget, given, all_orders)
+  reachable = floor <= target * (1.0 - SAFETY)
+  trivial = valid & ((q == 0) | (steps == 0))
+  active = valid & ~trivial & reachable
+  q_s = jnp.where(active, q, 0.5)
+  t_s = jnp.where(active, steps, 1.0)
+  g_s = jnp.where(active, given, 0.5)
+  count = count_f64(sampling, q_s, t_s)
+  rho = c._guess_rho(budget, target, given)
+  sigma0 = jnp.clip(jnp.sqrt(count * _rho_per_unit(sampling, relation, q_s) / rho), 0.3, 1e5)
+  ev = _scheme_evaluator(
+    budget,
+    lambda s: scheme_rdp_f64(sampling, relation, q_s, s, t_s, all_orders, orders_static),
+    g_s,
+    all_orders,
+    False,
+    c._SIGMA_DOMAIN,
+    sigma0,
+  )
+  known = Known(trivial & reachable, jnp.zeros_like(q), floor, floor_order)
+  return c.NoiseCalibration(*calibrate(ev, budget, target, given, active, known))
+
+
+def _rate_impl(target, given, sigma, steps, all_orders, orders_static, budget, sampling, relation):
+  c = _parts()
+  if sampling == "poisson":  # replace-one: the SGM at sigma / 2
+    half = effective_sigma(sigma, relation)
+    return c._rate_impl(target, given, half, steps, all_orders, orders_static, budget)
+  steps = raise_subnormal(steps)  # XLA would read a subnormal as 0
+  valid = budget.valid(target, given) & (sigma >= 0) & (steps >= 0)
+  floor, floor_order = c._floor_value(budget, given, all_orders)
+  reachable = floor <= target * (1.0 - SAFETY)
+  no_steps = valid & (steps == 0)
+  # sigma = 0 with q > 0 and T > 0 reveals the data: infinite RDP at every order.
+  active = valid & ~no_steps & reachable & (sigma > 0)
+  s_s = jnp.where(active, sigma, 1.0)
+  t_s = jnp.where(active, steps, 1.0)
+  g_s = jnp.where(active, given, 0.5)
+  q0 = None
+  if sampling == "fixed":  # the shuffle curve is a staircase in q: the default start
+    s_eff = effective_sigma(s_s, relation)
+    q0 = jnp.clip(s_eff * jnp.sqrt(c._guess_rho(budget, target, given) / t_s), 1e-8, 1.0)
+  ev = _scheme_evaluator(
+    budget,
+    lambda q: scheme_rdp_f64(sampling, relation, q, s_s, t_s, all_orders, orders_static),
+    g_s,
+    all_orders,
+    True,
+    c._Q_DOMAIN,
+    q0,
+  )
+  known = Known(no_steps & reachable, jnp.ones_like(sigma), floor, floor_order)
+  return c.SamplingRateCalibration(*calibrate(ev, budget, target, given, active, known))
+
+
+def _steps_impl(target, given, q, sigma, all_orders, orders_static, budget, sampling, relation):
+  c = _parts()
+  if sampling == "poisson":  # replace-one: the SGM at sigma / 2
+    half = effective_sigma(sigma, relation)
+    return c._steps_impl(target, given, q, half, all_orders, orders_static, budget)
+  q = raise_subnormal(q)  # XLA would read a subnormal as 0
+  valid = budget.valid(target, given) & (q >= 0) & (q <= 1) & (sigma >= 0)
+  q_s = jnp.where(valid, q, 0.5)
+  s_s = jnp.where(valid, sigma, 1.0)
+  g_s = jnp.where(valid, given, 0.5)
+  # One curve per cell (per step, or per epoch for shuffling), composed count(T) times.
+  rdp1 = per_step_rdp_f64(sampling, relation, q_s, s_s, all_orders, orders_static)
+  floor, floor_order = c._floor_value(budget, g_s, all_orders)
+  reachable = floor <= target * (1.0 - SAFETY)
+  # Zero RDP (q = 0 or sigma = inf): any number of steps fits.
+  unlimited = valid & reachable & (jnp.all(rdp1 == 0, axis=-1) | (q_s == 0))
+
+  def value(t, live):
+    del live
+    n = count_f64(sampling, q_s, t)[..., None]
+    total = jnp.where(n == 0, 0.0, n * rdp1)
+    return c._rdp_value(budget, total, all_orders, g_s)
+
+  ev = Evaluator(value, True, c._STEPS_DOMAIN)
+  known = Known(unlimited, jnp.full_like(q, jnp.inf), floor, floor_order)
+  return c.StepsCalibration(*calibrate(ev, budget, target, given, valid & reachable, known))
+
+
+_STATIC = ("orders_static", "budget", "sampling", "relation")
+
+#: The jitted calibrations by kind, called as ``_calibration._call`` calls the SGM's,
+#: plus the keywords ``sampling`` and ``relation`` (resolved, not the default pair).
+JITS = {
+  "noise": jax.jit(_noise_impl, static_argnames=_STATIC),
+  "rate": jax.jit(_rate_impl, static_argnames=_STATIC),
+  "steps": jax.jit(_steps_impl, static_argnames=_STATIC),
+}

@@ -1,0 +1,128 @@
+"""Events of the batching schemes other than Poisson: fixed-size and shuffled batches.
+
+Both carry the neighbouring relation explicitly, as static pytree metadata (a
+string, never traced), and their inner :class:`~jaxrdp.events.Gaussian` holds the
+**DP-SGD noise multiplier** sigma (noise std sigma * C for a sum of per-example
+terms clipped to norm C); the RDP rule applies the relation's sensitivity itself
+(C under add/remove, 2C under replace-one:
+:func:`jaxrdp.mechanisms.effective_noise_multiplier`).
+
+* :class:`FixedSizeSampled`: one step on a batch of B distinct examples drawn
+  uniformly without replacement, gamma = B / n. Replace-one only (Wang, Balle,
+  Kasiviswanathan 2019, arXiv:1808.00087, Thm 27); no add/remove bound for
+  fixed-size batches is implemented, and asking for one raises ValueError.
+* :class:`ShuffledEpochs`: ``epochs`` passes of shuffled batches (each example in
+  exactly one batch per pass). No amplification by sampling: each started epoch
+  is one Gaussian mechanism per example, RDP ``ceil(epochs) * alpha / (2 s^2)``
+  with s the effective multiplier (the statement TensorFlow Privacy's
+  ``compute_dp_sgd_privacy_statement`` prints for shuffling).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import jax
+from jax.typing import ArrayLike
+
+from ..mechanisms._sampled_without_replacement import RELATIONS
+from ._events import Event, Gaussian
+
+__all__ = ["FixedSizeSampled", "ShuffledEpochs", "check_relation", "FIXED_ADD_REMOVE_ERROR"]
+
+#: Why ``relation="add_remove"`` is refused for fixed-size batches.
+FIXED_ADD_REMOVE_ERROR = (
+  "relation='add_remove' is not supported for fixed-size batches (sampling='fixed'): "
+  "the bound for sampling without replacement (Wang, Balle, Kasiviswanathan 2019, "
+  "arXiv:1808.00087, Thm 27) holds under replace-one, and no published add/remove "
+  "bound for fixed-size batches is implemented; use relation='replace_one', or Poisson "
+  "sampling for an add/remove guarantee"
+)
+
+
+def check_relation(relation, *, allowed=RELATIONS) -> str:
+  """Returns ``relation`` if it is one of ``allowed``, else raises ValueError naming it."""
+  if not isinstance(relation, str) or relation not in allowed:
+    raise ValueError(f"relation must be one of {tuple(allowed)}, got {relation!r}")
+  return relation
+
+
+def _event_with_relation(*, ranges, children):
+  """Like ``event_type``, plus a static ``relation`` field (pytree metadata)."""
+
+  def wrap(cls):
+    cls = dataclasses.dataclass(frozen=True, eq=False)(cls)
+    cls._ranges = dict(ranges)
+    cls._children = tuple(children)
+    names = [f.name for f in dataclasses.fields(cls) if f.name != "relation"]
+    return jax.tree_util.register_dataclass(cls, data_fields=names, meta_fields=["relation"])
+
+  return wrap
+
+
+def _check_inner(name, inner):
+  if not isinstance(inner, Gaussian):
+    raise TypeError(f"{name}.inner must be a Gaussian event, got {type(inner).__name__}")
+
+
+@_event_with_relation(ranges={"gamma": dict(lower=0.0, upper=1.0)}, children=("inner",))
+class FixedSizeSampled(Event):
+  """``inner`` on a fixed-size batch drawn uniformly without replacement.
+
+  One DP-SGD step on B of the n examples (``gamma = B / n``); ``inner.sigma`` is
+  the DP-SGD noise multiplier. RDP: WBK19 Thm 27
+  (:func:`jaxrdp.mechanisms.sampled_without_replacement_gaussian_rdp`) at the
+  relation's effective multiplier, sigma / 2 under replace-one.
+
+  Attributes:
+    gamma: sampling ratio B / n in [0, 1].
+    inner: a :class:`~jaxrdp.events.Gaussian` with the DP-SGD noise multiplier.
+    relation: ``"replace_one"`` (the default and the only relation accepted;
+      ``"add_remove"`` raises ValueError, see :data:`FIXED_ADD_REMOVE_ERROR`).
+
+  Examples:
+    >>> import jaxrdp
+    >>> from jaxrdp.events import FixedSizeSampled, Gaussian, SelfComposed
+    >>> ev = SelfComposed(FixedSizeSampled(256 / 60000, Gaussian(1.1)), 14063)
+    >>> round(float(jaxrdp.epsilon_from_event(ev, 1e-5).epsilon), 1)
+    24.1
+  """
+
+  gamma: ArrayLike
+  inner: Event
+  relation: str = "replace_one"
+
+  def __post_init__(self):
+    check_relation(self.relation)
+    if self.relation == "add_remove":
+      raise ValueError(FIXED_ADD_REMOVE_ERROR)
+    _check_inner("FixedSizeSampled", self.inner)
+
+
+@_event_with_relation(ranges={"epochs": dict(lower=0.0)}, children=("inner",))
+class ShuffledEpochs(Event):
+  """``epochs`` passes of shuffled batches, each example used once per pass.
+
+  No amplification: every started epoch is one Gaussian mechanism per example,
+  so the RDP is ``ceil(epochs) * alpha / (2 s^2)``, s the relation's effective
+  multiplier of ``inner.sigma`` (the DP-SGD noise multiplier).
+
+  Attributes:
+    epochs: number of epochs >= 0; a partial epoch counts as a whole one.
+    inner: a :class:`~jaxrdp.events.Gaussian` with the DP-SGD noise multiplier.
+    relation: ``"add_remove"`` (default) or ``"replace_one"``.
+
+  Examples:
+    >>> import jaxrdp
+    >>> from jaxrdp.events import Gaussian, ShuffledEpochs
+    >>> round(float(jaxrdp.epsilon_from_event(ShuffledEpochs(60, Gaussian(1.1)), 1e-5).epsilon), 1)
+    57.0
+  """
+
+  epochs: ArrayLike
+  inner: Event
+  relation: str = "add_remove"
+
+  def __post_init__(self):
+    check_relation(self.relation)
+    _check_inner("ShuffledEpochs", self.inner)

@@ -1,0 +1,271 @@
+"""The DP-SGD step on sampler batches: O(capacity) per step, one accountant per scheme.
+
+:func:`jaxrdp.train.make_dpsgd_step` with ``sampler=`` builds this step. The
+sampler (:class:`~jaxrdp.train.PoissonSampler`, :class:`~jaxrdp.train.FixedSizeSampler`
+or :class:`~jaxrdp.train.ShuffleSampler`) runs on the host; the step receives the
+gathered batch of its ``capacity`` examples and the validity mask::
+
+    step = jax.jit(make_dpsgd_step(loss, opt, sampler=s, clip_norm=1.0, sigma=1.0,
+                                   delta=1e-5))
+    state = dpsgd_init(params, opt, key, sampler=s)
+    while ...:
+        batch, mask = next_batch(s, data, state)    # host: numpy gather of B_max rows
+        state, info = step(state, batch, mask)
+
+A dataset kept on the device works the same way with the gather inside jit::
+
+    step_dev = jax.jit(lambda st, idx, m: step(st, gather_batch(data_dev, idx), m))
+    idx, mask = s.sample(int(state.step)); state, info = step_dev(state, idx, mask)
+
+What the accountant composes (sigma is the DP-SGD noise multiplier, the relation's
+sensitivity is applied here, as in ``jaxrdp.dpsgd_epsilon(sampling=, relation=)``):
+
+* Poisson: the Sampled Gaussian Mechanism at rate q every step (add/remove by
+  default). Truncation at the capacity is *not* in the in-jit epsilon: the run's
+  guarantee adds ``truncated_poisson_delta(sampler.truncation_delta(T), eps)`` to
+  delta, or, equivalently, report ``jaxrdp.dpsgd_epsilon(q, sigma, T, delta,
+  capacity=, dataset_size=)``. With :func:`~jaxrdp.train.default_capacity` the term
+  is at most 1e-3 delta.
+* Fixed-size: WBK19 Thm 27 at gamma = B / n, replace-one (sigma / 2), every step.
+* Shuffled: one Gaussian mechanism per example per epoch, composed at the first
+  step of each epoch (t mod steps_per_epoch == 0), so after T steps the
+  accountant holds ceil(T / steps_per_epoch) epochs.
+
+Checkpoints: the samplers are counter-based (the batch of step t is a function
+of their seed and t), so the state carries the sampler's configuration and seed
+(:class:`SamplerState`, ``state.sampler``) and the counter is ``state.step``;
+:func:`sampler_from_state` rebuilds the sampler from a loaded checkpoint, and a
+resumed run draws the batches the uninterrupted one would.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from .._core.precision import x64_context
+from .._core.validation import StaticArray, check_range
+from ..rdp._accountant import RdpAccountant
+from ..rdp._sampling import check_orders_for, per_step_rdp_f64, resolve_scheme
+from ._dp_gradient import dp_gradient, gather_batch
+from ._samplers import FixedSizeSampler, PoissonSampler, ShuffleSampler
+
+__all__ = [
+  "SamplerState",
+  "sampler_state",
+  "sampler_from_state",
+  "next_batch",
+  "make_sampled_step",
+  "scheme_of",
+]
+
+_KINDS = {PoissonSampler: 0, FixedSizeSampler: 1, ShuffleSampler: 2}
+_SCHEMES = {0: "poisson", 1: "fixed", 2: "shuffle"}
+
+
+class SamplerState(NamedTuple):
+  """A sampler's configuration and seed, as arrays (saved in checkpoints).
+
+  Attributes:
+    kind: int32, 0 Poisson, 1 fixed-size, 2 shuffled.
+    n: int32 dataset size.
+    size: int32 capacity (Poisson) or batch size.
+    q: float64 Poisson rate (B / n for the others).
+    seed: int64 seed.
+  """
+
+  kind: jax.Array
+  n: jax.Array
+  size: jax.Array
+  q: jax.Array
+  seed: jax.Array
+
+
+def scheme_of(sampler) -> str:
+  """``"poisson"``, ``"fixed"`` or ``"shuffle"`` for a sampler of :mod:`jaxrdp.train`."""
+  kind = _KINDS.get(type(sampler))
+  if kind is None:
+    raise ValueError(
+      "sampler must be a PoissonSampler, FixedSizeSampler or ShuffleSampler, got "
+      f"{type(sampler).__name__}"
+    )
+  return _SCHEMES[kind]
+
+
+def _rate(sampler) -> float:
+  return sampler.q if isinstance(sampler, PoissonSampler) else sampler.batch_size / sampler.n
+
+
+def sampler_state(sampler) -> SamplerState:
+  """The :class:`SamplerState` of ``sampler``."""
+  kind = _KINDS[type(sampler)] if type(sampler) in _KINDS else scheme_of(sampler)
+  with x64_context():
+    return SamplerState(
+      kind=jnp.asarray(kind, jnp.int32),
+      n=jnp.asarray(sampler.n, jnp.int32),
+      size=jnp.asarray(sampler.capacity, jnp.int32),
+      q=jnp.asarray(_rate(sampler), jnp.float64),
+      seed=jnp.asarray(sampler.seed, jnp.int64),
+    )
+
+
+def sampler_from_state(state: SamplerState):
+  """The sampler described by ``state`` (e.g. ``loaded.sampler`` after a checkpoint).
+
+  Examples:
+    >>> from jaxrdp.train import PoissonSampler
+    >>> s = PoissonSampler(n=1000, q=0.05, capacity=80, seed=3)
+    >>> sampler_from_state(sampler_state(s)) == s
+    True
+  """
+  kind, n, size, seed = (int(np.asarray(x)) for x in (state.kind, state.n, state.size, state.seed))
+  if kind == 0:
+    return PoissonSampler(n=n, q=float(np.asarray(state.q)), capacity=size, seed=seed)
+  if kind == 1:
+    return FixedSizeSampler(n=n, batch_size=size, seed=seed)
+  if kind == 2:
+    return ShuffleSampler(n=n, batch_size=size, seed=seed)
+  raise ValueError(f"unknown sampler kind {kind}")
+
+
+def next_batch(sampler, data, state) -> tuple[Any, np.ndarray]:
+  """``(batch, mask)`` of the step ``state.step`` (host): the gathered examples and mask."""
+  idx, mask = sampler.sample(int(np.asarray(state.step)))
+  return gather_batch(data, idx), mask
+
+
+@functools.partial(jax.jit, static_argnames=("scheme", "relation", "orders_static"))
+def _curve_jit(q, sigma, orders, *, scheme, relation, orders_static):
+  # Jitted: eagerly, the SGM kernel would dispatch op by op (seconds).
+  with x64_context():
+    return per_step_rdp_f64(scheme, relation, q, sigma, orders, orders_static)
+
+
+def _step_curve(scheme, relation, q, sigma, orders_a) -> jax.Array:
+  """The per-step (per-epoch for shuffling) RDP curve, computed once, in float64.
+
+  As ``jaxrdp.train._step._sgm_curve``: the call is made with float64 enabled,
+  whatever the caller's x64 setting (a jitted call with x64 off would take its
+  arguments and give its result in float32, rounded to nearest), and the curve
+  stays a float64 array."""
+  with x64_context():
+    return _curve_jit(
+      jnp.asarray(q, jnp.float64),
+      jnp.asarray(sigma, jnp.float64),
+      jnp.asarray(orders_a, jnp.float64),
+      scheme=scheme,
+      relation=relation,
+      orders_static=StaticArray(np.asarray(orders_a, np.float64)),
+    )
+
+
+def make_sampled_step(
+  loss_fn,
+  optimizer,
+  *,
+  sampler,
+  relation,
+  clip_norm,
+  sigma,
+  delta,
+  target_epsilon,
+  orders,
+  guard,
+  apply_updates,
+  step_info,
+) -> Callable:
+  """The step of :func:`jaxrdp.train.make_dpsgd_step` with ``sampler=`` (module doc)."""
+  scheme = scheme_of(sampler)
+  scheme, relation = resolve_scheme(scheme, relation)
+  if callable(sigma):
+    raise ValueError(
+      "sigma must be a constant with a sampler (schedules need q and "
+      "sigma per step; use the full-mask step for those)"
+    )
+  check_range("sigma", sigma, lower=0.0)
+  q = _rate(sampler)
+  orders_t = RdpAccountant(orders).orders
+  orders_a = np.asarray(orders_t, dtype=np.float64)
+  check_orders_for(scheme, orders_a)
+  curve = _step_curve(scheme, relation, q, sigma, orders_a)
+  spe = sampler.steps_per_epoch if scheme == "shuffle" else 1
+  capacity = sampler.capacity
+  norm = sampler.expected_batch_size
+  with x64_context():
+    q64 = jnp.asarray(q, jnp.float64)
+    s64 = jnp.asarray(sigma, jnp.float64)
+
+  def step(state, batch, mask):
+    if state.accountant.orders != orders_t:
+      raise ValueError(
+        f"the state's accountant has {len(state.accountant.orders)} orders, other than "
+        f"the {len(orders_t)} orders this step was built with"
+      )
+    lead = jax.tree.leaves(batch)[0].shape[0]
+    if lead != capacity or jnp.shape(mask) != (capacity,):
+      raise ValueError(
+        f"batch and mask must have the sampler's capacity {capacity} "
+        f"as leading axis, got {lead} and {jnp.shape(mask)}"
+      )
+    # Shuffling charges one Gaussian mechanism per example at each epoch's start.
+    count = 1 if spe == 1 else jnp.where(state.step % spe == 0, 1, 0)
+    g = guard(state.accountant, curve, q64, s64, delta, target_epsilon, True, count)
+
+    def apply(s):
+      key, k_noise = jax.random.split(s.key)
+      grads = dp_gradient(
+        loss_fn,
+        s.params,
+        batch,
+        mask,
+        k_noise,
+        clip_norm=clip_norm,
+        noise_multiplier=sigma,
+        expected_batch_size=norm,
+      )
+      updates, opt_state = optimizer.update(grads, s.opt_state, s.params)
+      return s._replace(
+        params=apply_updates(s.params, updates), opt_state=opt_state, key=key, step=s.step + 1
+      )
+
+    new_state = lax.cond(g.allowed, apply, lambda s: s, state)
+    new_state = new_state._replace(accountant=g.accountant)
+    return new_state, step_info(g.allowed, g.epsilon, g.order, q64, s64)
+
+  return step
+
+
+def epsilon_with_truncation(accountant, sampler, steps, delta):
+  """epsilon of a run with a truncating :class:`~jaxrdp.train.PoissonSampler`, from its accountant.
+
+  The accountant (``state.accountant``) holds the untruncated Poisson RDP of
+  the ``steps`` applied steps; this returns the epsilon at which the truncated
+  run is (epsilon, ``delta``)-DP *including* the truncation term
+  (``jaxrdp.dpsgd_epsilon(..., capacity=, dataset_size=)``, here read from the
+  accountant instead of recomputing the SGM curve).
+
+  Returns:
+    ``EpsilonResult``.
+
+  Raises:
+    ValueError: if ``sampler`` is not a PoissonSampler, or the truncation term
+      alone uses up ``delta``.
+  """
+  from ..rdp._sampling import truncated_poisson_epsilon
+
+  if not isinstance(sampler, PoissonSampler):
+    raise ValueError(f"sampler must be a PoissonSampler, got {type(sampler).__name__}")
+  acct = RdpAccountant(np.asarray(accountant.orders, np.float64))
+  return truncated_poisson_epsilon(
+    lambda d: acct.get_epsilon(accountant, d),
+    sampler.q,
+    int(steps),
+    delta,
+    capacity=sampler.capacity,
+    dataset_size=sampler.n,
+  )
