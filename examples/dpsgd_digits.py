@@ -48,7 +48,7 @@ from sklearn.model_selection import train_test_split
 
 import jaxrdp
 
-# Operating point (see docs/readme_issue4.md for the numbers it reaches).
+# Operating point (docs/howto/train.md shows the accuracy and epsilon it reaches).
 DEFAULTS = dict(
   q=0.09,  # expected batch ~129 of 1,437 training examples
   sigma=1.5,
