@@ -109,33 +109,6 @@ def test_no_recompilation_for_same_shapes():
   assert f._cache_size() == 1
 
 
-def test_calls_of_different_shapes_share_one_program(monkeypatch):
-  # Concrete calls are padded to a few fixed lengths (16 up to 16 elements), so a
-  # scalar, an integer (3,) and a (2, 2) query compile one program between them;
-  # each padded result equals its own scalar query.
-  from jaxrdp._core import stored_programs
-  from jaxrdp.rdp._dpsgd import _dpsgd_epsilon_jit
-
-  monkeypatch.setattr(stored_programs, "program_dir", lambda: None)  # count the jit's programs
-
-  orders = np.array([2.0, 3.5, 8.0, 32.0])  # orders of their own: a program apart
-  before = _dpsgd_epsilon_jit._cache_size()
-  one = jaxrdp.dpsgd_epsilon(0.01, 1.0, 1000, 1e-5, orders)
-  three = jaxrdp.dpsgd_epsilon(0.01, [0.8, 1.0, 3.0], np.array([10, 1000, 5]), 1e-5, orders)
-  square = jaxrdp.dpsgd_epsilon([[0.01], [0.2]], [0.8, 1.0], 1000, [1e-5, 1e-6], orders)
-  assert _dpsgd_epsilon_jit._cache_size() == before + 1
-  assert one.epsilon.shape == () and three.epsilon.shape == (3,) and square.epsilon.shape == (2, 2)
-  assert three.epsilon.dtype == np.float64
-  np.testing.assert_array_equal(three.epsilon[1], one.epsilon)
-  for (i, j), q, s, d in [((0, 0), 0.01, 0.8, 1e-5), ((1, 1), 0.2, 1.0, 1e-6)]:
-    acc = dp_accounting.rdp.RdpAccountant(orders=list(orders))  # the same orders
-    acc.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(s)), 1000)
-    assert square.epsilon[i, j] <= acc.get_epsilon(d) * (1 + 1e-12)
-    direct = jaxrdp.rdp_to_epsilon(1000 * jaxrdp.mechanisms.sgm_rdp(q, s, orders), orders, d)
-    np.testing.assert_allclose(square.epsilon[i, j], direct.epsilon, rtol=1e-13)
-    assert square.order[i, j] == direct.order
-
-
 @pytest.mark.parametrize("orders", [np.linspace(1.05, 40, 256), np.linspace(1.5, 20, 4000)])
 def test_dense_order_grid_is_still_the_exact_minimum(orders):
   # Closely spaced orders can leave many in contention: the search runs until none

@@ -357,9 +357,9 @@ def test_sgm_rdp_no_recompilation_on_new_values():
 def test_one_program_per_public_call(stored, tmp_path, monkeypatch):
   """A fresh input shape costs exactly one new compiled program (no op-by-op dispatch).
 
-  Concrete calls are padded to a few fixed lengths; 90 elements pad to 96, a
-  length no other test of this file uses. With stored programs (a persistent
-  cache directory), the one program is the stored one, run instead of the jit.
+  The shape (2, 5, 9) is one no other test of this file uses. With stored
+  programs (a persistent cache directory), the one program is the stored one,
+  run instead of the jit.
   """
   from jaxrdp._core import stored_programs
 

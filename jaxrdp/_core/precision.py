@@ -200,6 +200,9 @@ def elementwise_float64(
   different shapes share compiled programs. Only for kernels whose outputs are
   elementwise in every diff argument, with no per-shape static configuration.
   ``bucket="float64"`` also casts the arguments to float64 before padding.
+  (Not enabled in the public entry points yet: the order search's compiled
+  program returns inf for some batches of two or more rows that it gets right
+  one row at a time, and padding would send every scalar query there.)
 
   ``tangent_trailing``: for kernels whose outputs carry trailing axes that some
   diff arguments lack (an RDP curve over orders from scalar mechanism fields),

@@ -103,7 +103,6 @@ def _one_shot(kernel, value, event, orders_static, method):
       value, jax.tree.unflatten(treedef, leaves), orders_static=orders_static, method=method
     ),
     (value, *leaves),
-    bucket=True,
   )
 
 

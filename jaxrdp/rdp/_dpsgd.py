@@ -274,7 +274,6 @@ def dpsgd_epsilon(
     ),
     (q, sigma, steps, delta),
     (orders,),
-    bucket="float64",
   )
 
 
@@ -324,5 +323,4 @@ def dpsgd_delta(
     ),
     (q, sigma, steps, epsilon),
     (orders,),
-    bucket="float64",
   )
