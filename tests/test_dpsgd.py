@@ -109,6 +109,22 @@ def test_no_recompilation_for_same_shapes():
   assert f._cache_size() == 1
 
 
+def test_batched_search_equals_one_row_at_a_time():
+  # The compiled search once returned inf (order 0) for this batch of two rows, which
+  # it got right one row at a time: its argmin compared the epsilons with their
+  # minimum computed in another fusion, with different rounding.
+  orders = np.array([2.0, 3.0, 4.0, 8.0, 16.0, 32.0])
+  one = jaxrdp.dpsgd_epsilon(0.05, 1.0, 300, 1e-5, orders)
+  two = jaxrdp.dpsgd_epsilon([0.05, 0.05], 1.0, 300, 1e-5, orders)
+  acc = dp_accounting.rdp.RdpAccountant(orders=list(orders))
+  acc.compose(dp_accounting.PoissonSampledDpEvent(0.05, dp_accounting.GaussianDpEvent(1.0)), 300)
+  ref = acc.get_epsilon(1e-5)  # an upper bound on the same orders
+  for eps, order in zip(np.asarray(two.epsilon), np.asarray(two.order)):
+    assert np.isfinite(eps) and order == 4.0
+    assert eps == pytest.approx(float(one.epsilon), rel=1e-14)
+    assert eps <= ref * (1 + 1e-12) and eps >= 0.99 * ref
+
+
 @pytest.mark.parametrize("orders", [np.linspace(1.05, 40, 256), np.linspace(1.5, 20, 4000)])
 def test_dense_order_grid_is_still_the_exact_minimum(orders):
   # Closely spaced orders can leave many in contention: the search runs until none

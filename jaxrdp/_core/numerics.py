@@ -85,10 +85,23 @@ def argmin_last(v):
   The first maximum is ``argmin_last(-v)`` (negation is exact, so the same
   elements tie).
   """
-  n = v.shape[-1]
-  idx = jnp.arange(n, dtype=jnp.int32)
-  hit = v == jnp.min(v, axis=-1, keepdims=True)
-  return jnp.min(jnp.where(hit, idx, jnp.int32(n)), axis=-1) % jnp.int32(n)
+  # One variadic reduction carries (value, index) pairs, so the minimum and its
+  # index come from the same values. Comparing v with its separately reduced
+  # minimum is fragile: XLA:CPU may compute v twice, once per fusion, with
+  # different rounding, and then no element equals the minimum (seen in the order
+  # search: every row got index 0).
+  v = jax.lax.stop_gradient(v)  # the index has no derivative
+  axis = v.ndim - 1
+  idx = jax.lax.broadcasted_iota(jnp.int32, v.shape, axis)
+
+  def first_min(a, b):
+    (av, ai), (bv, bi) = a, b
+    take_b = (bv < av) | ((bv == av) & (bi < ai))
+    return jnp.where(take_b, bv, av), jnp.where(take_b, bi, ai)
+
+  init = (jnp.asarray(jnp.inf, v.dtype), jnp.asarray(v.shape[-1], jnp.int32))
+  _, j = jax.lax.reduce((v, idx), init, first_min, (axis,))
+  return jnp.where(jnp.any(jnp.isnan(v), axis=-1), 0, j % jnp.int32(v.shape[-1]))
 
 
 # Stirling correction delta(x) = lgamma(x) - [(x - 1/2) log x - x + log(2 pi)/2]

@@ -70,7 +70,7 @@ def _key(name: str, args, static: dict) -> str:
     jaxlib.__version__,
     jax.default_backend(),
     _source_digest(),
-    *(f"{np.shape(a)}:{np.result_type(a)}" for a in args),
+    *(f"{np.shape(a)}:{np.dtype(a.dtype)}" for a in args),
     *(f"{k}={_static_part(v)}" for k, v in sorted(static.items())),
   ]
   return hashlib.sha256("\n".join(parts).encode()).hexdigest()
@@ -83,7 +83,7 @@ def _load_or_export(path: pathlib.Path, name: str, fn, args, static: dict):
     return export.deserialize(bytearray(path.read_bytes()))
   except Exception:  # absent or unreadable: trace it anew below
     pass
-  specs = [jax.ShapeDtypeStruct(np.shape(a), np.result_type(a)) for a in args]
+  specs = [jax.ShapeDtypeStruct(np.shape(a), a.dtype) for a in args]
 
   def program(*a):
     return tuple(fn(*a, **static))
@@ -121,6 +121,8 @@ def call_stored(name: str, fn, result_type, args, static: dict):
     import flatbuffers  # noqa: F401  (jax.export's serialization needs it)
   except ImportError:
     return fn(*args, **static)
+  # Arrays (a Python number as a NumPy scalar), so that every argument has a dtype.
+  args = tuple(a if isinstance(a, jax.Array) else np.asarray(a) for a in args)
   path = where / (_key(name, args, static) + ".exported")
   run = _LOADED.get(path)
   if run is None:
