@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
@@ -143,71 +142,8 @@ def _as_array(x):
   return x
 
 
-def bucket_size(size: int) -> int:
-  """The padded length of a flat batch of ``size`` elements (``size >= 1``).
-
-  16 up to 16 elements (a scalar query costs the same compile, and little more
-  run time, at 16 as at 1), powers of two up to 64, then multiples of an eighth
-  of the next power of two: at most 12.5% padding above 64 elements, and at
-  most eight compiled programs per octave of batch sizes.
-  """
-  if size <= 64:
-    return max(16, 1 << (size - 1).bit_length())
-  step = (1 << (size - 1).bit_length()) // 8
-  return -(-size // step) * step
-
-
-def _bucketed(run, diff_args, const_args, to_float64: bool):
-  """``run`` on the broadcast ``diff_args`` flattened and padded to :func:`bucket_size`.
-
-  The padding repeats the last element (a valid input), and the outputs are cut
-  back and reshaped. An elementwise kernel thus compiles once per bucket, not
-  once per input shape: a scalar, a (3,) and a (2, 2) call share one program.
-  ``to_float64``: the arguments are also cast to float64 (for kernels that cast
-  them anyway), so that an integer ``steps`` does not compile a program apart.
-  """
-  shape = np.broadcast_shapes(*(np.shape(x) for x in diff_args))
-  size = math.prod(shape)
-  if size == 0:
-    return run(*diff_args, *const_args)
-  pad = bucket_size(size) - size
-
-  # Padding and cutting run in NumPy on the host (concrete arrays are read back):
-  # jnp would compile a small program per new shape for each of these steps.
-  def flat(x):
-    x = np.ravel(np.broadcast_to(np.asarray(x), shape))
-    if to_float64:
-      x = x.astype(np.float64)
-    return np.pad(x, (0, pad), mode="edge") if pad else x
-
-  out = run(*[flat(x) for x in diff_args], *const_args)
-
-  def cut(leaf):
-    host = np.asarray(leaf)[:size]
-    return jax.device_put(host.reshape(shape + host.shape[1:]))
-
-  with x64_context():  # a float64 result must not be converted to float32
-    return jax.tree_util.tree_map(cut, out)
-
-
-def elementwise_float64(
-  kernel, diff_args, const_args=(), *, bucket: bool | str = False, tangent_trailing=None
-):
+def elementwise_float64(kernel, diff_args, const_args=(), *, tangent_trailing=None):
   """``kernel(*diff_args, *const_args)`` in float64, finalized as by Float64Scope.
-
-  ``bucket``: concrete calls run the kernel on the broadcast arguments flattened
-  and padded to a few fixed lengths (see :func:`_bucketed`), so that calls of
-  different shapes share compiled programs. Only for kernels whose outputs are
-  elementwise in every diff argument, with no per-shape static configuration.
-  ``bucket="float64"`` also casts the arguments to float64 before padding.
-  (Not enabled in the public entry points yet: the order search's compiled
-  program returns inf for some batches of two or more rows that it gets right
-  one row at a time, and padding would send every scalar query there.)
-
-  ``tangent_trailing``: for kernels whose outputs carry trailing axes that some
-  diff arguments lack (an RDP curve over orders from scalar mechanism fields),
-  the number of trailing axes to append to each diff argument's tangent, so
-  that it lines up with the output (default: none).
 
   For kernels whose outputs are elementwise (NumPy-broadcast) functions of
   ``diff_args``; ``const_args`` are not differentiated (their derivative is
@@ -225,6 +161,11 @@ def elementwise_float64(
   dtype to be transposed. That is exact for elementwise kernels, costs one
   linearized evaluation per diff argument, and only runs when a derivative is
   actually taken.
+
+  ``tangent_trailing``: for kernels whose outputs carry trailing axes that some
+  diff arguments lack (an RDP curve over orders from scalar mechanism fields),
+  the number of trailing axes to append to each diff argument's tangent, so
+  that it lines up with the output (default: none).
   """
   diff_args, const_args = tuple(_as_array(x) for x in diff_args), tuple(const_args)
   n = len(diff_args)
@@ -236,8 +177,6 @@ def elementwise_float64(
     return scope.finalize(out)
 
   traced = any(isinstance(x, jax.core.Tracer) for x in diff_args + const_args)
-  if bucket and not traced:
-    return _bucketed(run, diff_args, const_args, to_float64=bucket == "float64")
   if bool(jax.config.jax_enable_x64) or not traced:
     return run(*diff_args, *const_args)
 
