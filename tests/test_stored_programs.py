@@ -1,9 +1,9 @@
-"""Programs stored beside JAX's persistent cache (jaxrdp._core.stored_programs).
+"""Executables stored beside JAX's persistent cache (jaxrdp._core.stored_programs).
 
-A stored program must give what the direct call gives, be found again by a fresh
-process without tracing, never be reused for other code, shapes or static
-configuration, and never break a call when the file is damaged or cannot be
-written.
+A stored executable must give what the direct call gives, be found again by a
+fresh process without tracing, never be reused for other code, shapes, static
+configuration or devices, and never break a call when the file is damaged or
+cannot be written.
 """
 
 import functools
@@ -18,8 +18,6 @@ import jax.numpy as jnp
 
 from jaxrdp._core import stored_programs as sp
 
-pytest.importorskip("flatbuffers")
-
 
 @functools.partial(jax.jit, static_argnames=("power",))
 def _kernel(x, y, *, power):
@@ -29,7 +27,7 @@ def _kernel(x, y, *, power):
 @pytest.fixture
 def program_dir(tmp_path, monkeypatch):
   monkeypatch.setattr(sp, "program_dir", lambda: tmp_path)
-  monkeypatch.setattr(sp, "_LOADED", {})  # as in a fresh process
+  sp._LOADED.clear()  # as in a fresh process
   return tmp_path
 
 
@@ -51,9 +49,9 @@ def test_stored_program_equals_the_direct_call_and_is_reused(program_dir, monkey
     np.testing.assert_array_equal(got, want)
 
   def no_tracing(*args, **kwargs):
-    raise AssertionError("traced again although a stored program exists")
+    raise AssertionError("compiled again although a stored program exists")
 
-  monkeypatch.setattr(jax.export, "export", no_tracing)
+  monkeypatch.setattr(sp, "_compile_and_store", no_tracing)
   sp._LOADED.clear()  # a fresh process reads the file
   again = _call(2 * x, y)  # same shapes and configuration: loaded, not traced
   for got, want in zip(again, _direct(2 * x, y)):
@@ -78,6 +76,16 @@ def test_key_covers_the_source_code(program_dir, monkeypatch):
   assert sp._key("kernel", (x, y), {"power": 3}) != before
 
 
+def test_key_covers_the_device_and_xla_flags(monkeypatch):
+  x, y = np.ones(4), np.ones(4)
+  before = sp._key("kernel", (x, y), {"power": 3})
+  monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=true")
+  assert sp._key("kernel", (x, y), {"power": 3}) != before
+  monkeypatch.delenv("XLA_FLAGS")
+  monkeypatch.setattr(sp, "_device_part", lambda device: "another machine")
+  assert sp._key("kernel", (x, y), {"power": 3}) != before
+
+
 def test_damaged_or_unwritable_files_fall_back_to_the_direct_call(program_dir):
   x, y = np.linspace(0.1, 2.0, 16), np.linspace(-1.0, 1.0, 16)
   _call(x, y)
@@ -93,6 +101,14 @@ def test_damaged_or_unwritable_files_fall_back_to_the_direct_call(program_dir):
       np.testing.assert_array_equal(_call(x, y)[0], _direct(x, y)[0])
     finally:
       os.chmod(program_dir, 0o700)
+
+
+def test_jax_clear_caches_releases_the_loaded_executables(program_dir):
+  x, y = np.ones(4), np.ones(4)
+  _call(x, y)
+  assert len(sp._LOADED) == 1
+  jax.clear_caches()
+  assert not sp._LOADED
 
 
 def test_no_cache_directory_means_no_stored_program(monkeypatch, tmp_path):

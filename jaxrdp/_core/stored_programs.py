@@ -1,20 +1,27 @@
-"""Traced programs kept on disk, so that a fresh process skips tracing them.
+"""Compiled programs kept on disk, so that a fresh process skips tracing them.
 
-A concrete ``dpsgd_epsilon`` call spends most of a fresh process's time before
-XLA: tracing the order search and lowering it to StableHLO takes several
-seconds, and JAX's persistent compilation cache only saves the compilation
-that follows. Where the user (or the CLI) has turned that cache on, jaxrdp also
-keeps the lowered program itself, serialized with :mod:`jax.export`, beside it
-(``<jax_compilation_cache_dir>/jaxrdp-programs``). A later process loads it,
-and the compiled executable comes from JAX's cache: no tracing, no lowering.
+A concrete ``dpsgd_epsilon`` call spends most of a fresh process's time before it
+computes anything: tracing the order search and lowering it to StableHLO take
+seconds, and JAX's persistent compilation cache only saves the compilation that
+follows (it needs the lowered program to compute its key). Where the user (or
+the CLI) has turned that cache on, jaxrdp also keeps the compiled executable
+itself, serialized with :mod:`jax.experimental.serialize_executable`, beside it
+(``<jax_compilation_cache_dir>/jaxrdp-programs``). A later process loads it and
+runs it: no tracing, no lowering, no cache look-up.
 
-The file name is a digest of everything the program depends on: the entry
+The file name is a digest of everything the executable depends on: the entry
 point, its static configuration, the argument shapes and dtypes, the JAX and
-jaxlib versions, the backend, and the source code of the installed jaxrdp
-package. Editing jaxrdp therefore never reuses a program traced from older
-code. Without a cache directory, or when anything about the stored program
-fails (a damaged file, a read-only directory, no ``flatbuffers``), the call is
-made directly, as it always is inside a trace.
+jaxlib versions, the device it was compiled for (platform, its version, kind,
+topology fingerprint, number of devices), ``XLA_FLAGS``, and the source code of
+the installed jaxrdp package. Editing jaxrdp therefore never reuses a program
+compiled from older code, and a cache directory shared by machines of another
+kind never hands one of them the other's machine code. Without a cache
+directory, or when anything about the stored program fails (a damaged file, a
+read-only directory, an executable that cannot be serialized), the call is made
+directly, as it always is inside a trace.
+
+A stored file is loaded with :mod:`pickle` and holds machine code that is run:
+like JAX's own cache directory, it must be writable by its user only.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ import functools
 import hashlib
 import os
 import pathlib
+import pickle
 import tempfile
 
 import jax
@@ -31,8 +39,38 @@ import numpy as np
 __all__ = ["call_stored", "program_dir"]
 
 _SUBDIR = "jaxrdp-programs"
+_SUFFIX = ".xla"
 _MAX_LOADED = 32
-_LOADED: dict = {}  # path -> jitted call of the loaded program, oldest first
+
+
+class _Loaded(dict):
+  """path -> loaded executable (jax.stages.Compiled), oldest first.
+
+  Each holds its machine code (on a CPU, about a thousand memory mappings), so
+  ``jax.clear_caches()`` empties this too, as it drops JAX's own executables
+  (JAX keeps its caches in a weak-key dictionary: hashed by identity).
+  """
+
+  __hash__ = object.__hash__
+  __eq__ = object.__eq__
+
+  def cache_clear(self):
+    self.clear()
+
+  def cache_info(self):
+    return f"{len(self)} loaded executables"
+
+  def cache_keys(self):
+    return list(self)
+
+
+_LOADED = _Loaded()
+try:
+  from jax._src import util as _jax_util
+
+  _jax_util.register_cache(_LOADED, "jaxrdp stored programs")
+except Exception:  # pragma: no cover (a JAX without it: the cache is only bounded)
+  pass
 
 
 @functools.lru_cache(maxsize=1)
@@ -52,6 +90,30 @@ def program_dir() -> pathlib.Path | None:
   return pathlib.Path(base) / _SUBDIR if base else None
 
 
+def _device():
+  """The device a concrete call runs on (JAX's default device), or None where it
+  is not one device object (then nothing is stored)."""
+  device = jax.config.jax_default_device
+  if device is None:
+    return jax.devices()[0]
+  return device if isinstance(device, jax.Device) else None
+
+
+def _device_part(device) -> str:
+  """The device, as far as a compiled executable depends on it."""
+  from jax._src.lib import xla_client
+
+  try:  # what JAX's own cache key hashes: on a CPU, the host's features too
+    fingerprint = xla_client.get_topology_for_devices([device]).fingerprint()
+  except Exception:
+    fingerprint = None
+  client = device.client
+  return (
+    f"{client.platform}:{client.platform_version}:{device.device_kind}:{device.id}:"
+    f"{len(client.devices())}:{fingerprint}:{os.environ.get('XLA_FLAGS', '')}"
+  )
+
+
 def _static_part(value) -> str:
   array = getattr(value, "array", None)  # StaticArray
   if isinstance(array, np.ndarray):
@@ -61,14 +123,15 @@ def _static_part(value) -> str:
   return repr(value)
 
 
-def _key(name: str, args, static: dict) -> str:
+def _key(name: str, args, static: dict, device=None) -> str:
   import jaxlib
 
+  device = _device() if device is None else device
   parts = [
     name,
     jax.__version__,
     jaxlib.__version__,
-    jax.default_backend(),
+    _device_part(device),
     _source_digest(),
     *(f"{np.shape(a)}:{np.dtype(a.dtype)}" for a in args),
     *(f"{k}={_static_part(v)}" for k, v in sorted(static.items())),
@@ -76,34 +139,43 @@ def _key(name: str, args, static: dict) -> str:
   return hashlib.sha256("\n".join(parts).encode()).hexdigest()
 
 
-def _load_or_export(path: pathlib.Path, name: str, fn, args, static: dict):
-  from jax import export
+def _load(path: pathlib.Path, device):
+  """The executable stored at ``path``, loaded onto ``device``; None if absent or unreadable."""
+  from jax.experimental import serialize_executable
 
   try:
-    return export.deserialize(bytearray(path.read_bytes()))
-  except Exception:  # absent or unreadable: trace it anew below
-    pass
-  specs = [jax.ShapeDtypeStruct(np.shape(a), a.dtype) for a in args]
+    payload, in_tree, out_tree = pickle.loads(path.read_bytes())
+    return serialize_executable.deserialize_and_load(
+      payload, in_tree, out_tree, backend=device.client, execution_devices=[device]
+    )
+  except Exception:  # absent, damaged, or from a JAX that cannot read it: compile anew
+    return None
+
+
+def _compile_and_store(path: pathlib.Path, name: str, fn, args, static: dict):
+  """Traces, compiles and stores the program; returns the compiled executable."""
+  from jax.experimental import serialize_executable
 
   def program(*a):
     return tuple(fn(*a, **static))
 
   program.__name__ = program.__qualname__ = name  # as JAX's logs name it
-  exported = export.export(jax.jit(program))(*specs)
-  data = exported.serialize()
+  specs = [jax.ShapeDtypeStruct(np.shape(a), a.dtype) for a in args]
+  compiled = jax.jit(program).lower(*specs).compile()
   try:
+    data = pickle.dumps(serialize_executable.serialize(compiled))
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, suffix=".tmp")
     with os.fdopen(fd, "wb") as f:
       f.write(data)
     os.replace(tmp, path)  # atomic: a reader sees the old file or the whole new one
-  except OSError:
-    pass  # a read-only cache: the program still runs, it is only not kept
-  return exported
+  except Exception:
+    pass  # a read-only cache, or an executable JAX cannot serialize: it still runs
+  return compiled
 
 
 def call_stored(name: str, fn, result_type, args, static: dict):
-  """``result_type(*fn(*args, **static))``, from a stored program where possible.
+  """``result_type(*fn(*args, **static))``, from a stored executable where possible.
 
   Args:
     name: the entry point's name (part of the key).
@@ -117,24 +189,25 @@ def call_stored(name: str, fn, result_type, args, static: dict):
   where = program_dir()
   if where is None or any(isinstance(a, jax.core.Tracer) for a in args):
     return fn(*args, **static)
-  try:
-    import flatbuffers  # noqa: F401  (jax.export's serialization needs it)
-  except ImportError:
+  device = _device()
+  if device is None:
     return fn(*args, **static)
   # Arrays (a Python number as a NumPy scalar), so that every argument has a dtype.
   args = tuple(a if isinstance(a, jax.Array) else np.asarray(a) for a in args)
-  path = where / (_key(name, args, static) + ".exported")
+  path = where / (_key(name, args, static, device) + _SUFFIX)
   run = _LOADED.get(path)
   if run is None:
-    run = jax.jit(_load_or_export(path, name, fn, args, static).call)
+    run = _load(path, device)
+  if run is None:
+    run = _compile_and_store(path, name, fn, args, static)
   try:
     outputs = run(*args)
-  except Exception:  # a stored file that parsed but does not run: trace anew
+  except Exception:  # a stored file that loaded but does not run: compile anew
     _LOADED.pop(path, None)
     path.unlink(missing_ok=True)
     return fn(*args, **static)
-  # One jitted caller per program and process, so that later calls neither read
-  # the file nor trace again (a few dozen: each holds a compiled executable).
+  # One loaded executable per program and process, so that later calls neither
+  # read the file nor trace again (a few dozen: each holds a compiled executable).
   _LOADED[path] = run
   while len(_LOADED) > _MAX_LOADED:
     _LOADED.pop(next(iter(_LOADED)))
