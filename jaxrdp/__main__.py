@@ -1,5 +1,5 @@
 """`python -m jaxrdp`: the jaxrdp command line (see `jaxrdp.cli`)."""
 
-from jaxrdp.cli import main
+from jaxrdp.cli import run
 
-raise SystemExit(main())
+run()
