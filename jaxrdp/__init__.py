@@ -22,46 +22,53 @@ DP-SGD step, sampling, checkpoints), :mod:`jaxrdp.classical` (classical
 (epsilon, delta) theorems).
 """
 
-from . import accountants as accountants
-from . import classical as classical
-from . import events as events
-from . import mechanisms as mechanisms
-from . import pld as pld
-from . import train as train
-
-# DP-SGD in one call, and the Renyi-DP orders.
-from .rdp._dpsgd import DEFAULT_ORDERS as DEFAULT_ORDERS
-from .rdp._dpsgd import DP_ACCOUNTING_ORDERS as DP_ACCOUNTING_ORDERS
-from .rdp._dpsgd import dpsgd_delta as dpsgd_delta
-from .rdp._dpsgd import dpsgd_epsilon as dpsgd_epsilon
-
-# Conversions from Renyi DP to (epsilon, delta).
-from .rdp._conversions import DeltaResult as DeltaResult
-from .rdp._conversions import EpsilonResult as EpsilonResult
-from .rdp._conversions import rdp_to_delta as rdp_to_delta
-from .rdp._conversions import rdp_to_epsilon as rdp_to_epsilon
-
-# Events and accountants: one event describes a whole grid; an accountant turns it
-# into epsilon or delta.
-from .accountants._api import PrivacyAccountant as PrivacyAccountant
-from .accountants._api import delta_from_event as delta_from_event
-from .accountants._api import epsilon_from_event as epsilon_from_event
-from .rdp._accountant import RdpAccountant as RdpAccountant
-
-# Calibration to a budget.
-from .calibration._calibration import NoiseCalibration as NoiseCalibration
-from .calibration._calibration import SamplingRateCalibration as SamplingRateCalibration
-from .calibration._calibration import StepsCalibration as StepsCalibration
-from .calibration._calibration import calibrate_noise as calibrate_noise
-from .calibration._calibration import calibrate_sampling_rate as calibrate_sampling_rate
-from .calibration._calibration import calibrate_steps as calibrate_steps
-
-# Sweeps.
-from .sweeps import SweepResult as SweepResult
-from .sweeps import plot_sweep as plot_sweep
-from .sweeps import sweep as sweep
-
+from ._core.lazy import exports as _exports
 from ._version import __version__ as __version__
+
+# Every name below is imported on first use (jaxrdp._core.lazy), so that
+# ``import jaxrdp`` (and the ``jaxrdp`` command) load only what is used:
+# each public name -> the module that defines it.
+_NAMES = {
+  # DP-SGD in one call, and the Renyi-DP orders.
+  "DEFAULT_ORDERS": ".rdp._dpsgd",
+  "DP_ACCOUNTING_ORDERS": ".rdp._dpsgd",
+  "dpsgd_delta": ".rdp._dpsgd",
+  "dpsgd_epsilon": ".rdp._dpsgd",
+  # Conversions from Renyi DP to (epsilon, delta).
+  "DeltaResult": ".rdp._conversions",
+  "EpsilonResult": ".rdp._conversions",
+  "rdp_to_delta": ".rdp._conversions",
+  "rdp_to_epsilon": ".rdp._conversions",
+  # Events and accountants: one event describes a whole grid; an accountant turns it
+  # into epsilon or delta.
+  "PrivacyAccountant": ".accountants._api",
+  "delta_from_event": ".accountants._api",
+  "epsilon_from_event": ".accountants._api",
+  "RdpAccountant": ".rdp._accountant",
+  # Calibration to a budget.
+  "NoiseCalibration": ".calibration._calibration",
+  "SamplingRateCalibration": ".calibration._calibration",
+  "StepsCalibration": ".calibration._calibration",
+  "calibrate_noise": ".calibration._calibration",
+  "calibrate_sampling_rate": ".calibration._calibration",
+  "calibrate_steps": ".calibration._calibration",
+  # Sweeps.
+  "SweepResult": ".sweeps",
+  "plot_sweep": ".sweeps",
+  "sweep": ".sweeps",
+}
+# The subpackages, as attributes (as they were when this module imported them all).
+_SUBMODULES = (
+  "accountants",
+  "calibration",
+  "classical",
+  "events",
+  "mechanisms",
+  "pld",
+  "rdp",
+  "sweeps",
+  "train",
+)
 
 __all__ = [
   # DP-SGD in one call
@@ -98,3 +105,5 @@ __all__ = [
   "pld",
   "train",
 ]
+
+__getattr__, __dir__ = _exports(__name__, _NAMES, _SUBMODULES)

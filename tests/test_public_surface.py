@@ -7,7 +7,10 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -28,3 +31,54 @@ def test_no_public_name_refers_to_a_source_document():
   for module, entry in SURFACE.items():
     for name in entry["names"]:
       assert "seed" not in name.lower() and "issue" not in name.lower(), (module, name)
+
+
+_LAZY_SCRIPT = """
+import importlib, json, sys
+import jaxrdp
+loaded = [m for m in HEAVY if m in sys.modules]
+from jaxrdp.train import dpsgd_init  # a from-import resolves through the package
+step = jaxrdp.train.make_dpsgd_step
+missing = [
+  (module, name)
+  for module, names in SURFACE.items()
+  for name in names
+  if not hasattr(importlib.import_module(module), name)
+]
+print(json.dumps({
+  "loaded_by_import": loaded,
+  "missing": missing,
+  "in_dir": sorted({"dpsgd_epsilon", "train", "sweep"} & set(dir(jaxrdp))),
+  "same": jaxrdp.dpsgd_epsilon is importlib.import_module("jaxrdp.rdp._dpsgd").dpsgd_epsilon,
+}))
+"""
+
+
+def test_import_is_lazy_and_every_public_name_resolves():
+  # In a fresh process: `import jaxrdp` loads none of the heavy modules (not even
+  # JAX), and every public name of every public module still resolves, from the
+  # module that defines it.
+  heavy = ["jax", "jaxrdp.rdp._dpsgd", "jaxrdp.pld", "jaxrdp.train._step", "optax", "matplotlib"]
+  surface = {module: entry["names"] for module, entry in SURFACE.items()}
+  script = f"HEAVY = {heavy!r}\nSURFACE = {surface!r}\n" + _LAZY_SCRIPT
+  root = str(pathlib.Path(__file__).resolve().parents[1])
+  env = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+  proc = subprocess.run(
+    [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
+  )
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  got = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert got == {
+    "loaded_by_import": [],
+    "missing": [],
+    "in_dir": ["dpsgd_epsilon", "sweep", "train"],
+    "same": True,
+  }
+
+
+def test_an_unknown_name_is_an_attribute_error():
+  import jaxrdp
+
+  with pytest.raises(AttributeError, match="no_such_name"):
+    jaxrdp.no_such_name  # noqa: B018
+  assert not hasattr(jaxrdp.train, "no_such_name")

@@ -120,8 +120,9 @@ def test_no_cache_directory_means_no_stored_program(monkeypatch, tmp_path):
 
 def _cli(tmp_path):
   script = (
-    "import jaxrdp.cli, sys; sys.exit(jaxrdp.cli.main("
-    "['epsilon', '--q', '0.01', '--sigma', '1.0', '--steps', '1000', '--delta', '1e-5']))"
+    "import jaxrdp.cli, sys; code = jaxrdp.cli.main("
+    "['epsilon', '--q', '0.01', '--sigma', '1.0', '--steps', '1000', '--delta', '1e-5']); "
+    "print('modules:', ' '.join(sorted(sys.modules)), file=sys.stderr); sys.exit(code)"
   )
   root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   env = dict(os.environ, JAXRDP_CACHE_DIR=str(tmp_path), JAX_LOG_COMPILES="1")
@@ -144,3 +145,15 @@ def test_a_fresh_process_answers_without_tracing_the_order_search(tmp_path):
   second, log = _cli(tmp_path)
   assert "Finished tracing dpsgd_epsilon for" not in log
   assert second == first
+  # Nor does it import what a one-number query does not use: LAPACK's start-up
+  # (scipy.linalg, which jax.export's call initializes), the tight accountant,
+  # the training step, calibration, sweeps.
+  (modules,) = [line.split()[1:] for line in log.splitlines() if line.startswith("modules:")]
+  unused = (
+    "scipy",
+    "jaxrdp.pld",
+    "jaxrdp.train._step",
+    "jaxrdp.calibration",
+    "jaxrdp.sweeps._sweep",
+  )
+  assert not [m for m in modules if m.startswith(unused)]

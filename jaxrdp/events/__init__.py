@@ -1,18 +1,24 @@
 """Mechanism descriptions as pytrees whose numeric fields broadcast (one event, a whole grid)."""
 
-from ._events import Composed as Composed
-from ._events import Event as Event
-from ._events import Gaussian as Gaussian
-from ._events import Laplace as Laplace
-from ._events import NoOp as NoOp
-from ._events import PoissonSampled as PoissonSampled
-from ._events import RandomizedResponse as RandomizedResponse
-from ._events import SelfComposed as SelfComposed
-from ._events import event_shape as event_shape
-from ._events import event_type as event_type
-from ._events import validate_event as validate_event
-from ._interop import from_dp_accounting as from_dp_accounting
-from ._interop import to_dp_accounting as to_dp_accounting
+from .._core.lazy import exports as _exports
+
+# Each public name -> the module that defines it, imported on first use
+# (jaxrdp._core.lazy).
+_NAMES = {
+  "Composed": "._events",
+  "Event": "._events",
+  "Gaussian": "._events",
+  "Laplace": "._events",
+  "NoOp": "._events",
+  "PoissonSampled": "._events",
+  "RandomizedResponse": "._events",
+  "SelfComposed": "._events",
+  "event_shape": "._events",
+  "event_type": "._events",
+  "validate_event": "._events",
+  "from_dp_accounting": "._interop",
+  "to_dp_accounting": "._interop",
+}
 
 __all__ = [
   "Composed",
@@ -31,7 +37,13 @@ __all__ = [
 ]
 
 # Fixed-size and shuffled batches, with the neighbouring relation explicit.
-from ._sampling_events import FixedSizeSampled as FixedSizeSampled
-from ._sampling_events import ShuffledEpochs as ShuffledEpochs
+_NAMES.update(
+  {
+    "FixedSizeSampled": "._sampling_events",
+    "ShuffledEpochs": "._sampling_events",
+  }
+)
 
 __all__ += ["FixedSizeSampled", "ShuffledEpochs"]
+
+__getattr__, __dir__ = _exports(__name__, _NAMES)

@@ -15,18 +15,24 @@ All take array arguments that broadcast like NumPy, compute in float64 inside
 a local x64 scope, and work under ``jit``, ``vmap`` and ``grad``.
 """
 
-from ._analytic_gaussian import analytic_gaussian_delta as analytic_gaussian_delta
-from ._analytic_gaussian import analytic_gaussian_sigma as analytic_gaussian_sigma
-from ._rdp_curves import gaussian_rdp as gaussian_rdp
-from ._rdp_curves import laplace_rdp as laplace_rdp
-from ._rdp_curves import randomized_response_rdp as randomized_response_rdp
-from ._sgm import MAX_ORDER as MAX_ORDER
-from ._sgm import sgm_log_a as sgm_log_a
-from ._sgm import sgm_log_a_minus_1 as sgm_log_a_minus_1
-from ._sgm import sgm_rdp as sgm_rdp
-from ._sgm_closed_form import sgm_rdp_closed_form as sgm_rdp_closed_form
-from ._sgm_single_step import sgm_single_step_delta as sgm_single_step_delta
-from ._sgm_single_step import sgm_single_step_sigma as sgm_single_step_sigma
+from .._core.lazy import exports as _exports
+
+# Each public name -> the module that defines it, imported on first use
+# (jaxrdp._core.lazy).
+_NAMES = {
+  "analytic_gaussian_delta": "._analytic_gaussian",
+  "analytic_gaussian_sigma": "._analytic_gaussian",
+  "gaussian_rdp": "._rdp_curves",
+  "laplace_rdp": "._rdp_curves",
+  "randomized_response_rdp": "._rdp_curves",
+  "MAX_ORDER": "._sgm",
+  "sgm_log_a": "._sgm",
+  "sgm_log_a_minus_1": "._sgm",
+  "sgm_rdp": "._sgm",
+  "sgm_rdp_closed_form": "._sgm_closed_form",
+  "sgm_single_step_delta": "._sgm_single_step",
+  "sgm_single_step_sigma": "._sgm_single_step",
+}
 
 __all__ = [
   "MAX_ORDER",
@@ -44,14 +50,14 @@ __all__ = [
 ]
 
 # Sampling without replacement (fixed-size batches) and neighbouring relations.
-from ._sampled_without_replacement import RELATIONS as RELATIONS
-from ._sampled_without_replacement import WOR_MAX_ORDER as WOR_MAX_ORDER
-from ._sampled_without_replacement import effective_noise_multiplier as effective_noise_multiplier
-from ._sampled_without_replacement import (
-  sampled_without_replacement_gaussian_log_a as sampled_without_replacement_gaussian_log_a,
-)
-from ._sampled_without_replacement import (
-  sampled_without_replacement_gaussian_rdp as sampled_without_replacement_gaussian_rdp,
+_NAMES.update(
+  {
+    "RELATIONS": "._sampled_without_replacement",
+    "WOR_MAX_ORDER": "._sampled_without_replacement",
+    "effective_noise_multiplier": "._sampled_without_replacement",
+    "sampled_without_replacement_gaussian_log_a": "._sampled_without_replacement",
+    "sampled_without_replacement_gaussian_rdp": "._sampled_without_replacement",
+  }
 )
 
 __all__ += [
@@ -61,3 +67,5 @@ __all__ += [
   "sampled_without_replacement_gaussian_log_a",
   "sampled_without_replacement_gaussian_rdp",
 ]
+
+__getattr__, __dir__ = _exports(__name__, _NAMES)

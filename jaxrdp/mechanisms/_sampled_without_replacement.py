@@ -56,6 +56,7 @@ orders in float64.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -119,21 +120,33 @@ def _log_falling_factorial_table():
   return np.maximum(out, _LOG_ZERO)
 
 
-_LOG_A_TABLE = _log_falling_factorial_table()
-_LOG_K_FACT = np.array([math.lgamma(k + 1.0) for k in _EVEN_K])
-_P = np.arange(_P_MAX + 1, dtype=np.float64)
-_LOG_FACT = np.array([math.lgamma(a + 1.0) for a in range(WOR_MAX_ORDER + 1)])
-_LOG_P_FACT = np.array([math.lgamma(p + 1.0) for p in range(_P_MAX + 1)])
-# Alternating sum: log C(k, i) for even k and i = 0..256, and the signs (-1)^(k - i).
-_I = np.arange(WOR_MAX_CHI_MOMENT + 1, dtype=np.float64)
-_LOG_BINOM_K = np.full((_EVEN_K.size, _I.size), -1e5)
-# log n! once per n (the same math.lgamma values, subtracted in the same order, as
-# a lgamma call per term: identical tables, built in milliseconds at import).
-_LOG_N_FACT = np.array([math.lgamma(n + 1.0) for n in range(int(_EVEN_K.max()) + 1)])
-for _r, _k in enumerate(_EVEN_K):
-  _i = np.arange(_k + 1)
-  _LOG_BINOM_K[_r, : _k + 1] = _LOG_N_FACT[_k] - _LOG_N_FACT[_i] - _LOG_N_FACT[_k - _i]
-_POSITIVE = (_I[None, :] % 2) == (_EVEN_K[:, None] % 2)  # (-1)^(k - i) = +1
+@functools.cache
+def _host_tables():
+  """The constant tables (NumPy), in the order ``_tables`` passes them: built on
+  first use (milliseconds), so that importing jaxrdp does not pay for them."""
+  log_k_fact = np.array([math.lgamma(k + 1.0) for k in _EVEN_K])
+  p_all = np.arange(_P_MAX + 1, dtype=np.float64)
+  log_fact = np.array([math.lgamma(a + 1.0) for a in range(WOR_MAX_ORDER + 1)])
+  log_p_fact = np.array([math.lgamma(p + 1.0) for p in range(_P_MAX + 1)])
+  # Alternating sum: log C(k, i) for even k and i = 0..256, and the signs (-1)^(k - i).
+  i_all = np.arange(WOR_MAX_CHI_MOMENT + 1, dtype=np.float64)
+  log_binom_k = np.full((_EVEN_K.size, i_all.size), -1e5)
+  # log n! once per n (the same math.lgamma values, subtracted in the same order, as
+  # a lgamma call per term: identical tables, built in milliseconds).
+  log_n_fact = np.array([math.lgamma(n + 1.0) for n in range(int(_EVEN_K.max()) + 1)])
+  for r, k in enumerate(_EVEN_K):
+    i = np.arange(k + 1)
+    log_binom_k[r, : k + 1] = log_n_fact[k] - log_n_fact[i] - log_n_fact[k - i]
+  positive = (i_all[None, :] % 2) == (_EVEN_K[:, None] % 2)  # (-1)^(k - i) = +1
+  return (
+    _log_falling_factorial_table(),
+    p_all,
+    log_p_fact,
+    log_binom_k,
+    positive,
+    log_k_fact,
+    log_fact,
+  )
 
 
 def _tables():
@@ -143,10 +156,7 @@ def _tables():
   global _DEVICE_TABLES
   if _DEVICE_TABLES is None:
     with _precision.x64_context():
-      _DEVICE_TABLES = tuple(
-        jnp.asarray(t)
-        for t in (_LOG_A_TABLE, _P, _LOG_P_FACT, _LOG_BINOM_K, _POSITIVE, _LOG_K_FACT, _LOG_FACT)
-      )
+      _DEVICE_TABLES = tuple(jnp.asarray(t) for t in _host_tables())
   return _DEVICE_TABLES
 
 

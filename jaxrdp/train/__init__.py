@@ -18,23 +18,29 @@ sampler's mechanism; the sampler's seed travels in the state and its checkpoints
 truncated Poisson run's epsilon with the truncation term.
 """
 
-from ._checkpoint import CheckpointError as CheckpointError
-from ._checkpoint import load_checkpoint as load_checkpoint
-from ._checkpoint import save_checkpoint as save_checkpoint
-from ._dataset import epochs_to_steps as epochs_to_steps
-from ._dataset import sampling_rate as sampling_rate
-from ._dp_gradient import clip_per_example as clip_per_example
-from ._dp_gradient import dp_gradient as dp_gradient
-from ._dp_gradient import per_example_grads as per_example_grads
-from ._poisson import poisson_sample_mask as poisson_sample_mask
-from ._step import DPSGDState as DPSGDState
-from ._step import PrivacyGuard as PrivacyGuard
-from ._step import SGMCache as SGMCache
-from ._step import StepInfo as StepInfo
-from ._step import dpsgd_init as dpsgd_init
-from ._step import make_dpsgd_step as make_dpsgd_step
-from ._step import privacy_guard as privacy_guard
-from ._tight import tight_epsilon as tight_epsilon
+from .._core.lazy import exports as _exports
+
+# Each public name -> the module that defines it, imported on first use
+# (jaxrdp._core.lazy).
+_NAMES = {
+  "CheckpointError": "._checkpoint",
+  "load_checkpoint": "._checkpoint",
+  "save_checkpoint": "._checkpoint",
+  "epochs_to_steps": "._dataset",
+  "sampling_rate": "._dataset",
+  "clip_per_example": "._dp_gradient",
+  "dp_gradient": "._dp_gradient",
+  "per_example_grads": "._dp_gradient",
+  "poisson_sample_mask": "._poisson",
+  "DPSGDState": "._step",
+  "PrivacyGuard": "._step",
+  "SGMCache": "._step",
+  "StepInfo": "._step",
+  "dpsgd_init": "._step",
+  "make_dpsgd_step": "._step",
+  "privacy_guard": "._step",
+  "tight_epsilon": "._tight",
+}
 
 __all__ = [
   "CheckpointError",
@@ -57,15 +63,19 @@ __all__ = [
 ]
 
 # Batch samplers with static shapes and the gathered gradient (O(batch) per step).
-from ._dp_gradient import gather_batch as gather_batch
-from ._dp_gradient import gathered_dp_gradient as gathered_dp_gradient
-from ._samplers import FixedSizeSampler as FixedSizeSampler
-from ._samplers import PoissonSampler as PoissonSampler
-from ._samplers import ShuffleSampler as ShuffleSampler
-from ._samplers import binomial_log_sf as binomial_log_sf
-from ._samplers import default_capacity as default_capacity
-from ._samplers import truncated_poisson_delta as truncated_poisson_delta
-from ._samplers import truncation_delta as truncation_delta
+_NAMES.update(
+  {
+    "gather_batch": "._dp_gradient",
+    "gathered_dp_gradient": "._dp_gradient",
+    "FixedSizeSampler": "._samplers",
+    "PoissonSampler": "._samplers",
+    "ShuffleSampler": "._samplers",
+    "binomial_log_sf": "._samplers",
+    "default_capacity": "._samplers",
+    "truncated_poisson_delta": "._samplers",
+    "truncation_delta": "._samplers",
+  }
+)
 
 __all__ += [
   "FixedSizeSampler",
@@ -80,11 +90,15 @@ __all__ += [
 ]
 
 # One step for every sampler: the sampler's state in the train state and checkpoint.
-from ._sampled_step import SamplerState as SamplerState
-from ._sampled_step import epsilon_with_truncation as epsilon_with_truncation
-from ._sampled_step import next_batch as next_batch
-from ._sampled_step import sampler_from_state as sampler_from_state
-from ._sampled_step import sampler_state as sampler_state
+_NAMES.update(
+  {
+    "SamplerState": "._sampled_step",
+    "epsilon_with_truncation": "._sampled_step",
+    "next_batch": "._sampled_step",
+    "sampler_from_state": "._sampled_step",
+    "sampler_state": "._sampled_step",
+  }
+)
 
 __all__ += [
   "SamplerState",
@@ -93,3 +107,5 @@ __all__ += [
   "sampler_from_state",
   "sampler_state",
 ]
+
+__getattr__, __dir__ = _exports(__name__, _NAMES)
