@@ -425,10 +425,15 @@ def _cmd_accountant(args, parser, given: str, value: str) -> int:
     res = fn(
       cols["q"], cols["sigma"], cols["steps"], cols[given], accountant=args.accountant, **scheme
     )
+  # As NumPy arrays: indexing a JAX array element by element runs a small
+  # compiled program each time.
+  import numpy as np
+
   if args.accountant == "rdp":
-    cols[value], cols["order"] = getattr(res, value), res.order
+    cols[value], cols["order"] = np.asarray(getattr(res, value)), np.asarray(res.order)
   else:  # a certified interval: the value to publish, and the lower bound
-    cols[value], cols[value + "_lower"] = getattr(res, value), getattr(res, value + "_lower")
+    cols[value] = np.asarray(getattr(res, value))
+    cols[value + "_lower"] = np.asarray(getattr(res, value + "_lower"))
   _emit(cols, args)
   return 0
 
