@@ -10,6 +10,11 @@ processes, in one run and interleaved:
 - ``dp_accounting``: a Python script that imports dp_accounting and asks the
   same question of its RdpAccountant.
 
+Both run as Python runs by default, writing and reading compiled bytecode
+(``PYTHONDONTWRITEBYTECODE`` is removed from their environment): an installed
+package, dp_accounting here or a pip-installed jaxrdp, is byte-compiled at
+install, and a source checkout is after its first run (the cold one here).
+
 Before timing, it checks that both print the same configuration's epsilon and
 that jaxrdp's (exact RDP, more orders) is not above dp_accounting's. The warm
 and dp_accounting rows are medians over ``--repeats`` runs; the cold row is
@@ -60,7 +65,13 @@ def _cli_command():
   ]
 
 
-def _timed(cmd, env=None):
+def _env(**extra):
+  env = dict(os.environ, **extra)
+  env.pop("PYTHONDONTWRITEBYTECODE", None)  # see the module docstring
+  return env
+
+
+def _timed(cmd, env):
   t0 = time.perf_counter()
   proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=900)
   seconds = time.perf_counter() - t0
@@ -70,14 +81,14 @@ def _timed(cmd, env=None):
 
 
 def _jaxrdp(cache_dir):
-  env = dict(os.environ, JAXRDP_CACHE_DIR=cache_dir)
+  env = _env(JAXRDP_CACHE_DIR=cache_dir)
   env.pop("JAX_COMPILATION_CACHE_DIR", None)
   seconds, out = _timed(_cli_command(), env)
   return seconds, float(json.loads(out)[0]["epsilon"])
 
 
 def _dp_accounting():
-  seconds, out = _timed([sys.executable, "-c", _DPA])
+  seconds, out = _timed([sys.executable, "-c", _DPA], _env())
   return seconds, float(out.strip())
 
 
@@ -88,6 +99,7 @@ def main(argv=None) -> int:
   parser.add_argument("--json", default=None)
   args = parser.parse_args(argv)
 
+  load_start = os.getloadavg()
   work = tempfile.mkdtemp(prefix="jaxrdp-first-query-")
   try:
     cache = os.path.join(work, "warm")
@@ -116,10 +128,14 @@ def main(argv=None) -> int:
   for name, value in rows.items():
     print(f"{name:>18}: {value:6.2f} s")
   print(f"warm jaxrdp query vs dp_accounting script: {ratio:.2f}x (>1: jaxrdp faster)")
+  load_end = os.getloadavg()
+  print(f"load average (1, 5, 15 min): {load_start} at the start, {load_end} at the end")
   result = {
     "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     "machine": f"{platform.machine()} cpus={os.cpu_count()}",
-    "loadavg_1min": os.getloadavg()[0],
+    "loadavg_1min": load_end[0],
+    "loadavg_start_end": [list(load_start), list(load_end)],
+    "bytecode": "written and read as by default (PYTHONDONTWRITEBYTECODE unset)",
     "configuration": {"q": Q, "sigma": SIGMA, "steps": STEPS, "delta": DELTA},
     "epsilon": {"jaxrdp": eps, "dp_accounting": eps_dpa},
     "repeats": {"warm": args.repeats, "cold": args.cold_repeats},
