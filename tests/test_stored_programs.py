@@ -8,6 +8,7 @@ cannot be written.
 
 import functools
 import os
+import re
 import subprocess
 import sys
 
@@ -21,7 +22,7 @@ from jaxrdp._core import stored_programs as sp
 
 @functools.partial(jax.jit, static_argnames=("power",))
 def _kernel(x, y, *, power):
-  return x**power + jnp.sin(y), jnp.cumsum(x)
+  return x**power + jnp.sin(y), jnp.sort(x)  # a sort: see the test of a program already run
 
 
 @pytest.fixture
@@ -57,6 +58,33 @@ def test_stored_program_equals_the_direct_call_and_is_reused(program_dir, monkey
   for got, want in zip(again, _direct(2 * x, y)):
     np.testing.assert_array_equal(got, want)
   assert list(program_dir.iterdir()) == [stored]
+
+
+def _without_metadata(compiled):
+  """The compiled HLO without source locations (the instructions' metadata and
+  the table of stack frames at the end)."""
+  text = compiled.as_text().split("\nFileNames")[0]
+  return re.sub(r", metadata=\{[^}]*\}", "", text)
+
+
+def test_stored_program_is_the_program_of_the_direct_call(tmp_path):
+  x, y = np.linspace(0.1, 2.0, 16), np.linspace(-1.0, 1.0, 16)
+  with jax.enable_x64(True):
+    stored = sp._compile_and_store(tmp_path / "p.xla", _kernel, (x, y), {"power": 3})
+    direct = _kernel.lower(x, y, power=3).compile()
+  assert _without_metadata(stored) == _without_metadata(direct)
+
+
+def test_a_program_already_run_directly_is_still_stored(program_dir, monkeypatch):
+  # JAX's in-memory cache hands back an executable the direct call has run, and an
+  # XLA:CPU executable that has run a sort cannot be serialized any more.
+  x, y = np.linspace(0.1, 2.0, 12), np.linspace(-1.0, 1.0, 12)
+  want = _direct(x, y)
+  assert not list(program_dir.iterdir())
+  got = _call(x, y)
+  assert len(list(program_dir.iterdir())) == 1
+  for g, w in zip(got, want):
+    np.testing.assert_array_equal(g, w)
 
 
 def test_other_shapes_dtypes_or_static_configuration_are_other_programs(program_dir):
@@ -140,10 +168,10 @@ def test_a_fresh_process_answers_without_tracing_the_order_search(tmp_path):
   # The CLI turns the persistent cache on; the second process finds both the
   # stored program and its compiled executable. Its answer is the first one's.
   first, log = _cli(tmp_path)
-  assert "Finished tracing dpsgd_epsilon for" in log  # the check can fail
+  assert "Finished tracing _dpsgd_epsilon_f64 for" in log  # the check can fail
   assert len(list((tmp_path / "jaxrdp-programs").iterdir())) == 1
   second, log = _cli(tmp_path)
-  assert "Finished tracing dpsgd_epsilon for" not in log
+  assert "Finished tracing _dpsgd_epsilon_f64 for" not in log
   assert second == first
   # Nor does it import what a one-number query does not use: LAPACK's start-up
   # (scipy.linalg, which jax.export's call initializes), the tight accountant,
