@@ -165,8 +165,8 @@ def _cli(tmp_path):
 
 
 def test_a_fresh_process_answers_without_tracing_the_order_search(tmp_path):
-  # The CLI turns the persistent cache on; the second process finds both the
-  # stored program and its compiled executable. Its answer is the first one's.
+  # The CLI turns the persistent cache on; the second process loads the stored
+  # executable, and neither traces nor compiles. Its answer is the first one's.
   first, log = _cli(tmp_path)
   assert "Finished tracing _dpsgd_epsilon_f64 for" in log  # the check can fail
   assert len(list((tmp_path / "jaxrdp-programs").iterdir())) == 1
