@@ -104,12 +104,14 @@ def test_key_covers_the_source_code(program_dir, monkeypatch):
   assert sp._key("kernel", (x, y), {"power": 3}) != before
 
 
-def test_key_covers_the_device_and_xla_flags(monkeypatch):
+def test_key_covers_the_device_the_host_and_xla_flags(monkeypatch):
   x, y = np.ones(4), np.ones(4)
   before = sp._key("kernel", (x, y), {"power": 3})
   monkeypatch.setenv("XLA_FLAGS", "--xla_cpu_enable_fast_math=true")
   assert sp._key("kernel", (x, y), {"power": 3}) != before
   monkeypatch.delenv("XLA_FLAGS")
+  monkeypatch.setattr(sp, "_host", lambda: "x86_64:sse2")  # a host without this one's features
+  assert sp._key("kernel", (x, y), {"power": 3}) != before
   monkeypatch.setattr(sp, "_device_part", lambda device: "another machine")
   assert sp._key("kernel", (x, y), {"power": 3}) != before
 

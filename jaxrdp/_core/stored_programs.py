@@ -12,8 +12,8 @@ runs it: no tracing, no lowering, no cache look-up.
 The file name is a digest of everything the executable depends on: the entry
 point, its static configuration, the argument shapes and dtypes, the JAX and
 jaxlib versions, the device it was compiled for (platform, its version, kind,
-topology fingerprint, number of devices), ``XLA_FLAGS``, and the source code of
-the installed jaxrdp package. Editing jaxrdp therefore never reuses a program
+topology fingerprint, number of devices), the host's architecture and CPU
+features, ``XLA_FLAGS``, and the source code of the installed jaxrdp package. Editing jaxrdp therefore never reuses a program
 compiled from older code, and a cache directory shared by machines of another
 kind never hands one of them the other's machine code. Without a cache
 directory, or when anything about the stored program fails (a damaged file, a
@@ -99,18 +99,35 @@ def _device():
   return device if isinstance(device, jax.Device) else None
 
 
+@functools.lru_cache(maxsize=1)
+def _host() -> str:
+  """The host's architecture and CPU features: XLA compiles CPU code for the host
+  it runs on, so an executable from a cache directory shared with another kind of
+  machine could use instructions this one lacks."""
+  flags = ""
+  try:
+    with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+      for line in f:
+        if line.startswith(("flags", "Features")):  # x86, ARM
+          flags = line.split(":", 1)[1].strip()
+          break
+  except OSError:  # not Linux: the architecture and the topology fingerprint
+    pass
+  return f"{os.uname().machine if hasattr(os, 'uname') else ''}:{flags}"
+
+
 def _device_part(device) -> str:
-  """The device, as far as a compiled executable depends on it."""
+  """The device and the host, as far as a compiled executable depends on them."""
   from jax._src.lib import xla_client
 
-  try:  # what JAX's own cache key hashes: on a CPU, the host's features too
+  try:  # what JAX's own cache key hashes
     fingerprint = xla_client.get_topology_for_devices([device]).fingerprint()
   except Exception:
     fingerprint = None
   client = device.client
   return (
     f"{client.platform}:{client.platform_version}:{device.device_kind}:{device.id}:"
-    f"{len(client.devices())}:{fingerprint}:{os.environ.get('XLA_FLAGS', '')}"
+    f"{len(client.devices())}:{fingerprint}:{_host()}:{os.environ.get('XLA_FLAGS', '')}"
   )
 
 
