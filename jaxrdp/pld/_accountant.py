@@ -33,6 +33,7 @@ DEFAULT_RTOL = 1e-5
 TRACED_GRID_SIZE = 2**17
 MAX_GRID_SIZE = 2**21
 _MIN_GRID_SIZE = 2**10
+_MIN_AUTOMATIC_SIZE = 2**13
 MAX_STEPS = 1e7
 # Bytes of working memory per configuration and grid point (both directions,
 # complex spectra, partial sums), measured with jax's CPU backend.
@@ -206,7 +207,7 @@ def _run_jobs(jobs, q, sigma, steps, tgt, plans, mode):
 # is usually well below the remove direction's, and then a cheaper certified
 # bound of it is enough (the maximum is the remove direction's fine answer).
 # On small batches this would mostly pay for compiling one more program.
-_COARSE_ADD = 4
+_COARSE_ADD = 8
 _COARSE_MIN_ROWS = 16
 
 
@@ -295,7 +296,8 @@ def _sizes(need, max_grid_size):
   and multiples of the reader's block) that holds ``need`` points.
   """
   need = np.where(np.isfinite(need), need, float(max_grid_size) * 2)
-  need = np.maximum(need, _MIN_GRID_SIZE)
+  # Below 2^13 points a job costs little either way, and one program serves them all.
+  need = np.maximum(need, _MIN_AUTOMATIC_SIZE)
   pow2 = 2.0 ** np.ceil(np.log2(need))
   three = 3.0 * 2.0 ** np.ceil(np.log2(need / 3.0))
   n = np.minimum(pow2, three).astype(np.int64)

@@ -132,7 +132,8 @@ def compose(x, steps, n: int):
   if x.shape[-2] == 1:
     # One phase of one step: the composition is the PMF itself, exactly.
     single = steps[..., 0] == 1.0
-    y = jnp.where(single[..., None], x[..., 0, :], y)
+    pad = [(0, 0)] * (x.ndim - 1) + [(0, n - x.shape[-1])]
+    y = jnp.where(single[..., None], jnp.pad(x[..., 0, :], pad[1:]), y)
     err_inf = jnp.where(single, 0.0, err_inf)
     err_l2 = jnp.where(single, 0.0, err_l2)
   return y, (err_inf, err_l2)
