@@ -33,6 +33,7 @@ DEFAULT_RTOL = 1e-5
 TRACED_GRID_SIZE = 2**17
 MAX_GRID_SIZE = 2**21
 _MIN_GRID_SIZE = 2**10
+_MIN_AUTOMATIC_SIZE = 2**13
 MAX_STEPS = 1e7
 # Bytes of working memory per configuration and grid point (both directions,
 # complex spectra, partial sums), measured with jax's CPU backend.
@@ -91,26 +92,36 @@ def _check_options(rtol, grid_size, max_grid_size, memory_limit):
     raise ValueError(f"memory_limit must be a number of bytes >= 2**24, got {memory_limit!r}")
 
 
-def _grid_sizes(q, sigma, steps, target, mode, rtol, grid_size, max_grid_size):
-  """FFT length per row: ``(sizes or None, reached)``; ``None`` means one static size.
-
-  With concrete arguments and no ``grid_size``, every row gets the smallest
-  power of two meeting ``rtol`` (rows are then run in buckets of equal size, so a
-  grid with a few hard cells does not make every cell pay for them).
-  """
-  if grid_size is not None:
-    return grid_size, True
-  if not all(is_concrete(x) for x in (q, sigma, steps, target)):
-    return TRACED_GRID_SIZE, True
+def _plan_jobs(q, sigma, steps, target, is_add, mode, rtol):
+  """Plans (host arrays) and grid points needed for jobs (rows of ``q``..., direction)."""
   size = q.shape[0]
-  rows = _next_pow2(size)
-  qp, sp, tp, gp = _pad_rows([q, sigma, steps, target], rows)
-  need = np.asarray(_kernel.batch_plan_points(qp, sp, tp, gp, rtol, mode))[:size]
-  need = np.where(np.isfinite(need), need, float(max_grid_size) * 2)
-  log_n = np.ceil(np.log2(np.maximum(need, 2.0)))
-  n = np.maximum(2.0**log_n, _MIN_GRID_SIZE).astype(np.int64)
-  reached = bool(np.all(n <= max_grid_size))
-  return np.minimum(n, max_grid_size), reached
+  args = [jnp.asarray(x) for x in (q, sigma, steps, target, is_add)]
+  plans, need = _kernel.batch_plan_points(*_pad_rows(args, _next_pow2(size)), rtol, mode)
+  return jax.tree_util.tree_map(lambda x: np.asarray(x)[:size], plans), np.asarray(need)[:size]
+
+
+def _grid_sizes(q, sigma, steps, target, mode, rtol, grid_size, max_grid_size):
+  """FFT lengths and plans: ``(sizes, plans, reached)``.
+
+  With concrete arguments, each direction of each row has its own plan (host
+  arrays) and, with no ``grid_size``, the smallest FFT length meeting ``rtol``
+  (rows are then run by size, so a grid with a few hard cells does not make
+  every cell pay for them); ``sizes`` and ``plans`` are pairs (remove, add).
+  Under a trace: one static size and no plans (``None``).
+  """
+  if not all(is_concrete(x) for x in (q, sigma, steps, target)):
+    return (TRACED_GRID_SIZE if grid_size is None else grid_size), None, True
+  size = q.shape[0]
+  is_add = np.concatenate([np.zeros(size, bool), np.ones(size, bool)])
+  both = [jnp.concatenate([x, x]) for x in (q, sigma, steps, target)]
+  plans, need = _plan_jobs(*both, is_add, mode, rtol)
+  plans = [
+    jax.tree_util.tree_map(lambda x, i=i: x[i * size : (i + 1) * size], plans) for i in (0, 1)
+  ]
+  if grid_size is not None:
+    return [np.full(size, grid_size, np.int64)] * 2, plans, True
+  (n_r, ok_r), (n_a, ok_a) = _sizes(need[:size], max_grid_size), _sizes(need[size:], max_grid_size)
+  return [n_r, n_a], plans, ok_r and ok_a
 
 
 def _next_pow2(x):
@@ -124,36 +135,173 @@ def _pad_rows(arrays, rows):
   return [jnp.concatenate([a, jnp.repeat(a[-1:], rows - size, axis=0)], axis=0) for a in arrays]
 
 
-def _batched(q, sigma, steps, tgt, mode, n, memory_limit):
-  """Runs all rows in chunks of a power-of-two size (few distinct compilations).
+def _batched(q, sigma, steps, tgt, is_add, mode, n, memory_limit):
+  """Runs all jobs in chunks of a power-of-two size (few distinct compilations).
 
   Concrete inputs: a Python loop over chunks, one compiled program per chunk
   size. Traced inputs: ``lax.map`` over the chunks inside the caller's trace.
   """
   size, phases = q.shape
-  per_config = _BYTES_PER_POINT * n * phases
-  limit = max(1, memory_limit // per_config)
+  per_job = _BYTES_PER_POINT * n * phases
+  limit = max(1, memory_limit // per_job)
   chunk = min(_next_pow2(size), 1 << (limit.bit_length() - 1))
   rows = -(-size // chunk) * chunk
-  q, sigma, steps, tgt = _pad_rows([q, sigma, steps, tgt], rows)
+  q, sigma, steps, tgt, is_add = _pad_rows([q, sigma, steps, tgt, is_add], rows)
   if all(is_concrete(x) for x in (q, sigma, steps, tgt)):
     outs = [
-      _kernel.run_batch(
+      _kernel.run_jobs(
         q[i : i + chunk],
         sigma[i : i + chunk],
         steps[i : i + chunk],
         tgt[i : i + chunk],
+        is_add[i : i + chunk],
         mode,
         n,
         chunk,
       )
       for i in range(0, rows, chunk)
     ]
-    up, low, ok = (jnp.concatenate(parts)[:size] for parts in zip(*outs))
+    up, low, ok, _ = (jnp.concatenate(parts)[:size] for parts in zip(*outs))
   else:
-    up, low, ok = _kernel.run_batch(q, sigma, steps, tgt, mode, n, chunk)
+    up, low, ok, _ = _kernel.run_jobs(q, sigma, steps, tgt, is_add, mode, n, chunk)
     up, low, ok = up[:size], low[:size], ok[:size]
   return up, low, ok
+
+
+def _both_directions(q, sigma, steps, tgt, mode, n, memory_limit):
+  """Both directions of every row on one FFT length ``n``: ``(2, size)`` results."""
+  size = q.shape[0]
+  is_add = jnp.concatenate([jnp.zeros(size, bool), jnp.ones(size, bool)])
+  twice = [jnp.concatenate([a, a]) for a in (q, sigma, steps, tgt)]
+  out = _batched(*twice, is_add, mode, n, memory_limit)
+  return tuple(x.reshape(2, size) for x in out)
+
+
+def _run_jobs(jobs, q, sigma, steps, tgt, plans, mode):
+  """Runs ``jobs`` (rows, is_add, n: host arrays), one compiled program per FFT length.
+
+  ``plans`` is the pair (remove, add) of host plans. Each job is dispatched on
+  its own (JAX dispatches asynchronously, so the host loop overlaps the
+  computation); the results are read once at the end. Returns ``(4, jobs)``:
+  upper and lower bounds, ok, and the slope of ``-log delta`` at the answer.
+  """
+  rows, is_add, sizes = jobs
+  q, sigma, steps, tgt = (np.asarray(x) for x in (q, sigma, steps, tgt))
+  outs = [
+    _kernel.run_job(
+      q[r],
+      sigma[r],
+      steps[r],
+      tgt[r],
+      bool(a),
+      jax.tree_util.tree_map(lambda x, r=r: x[r], plans[int(a)]),
+      mode,
+      int(n_b),
+    )
+    for r, a, n_b in zip(rows, is_add, sizes)
+  ]
+  return np.array([[np.asarray(o[i]) for o in outs] for i in range(4)]).reshape(4, -1)
+
+
+# The add direction is first run on an FFT this many times shorter: its answer
+# is usually well below the remove direction's, and then a cheaper certified
+# bound of it is enough (the maximum is the remove direction's fine answer).
+# On small batches this would mostly pay for compiling one more program.
+_COARSE_ADD = 8
+_COARSE_MIN_ROWS = 16
+
+
+def _directions(rows, q, sigma, steps, tgt, plans, mode, n, coarse_first):
+  """Both directions of ``rows``: ``(4, 2, rows)`` host array of (up, low, ok, slope).
+
+  Each direction runs on its own grid ``n[direction][row]``; with
+  ``coarse_first`` the add direction first runs on a grid ``_COARSE_ADD``
+  times coarser, and only rows where that coarse bound is above the remove
+  direction's answer run it again on the fine grid. For ``q = 1`` (a Gaussian
+  mechanism) the two directions have the same privacy-loss distribution, so
+  the add direction is not run.
+  """
+  size = rows.size
+  symmetric = np.all(np.asarray(q)[rows] >= 1.0, axis=-1)
+  fine = n[1][rows]
+  coarse = np.maximum(fine // (_COARSE_ADD if coarse_first else 1), _MIN_GRID_SIZE)
+  asym = np.nonzero(~symmetric)[0]
+  jobs = (
+    np.concatenate([rows, rows[asym]]),
+    np.concatenate([np.zeros(size, bool), np.ones(asym.size, bool)]),
+    np.concatenate([n[0][rows], coarse[asym]]),
+  )
+  res = _run_jobs(jobs, q, sigma, steps, tgt, plans, mode)
+  out = np.zeros((4, 2, size))
+  out[:, 0] = res[:, :size]
+  out[:, 1] = out[:, 0]  # symmetric rows: the add direction is the remove one
+  out[:, 1, asym] = res[:, size:]
+  redo = asym[(out[0, 1, asym] > out[0, 0, asym]) & (coarse[asym] < fine[asym])]
+  if redo.size:
+    jobs = (rows[redo], np.ones(redo.size, bool), fine[redo])
+    out[:, 1, redo] = _run_jobs(jobs, q, sigma, steps, tgt, plans, mode)
+  return out
+
+
+def _per_row_sizes(q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, automatic):
+  """Both directions with a grid size per row; ``(2, size)`` results (host arrays).
+
+  Epsilon mode, second pass for the directions whose first answer shows that
+  their plan was off: where the answer lies below the window (a valid but loose
+  bound), the window is extended down to 0; where the first answer (an upper
+  bound of the truth) and the slope of ``log delta`` there call for a finer
+  grid than the plan's estimates did (the saddle-point estimate is poor when
+  few steps include the example), the grid is refined. The add direction is
+  only revisited where it could be the larger one.
+  """
+  size = q.shape[0]
+  rows = np.arange(size)
+  out = _directions(rows, q, sigma, steps, tgt, plans, mode, n, size >= _COARSE_MIN_ROWS)
+  if mode != "epsilon":
+    return out[0], out[1], out[2].astype(bool)
+  plans = [jax.tree_util.tree_map(np.copy, p) for p in plans]
+  n = [np.copy(x) for x in n]
+  again = np.zeros(size, bool)
+  for i in (0, 1):
+    up, ok, slope = out[0, i], out[2, i].astype(bool), out[3, i]
+    below = ~ok & np.isfinite(up)
+    redo = below
+    if automatic:
+      # The window and the tilt stay; the error model takes the measured slope
+      # and the answer (the tilt must not follow the slope: in a lumpy
+      # composition it would weigh the far tail).
+      usable = ok & (up > 0) & np.isfinite(slope)
+      plans[i].eps_est[usable] = np.minimum(plans[i].eps_est[usable], up[usable])
+      plans[i].lam_read[usable] = np.maximum(plans[i].lam_read[usable], slope[usable] - 1.0)
+      need = np.asarray(_kernel.batch_required_points(plans[i], jnp.asarray(steps), rtol))
+      n_new = _sizes(need, max_grid_size)[0]
+      # (the error model is approximate: a grid within 20% of the need is kept)
+      finer = usable & (need > 1.2 * n[i]) & (n_new > n[i])
+      n[i] = np.where(finer, n_new, n[i])
+      redo = below | finer
+    plans[i].lo[below] = np.minimum(plans[i].lo[below], 0.0)
+    if i == 1:
+      redo &= out[0, 1] > out[0, 0]  # only where it could be the larger one
+    again |= redo
+  again = rows[again]
+  if again.size:
+    out[:, :, again] = _directions(again, q, sigma, steps, tgt, plans, mode, n, False)
+  return out[0], out[1], out[2].astype(bool)
+
+
+def _sizes(need, max_grid_size):
+  """FFT lengths for the points needed: ``(sizes, reached)``.
+
+  The smallest length of the form ``2^k`` or ``3 2^k`` (both fast for the FFT,
+  and multiples of the reader's block) that holds ``need`` points.
+  """
+  need = np.where(np.isfinite(need), need, float(max_grid_size) * 2)
+  # Below 2^13 points a job costs little either way, and one program serves them all.
+  need = np.maximum(need, _MIN_AUTOMATIC_SIZE)
+  pow2 = 2.0 ** np.ceil(np.log2(need))
+  three = 3.0 * 2.0 ** np.ceil(np.log2(need / 3.0))
+  n = np.minimum(pow2, three).astype(np.int64)
+  return np.minimum(n, max_grid_size), bool(np.all(n <= max_grid_size))
 
 
 def _run(phases, target, mode, rtol, grid_size, max_grid_size, memory_limit):
@@ -176,7 +324,7 @@ def _run(phases, target, mode, rtol, grid_size, max_grid_size, memory_limit):
     sigma = jnp.stack(cols[1:-1:3], axis=-1)
     steps = jnp.round(jnp.stack(cols[2:-1:3], axis=-1))
     tgt = cols[-1]
-    n, reached = _grid_sizes(q, sigma, steps, tgt, mode, rtol, grid_size, max_grid_size)
+    n, plans, reached = _grid_sizes(q, sigma, steps, tgt, mode, rtol, grid_size, max_grid_size)
     if not reached:
       warnings.warn(
         f"the PLD grid needed for rtol={rtol:g} exceeds max_grid_size="
@@ -185,17 +333,18 @@ def _run(phases, target, mode, rtol, grid_size, max_grid_size, memory_limit):
         RuntimeWarning,
         stacklevel=4,
       )
-    if isinstance(n, np.ndarray):
-      up = np.zeros(size)
-      low = np.zeros(size)
-      ok = np.zeros(size, bool)
-      for n_b in np.unique(n):
-        rows = np.nonzero(n == n_b)[0]
-        parts = _batched(q[rows], sigma[rows], steps[rows], tgt[rows], mode, int(n_b), memory_limit)
-        up[rows], low[rows], ok[rows] = (np.asarray(x) for x in parts)
-      up, low, ok = jnp.asarray(up), jnp.asarray(low), jnp.asarray(ok)
+    if plans is not None:
+      up2, low2, ok2 = _per_row_sizes(
+        q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, grid_size is None
+      )
     else:
-      up, low, ok = _batched(q, sigma, steps, tgt, mode, n, memory_limit)
+      up2, low2, ok2 = _both_directions(q, sigma, steps, tgt, mode, n, memory_limit)
+    # The add/remove value is the larger of the two directions (both certified).
+    up = jnp.max(jnp.asarray(up2), axis=0)
+    if mode == "epsilon":
+      up = jnp.maximum(up, 0.0)
+    low = jnp.clip(jnp.max(jnp.asarray(low2), axis=0), 0.0, up)
+    ok = jnp.all(jnp.asarray(ok2), axis=0)
     invalid = jnp.zeros(size, bool)
     for a in cols[:-1:3]:
       invalid |= ~((a > 0) & (a <= 1))

@@ -83,24 +83,41 @@ def log_delta_curve(eps, q, sigma, direction):
   ``delta = e^eps [c Phi(x) - q Phi(x - 1/sigma)]``, and 0 when ``c <= 0``.
   Both are ``w1 Phi(x) - w2 Phi(x - h)`` with ``w2 phi(x - h) = w1 phi(x)``
   (the densities cross at the boundary), evaluated by ``_log_difference``.
+
+  ``direction`` is ``"remove"``, ``"add"``, or a boolean array (True: add) that
+  broadcasts with ``eps``; the two directions share one pair of ``log_ndtr``
+  evaluations, so a traced direction costs no more than a static one.
   """
+  if isinstance(direction, str):
+    if direction not in ("remove", "add"):
+      raise ValueError(f"direction must be 'remove' or 'add', got {direction!r}")
+    is_add = direction == "add"
+  else:
+    is_add = jnp.asarray(direction)
   inv = 1.0 / sigma
   log_q = jnp.log(q)
-  if direction == "remove":
-    em1 = jnp.expm1(eps)
-    h = em1 + q
-    full = h <= 0
-    ell = jnp.log1p(jnp.where(full, 0.0, em1 / q))  # log(h / q)
-    x = -sigma * ell + 0.5 * inv
-    regular = _log_difference(log_q, x, ell, inv)
-    return jnp.where(full, jnp.log(-jnp.expm1(jnp.minimum(eps, -1e-300))), regular)
+  # Remove direction.
+  em1 = jnp.expm1(eps)
+  h = em1 + q
+  full = h <= 0
+  ell_r = jnp.log1p(jnp.where(full, 0.0, em1 / q))  # log(h / q)
+  special_r = jnp.log(-jnp.expm1(jnp.minimum(eps, -1e-300)))
+  # Add direction.
   c = jnp.where(q >= 0.5, jnp.exp(-eps) - (1.0 - q), q + jnp.expm1(-eps))
   positive = c > 0
   c_s = jnp.where(positive, c, q)
-  ell = jnp.where(c_s < 0.5 * q, jnp.log(c_s) - log_q, jnp.log1p((c_s - q) / q))  # log(c / q)
-  x = sigma * ell + 0.5 * inv
-  out = _log_difference(eps + jnp.log(c_s), x, -ell, inv)
-  return jnp.where(positive, out, -jnp.inf)
+  ell_a = jnp.where(c_s < 0.5 * q, jnp.log(c_s) - log_q, jnp.log1p((c_s - q) / q))  # log(c / q)
+  if isinstance(is_add, bool):
+    if not is_add:
+      x = -sigma * ell_r + 0.5 * inv
+      return jnp.where(full, special_r, _log_difference(log_q, x, ell_r, inv))
+    x = sigma * ell_a + 0.5 * inv
+    return jnp.where(positive, _log_difference(eps + jnp.log(c_s), x, -ell_a, inv), -jnp.inf)
+  x = jnp.where(is_add, sigma * ell_a, -sigma * ell_r) + 0.5 * inv
+  log_w1 = jnp.where(is_add, eps + jnp.log(c_s), log_q)
+  log_ratio = jnp.where(is_add, -ell_a, ell_r)
+  out = _log_difference(log_w1, x, log_ratio, inv)
+  return jnp.where(is_add, jnp.where(positive, out, -jnp.inf), jnp.where(full, special_r, out))
 
 
 def connect_the_dots(log_delta, d):
@@ -123,3 +140,139 @@ def connect_the_dots(log_delta, d):
   last = step[..., -1:] / jnp.expm1(-d)
   p = jnp.concatenate([first, middle, last], axis=-1)
   return jnp.maximum(p, 0.0), delta[..., -1]
+
+
+def connect_the_dots_general(delta, gaps, count):
+  """Connect-the-dots masses on a non-uniform support (last axis), with padding.
+
+  For support points ``e_0 < ... < e_{K-1}`` (the first ``count = K`` entries;
+  the rest is padding) with gaps ``g_t = e_{t+1} - e_t`` and exact curve values
+  ``delta_t``, the dominating PLD whose ``delta(e^eps)`` curve is the linear
+  interpolation in ``e^eps`` of the exact one (Doroshenko et al. 2022, Sec. 3,
+  for any finite support) has, with slopes ``R_t = (delta_{t+1} - delta_t) /
+  (e^{g_t} - 1)`` and ``L_t = (delta_t - delta_{t-1}) / (1 - e^{-g_{t-1}})``:
+
+  * ``p_0 = 1 - delta_0 + R_0``,
+  * ``p_t = R_t - L_t`` for ``0 < t < K - 1``,
+  * ``p_{K-1} = -L_{K-1}``, and the mass at ``+inf`` is ``delta_{K-1}``.
+
+  On a uniform support this is :func:`connect_the_dots`. Negative rounding
+  residues are raised to 0 (that only adds mass, so every delta read later only
+  grows).
+
+  Args:
+    delta: ``(..., N)`` exact curve values (padding entries are ignored).
+    gaps: ``(..., N - 1)`` gaps between consecutive points (padding ignored).
+    count: ``(...)`` number of valid points ``K >= 2`` (float or int).
+
+  Returns:
+    ``(p, p_inf)``: masses ``(..., N)`` (0 on padding) and the mass at ``+inf``.
+  """
+  big_n = delta.shape[-1]
+  t = jnp.arange(big_n, dtype=delta.dtype)
+  count = jnp.asarray(count, delta.dtype)[..., None]
+  last = count - 1.0
+  step = jnp.diff(delta, axis=-1)  # (..., N-1), <= 0 up to rounding
+  g_ok = t[:-1] < last  # the gap to the next point is real
+  g = jnp.where(g_ok, gaps, 1.0)
+  right = jnp.where(g_ok, step / jnp.expm1(g), 0.0)  # R_t, 0 at the last point
+  left = jnp.where(g_ok, -step / jnp.expm1(-g), 0.0)  # L_{t+1}
+  zero = jnp.zeros(delta.shape[:-1] + (1,), delta.dtype)
+  right = jnp.concatenate([right, zero], axis=-1)
+  left = jnp.concatenate([delta[..., :1] - 1.0, left], axis=-1)
+  p = jnp.where(t <= last, jnp.maximum(right - left, 0.0), 0.0)
+  k = jnp.clip(last, 0, big_n - 1).astype(jnp.int32)
+  p_inf = jnp.take_along_axis(delta, k, axis=-1)[..., 0]
+  return p, p_inf
+
+
+def support_traced(q, sigma, z, is_add):
+  """:func:`support` with a traced direction flag (True: add)."""
+  ar, br = support(q, sigma, z, "remove")
+  aa, ba = support(q, sigma, z, "add")
+  return jnp.where(is_add, aa, ar), jnp.where(is_add, ba, br)
+
+
+def _segments(n: int):
+  """Static segmentation of the single-step lattice: ``(J, L, m_max)``.
+
+  The support holds at most ``m_max = 8 n`` lattice points (folded modulo
+  ``n`` for the FFT), cut into ``J`` segments of ``L`` points each.
+  """
+  j = min(2048, n // 8)
+  m_max = 8 * n
+  return j, m_max // j, m_max
+
+
+# Share of the connect-the-dots error model that the coarser segments may add
+# (each coarsened segment's tilted mass times its squared gap is at most
+# ``_ETA / J`` of the uniform grid's).
+_ETA = 0.05
+
+
+def support_points(a, b, d, lam, s_cap, q, sigma, is_add, *, n: int, n_eval: int):
+  """Lattice points at which one step's delta curve is evaluated.
+
+  Connect-the-dots works on any finite support; its error (after composition,
+  read at the answer) is about ``sum_c m_c g_c^2 / 8`` per step, where ``m_c``
+  is the probability of cell ``c`` weighted by how much a loss there moves the
+  answer, ``e^{lam min(s, s_cap)}`` (see ``_kernel``), and ``g_c`` its width.
+  A uniform grid
+  spends most points in tails of negligible tilted mass, so the support is the
+  lattice ``a + i d`` (``i < m``), thinned by a power of two per segment of
+  ``L`` points: full resolution where the tilted mass is large, gaps up to ``L d``
+  where ``m_c 4^k <= tau`` (``tau = _ETA / J`` unless ``n_eval`` points do not
+  suffice, then four times larger, and so on). The tilted segment masses come
+  from a coarse connect-the-dots pass on the segment boundaries. None of this
+  affects soundness (any support dominates); it sets accuracy and cost.
+
+  Returns:
+    ``(idx, count)``: ``(n_eval,)`` float lattice indices, increasing on the
+    first ``count`` entries (the last one is ``m - 1``); padding repeats
+    ``m - 1``.
+  """
+  dt = d.dtype
+  n_seg, seg, m_max = _segments(n)
+  k_max = seg.bit_length() - 1
+  m = jnp.clip(jnp.ceil((b - a) / d) + 1.0, 2.0, float(m_max))  # the last point is >= b
+  # Coarse pass on the segment boundaries.
+  j = jnp.arange(n_seg + 1, dtype=dt)
+  cidx = jnp.minimum(j * seg, m - 1.0)
+  n_coarse = jnp.ceil((m - 1.0) / seg) + 1.0
+  e_c = a + cidx * d
+  ld_c = log_delta_curve(e_c, q, sigma, is_add)
+  p_c, _ = connect_the_dots_general(jnp.exp(ld_c), jnp.diff(e_c), n_coarse)
+  pos = p_c > 0
+  lw = jnp.where(pos, jnp.log(jnp.where(pos, p_c, 1.0)) + lam * jnp.minimum(e_c, s_cap), -jnp.inf)
+  w = jnp.exp(lw - jnp.max(lw))
+  w = w / jnp.sum(w)
+  mass = w[:-1] + w[1:]  # (J,) tilted mass of each segment, over-estimated
+  length = jnp.clip(m - j[:-1] * seg, 0.0, float(seg))  # lattice points per segment
+  # Thinning exponents for tau = tau0 4^c, c = 0..k_max; the first that fits.
+  c = jnp.arange(k_max + 1, dtype=dt)[:, None]
+  tau = (_ETA / n_seg) * 4.0**c
+  safe = jnp.where(mass > 0, mass, 1.0)
+  k = jnp.where(mass > 0, jnp.floor(0.5 * jnp.log2(tau / safe)), float(k_max))
+  k = jnp.clip(k, 0.0, float(k_max))
+  step = 2.0**k
+  counts = jnp.ceil(length / step)  # (C, J)
+  total = jnp.sum(counts, axis=-1) + 1.0  # room for the end point m - 1
+  fits = total <= n_eval
+  pick = jnp.min(jnp.where(fits, c[:, 0], float(k_max)))
+  sel = c[:, 0] == pick
+  k = jnp.sum(jnp.where(sel[:, None], k, 0.0), axis=0)
+  step = 2.0**k
+  counts = jnp.ceil(length / step)
+  ends = jnp.cumsum(counts)  # exclusive end of each segment's slots
+  n_pts = ends[-1]
+  slot = jnp.arange(n_eval, dtype=dt)
+  jj = jnp.searchsorted(ends, slot, side="right")  # segment of each slot
+  jj_c = jnp.minimum(jj, n_seg - 1)
+  start = jnp.take(ends - counts, jj_c)
+  idx = jj_c * seg + (slot - start) * jnp.take(step, jj_c)
+  # The last point of the thinned lattice, and whether m - 1 must be appended.
+  last_idx = jnp.max(jnp.where(slot < n_pts, idx, 0.0))
+  need_end = last_idx < m - 1.0
+  count = n_pts + jnp.where(need_end, 1.0, 0.0)
+  idx = jnp.where(slot < n_pts, idx, m - 1.0)
+  return idx, count

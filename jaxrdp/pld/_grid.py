@@ -1,21 +1,37 @@
-"""Choice of tilt, window and spacing per configuration, from the exact RDP.
+"""Choice of tilt, window and spacing per configuration, from the moment-generating function.
 
 The Renyi divergence is the moment-generating function of the privacy loss
 (estimated here by a cheap quadrature, :func:`log_mgf`):
-``E_P[e^{lam L}] = exp(lam D_{lam+1}(P || Q))`` (Mironov 2017, arXiv:1702.07476;
-the add direction is bounded by the remove one, Mironov, Talwar, Zhang 2019,
-arXiv:1908.10530, Thm 5). With ``K(lam) = sum_j T_j lam RDP_j(lam + 1)`` for the
-composition:
+``E_P[e^{nu L}] = exp(nu D_{nu+1}(P || Q))`` (Mironov 2017, arXiv:1702.07476),
+for every real ``nu`` (negative ``nu`` bound the lower tail); each direction is
+planned on its own (the add direction's function is the remove direction's at
+``-1 - nu``). With ``K(nu) = sum_j T_j nu RDP_j(nu + 1)`` for the composition:
 
-* the tilt ``lam`` minimises the Chernoff bound ``(K(lam) + log(1/delta)) / lam``
-  (epsilon target) or ``K(lam) - lam eps`` (epsilon given); its value
-  ``eps_c`` is the RDP epsilon, an upper bound of the tight one;
+* ``lam_read`` minimises the Chernoff bound ``(K(nu) + log(1/delta)) / nu``
+  (epsilon target) or ``K(nu) - nu eps`` (epsilon given); its value ``eps_c``
+  is an upper bound of the tight epsilon, and ``lam_read`` is the slope of
+  ``-log delta`` there (it sets the discretization error, see
+  :func:`required_points`);
 * the window's top ``hi`` is where the Chernoff bound of the upper tail falls to
-  ``1e-10 delta``; its bottom ``lo`` is where the tilted mass that could wrap
-  around contributes at most ``1e-8 delta`` (that mass is ``<= e^{lam (lo - eps)}``);
-* the single-step support holds all but ``1e-12 delta / T`` of each step's mass on
-  each side (Gaussian tails of the output, or Chernoff on one step, whichever is
-  shorter).
+  ``1e-8 delta`` (that mass is added to delta);
+* the FFT is circular with period ``W`` (the window's width), and the composed
+  PMF is tilted by ``lam`` (``p_s e^{lam s}``) so that the float64 noise floor
+  is relative to delta. Folding then weighs a P-mass ``p`` below the window
+  ``p e^{-lam W}`` where it is read, and a mass above ``s + W`` lands on ``s``
+  with weight ``p e^{lam W}``. The window must make both harmless (at most
+  ``1e-6 delta``) at the reading point ``s_r = 0.7 eps_c``: by Chernoff, mass
+  above: ``K(nu) - nu (s_r + W) + lam W <= log(1e-6 delta)`` for some
+  ``nu > lam``; mass below: ``lam W >= log(1e6 / delta)``, or the window
+  reaches down to where the lower tail (``nu < 0``) is below ``1e-6 delta``. A
+  large tilt shrinks the first term and grows the second: for heavy-tailed
+  losses (small sigma) the tilted composition spreads far to the right, so
+  ``lam`` is the largest candidate ``lam_read x {1, 0.85, ..., 0.05}`` whose
+  window is within 10% of the narrowest;
+* the window also reaches down to ``eps_c / 2`` (the answer lies below
+  ``eps_c``);
+* the single-step support holds all but ``1e-12 delta / T`` of each step's mass
+  on each side (Gaussian tails of the output, or Chernoff on one step,
+  whichever is shorter).
 
 None of these choices affects soundness: the readers bound every neglected mass
 from the discrete PMF itself. They only decide accuracy and cost.
@@ -34,22 +50,36 @@ from . import _discretize
 
 __all__ = ["Plan", "plan", "required_points", "LAMBDAS"]
 
-# Tilts (Renyi orders minus one) searched for the Chernoff bounds.
+# Exponents (Renyi orders minus one) searched for the Chernoff bounds: positive
+# ones for the upper tail and the tilt, negative ones for the lower tail.
 LAMBDAS = np.geomspace(1e-3, 1e3, 48)
+NEGATIVE = -np.geomspace(1e-2, 1e3, 20)
+# Candidate tilts, as multiples of lam_read (the narrowest window wins).
+_TILTS = np.array([1.0, 0.85, 0.7, 0.55, 0.4, 0.3, 0.2, 0.1, 0.05])
 _MGF_POINTS = 1536
-_LOG_TAIL = math.log(1e10)  # top of the window: tail <= 1e-10 delta
-_LOG_ALIAS = math.log(1e8)  # bottom: aliased tilted mass <= 1e-8 delta
+_LOG_TAIL = math.log(1e8)  # top of the window: tail <= 1e-8 delta
+_LOG_ALIAS = math.log(1e6)  # folded mass weighs <= 1e-6 delta where read
 _LOG_SUPPORT = math.log(1e12)  # single step: lost mass <= 1e-12 delta / T
+_READ = 0.8  # reading point s_r = 0.8 eps_est (epsilon mode)
 # Empirical constant of the connect-the-dots error model (see required_points).
 ERROR_MODEL = 1.0
+# dp_accounting's default value_discretization_interval, and how close to its
+# error jaxrdp's grid stays (required_points).
+_PEER_INTERVAL = 1e-4
+_PEER_SHARE = 0.8
+_PEER_SLACK = 1e-6
 
 
 class Plan(NamedTuple):
   """Per-configuration grid (all float64 scalars except ``a``: ``(2, P)``)."""
 
   lam: jnp.ndarray  # tilt
+  lam_read: jnp.ndarray  # slope of -log delta at the answer (error model)
   nu_hi: jnp.ndarray  # Chernoff exponent that sized the window's top
-  eps_c: jnp.ndarray  # RDP (Chernoff) epsilon: centre of the window
+  nu_up: jnp.ndarray  # exponent that bounds the mass folded down (> lam)
+  nu_lo: jnp.ndarray  # exponent that bounds the lower tail (< 0)
+  eps_c: jnp.ndarray  # RDP (Chernoff) epsilon: upper end of the answer
+  eps_est: jnp.ndarray  # saddle-point estimate of the answer (epsilon given: itself)
   log_delta_c: jnp.ndarray  # log of the delta the window is sized for
   lo: jnp.ndarray  # requested window bottom
   hi: jnp.ndarray  # requested window top
@@ -58,49 +88,124 @@ class Plan(NamedTuple):
 
 
 def log_mgf(q, sigma, lam):
-  """Estimate of ``log E_P[e^{lam L}] = lam D_{1+lam}(mu || mu0)`` of one step.
+  """Estimate of ``log E_P[e^{lam L}] = lam D_{1+lam}(mu || mu0)`` of one step, any real ``lam``.
 
   ``E_{x ~ mu0}[(mu(x)/mu0(x))^{1+lam}]`` by the trapezoid rule in log space on
-  ``[-12 sigma, 1 + lam + 12 sigma]`` (the integrand's peak lies in ``[0, 1 + lam]``).
-  Only used to *plan* the grid (its accuracy, ~1e-4 relative, affects cost and
-  tightness, never soundness); jaxrdp's exact ``sgm_rdp`` is the reference.
+  ``[min(0, 1+lam) - 12 sigma, max(0, 1 + lam) + 12 sigma]`` (the integrand's
+  peak lies between 0 and ``1 + lam``). Only used to *plan* the grid (its
+  accuracy, ~1e-4 relative, affects cost and tightness, never soundness);
+  jaxrdp's exact ``sgm_rdp`` is the reference.
   """
   alpha = 1.0 + lam
   u = jnp.linspace(0.0, 1.0, _MGF_POINTS)
-  lo = -12.0 * sigma
-  hi = alpha + 12.0 * sigma
+  lo = jnp.minimum(alpha, 0.0) - 12.0 * sigma
+  hi = jnp.maximum(alpha, 0.0) + 12.0 * sigma
   x = lo[..., None] + (hi - lo)[..., None] * u
   z = (2.0 * x - 1.0) / (2.0 * sigma[..., None] ** 2)
   ratio = jnp.logaddexp(jnp.log1p(-q[..., None]), jnp.log(q[..., None]) + z)  # log(mu/mu0)
   f = -0.5 * (x / sigma[..., None]) ** 2 + alpha[..., None] * ratio
   h = (hi - lo) / (_MGF_POINTS - 1)
   out = jax.nn.logsumexp(f, axis=-1) + jnp.log(h) - jnp.log(sigma) - 0.5 * math.log(2 * math.pi)
-  return jnp.maximum(out, 0.0)
+  # Holder: E_Q[(P/Q)^alpha] >= 1 outside (0, 1) and <= 1 inside.
+  return jnp.where((alpha > 0) & (alpha < 1), jnp.minimum(out, 0.0), jnp.maximum(out, 0.0))
 
 
-def plan(q, sigma, steps, target, mode: str) -> Plan:
-  """Plans one configuration of ``P`` phases (``q, sigma, steps``: ``(P,)``)."""
+def _argmin(values, at):
+  """``(min, at[argmin])`` without an integer argmin (x64-off safe)."""
+  low = jnp.min(values)
+  return low, jnp.min(jnp.where(values == low, at, jnp.inf))
+
+
+def _saddle_point_epsilon(lam, k, log_delta):
+  """Saddle-point estimate of the tight epsilon from ``K`` on the grid ``lam``.
+
+  With ``K'(nu) = eps`` the tilted loss is centred on ``eps`` and about normal
+  with variance ``K''(nu)``, so ``delta(eps) ~ exp(K(nu) - nu eps) /
+  (nu (1 + nu) sqrt(2 pi K''(nu)))``. Derivatives by finite differences on the
+  grid; the estimate is interpolated where the approximate ``log delta`` crosses
+  the target. It only places the window and sets the accuracy target.
+  """
+  dk = (k[1:] - k[:-1]) / (lam[1:] - lam[:-1])  # K' at midpoints
+  mid = 0.5 * (lam[1:] + lam[:-1])
+  eps = dk[1:] * 0.5 + dk[:-1] * 0.5  # K' at lam[1:-1]
+  var = (dk[1:] - dk[:-1]) / (mid[1:] - mid[:-1])  # K''
+  nu = lam[1:-1]
+  ok = jnp.isfinite(eps) & (var > 0) & (eps > 0)
+  log_d = (
+    k[1:-1]
+    - nu * eps
+    - jnp.log(nu * (1.0 + nu))
+    - 0.5 * jnp.log(2 * math.pi * jnp.where(ok, var, 1.0))
+  )
+  log_d = jnp.where(ok, log_d, jnp.inf)
+  # First grid point where the estimate is below the target; interpolate from the one before.
+  below = log_d <= log_delta
+  i = jnp.min(jnp.where(below, jnp.arange(nu.shape[0], dtype=lam.dtype), float(nu.shape[0])))
+  i = jnp.clip(i, 1.0, nu.shape[0] - 1.0).astype(jnp.int32)
+  l0, l1 = log_d[i - 1], log_d[i]
+  e0, e1 = eps[i - 1], eps[i]
+  frac = jnp.clip(
+    jnp.where(jnp.isfinite(l0) & (l0 > l1), (l0 - log_delta) / (l0 - l1), 1.0), 0.0, 1.0
+  )
+  out = e0 + frac * (e1 - e0)
+  return jnp.where(jnp.any(below), out, jnp.inf)
+
+
+def plan(q, sigma, steps, target, mode: str, is_add=False) -> Plan:
+  """Plans one direction of one configuration of ``P`` phases (``q, sigma, steps``: ``(P,)``).
+
+  The add direction's loss is minus the remove direction's, taken under ``Q``:
+  its moment-generating function at ``nu`` is the remove direction's at
+  ``-1 - nu``, so both directions are planned from :func:`log_mgf`.
+  """
   lam = jnp.asarray(LAMBDAS)
-  k1 = log_mgf(q[:, None], sigma[:, None], lam[None, :])  # (P, L)
-  k = jnp.sum(steps[:, None] * k1, axis=0)  # (L,)
-  k = jnp.where(jnp.isfinite(k), k, jnp.inf)
+  neg = jnp.asarray(NEGATIVE)
+  is_add = jnp.asarray(is_add)
+
+  def cumulant(x):  # K(x) of this direction, summed over phases
+    arg = jnp.where(is_add, -1.0 - x, x)
+    out = jnp.sum(steps[:, None] * log_mgf(q[:, None], sigma[:, None], arg[None, :]), axis=0)
+    return jnp.where(jnp.isfinite(out), out, jnp.inf)
+
+  k1 = log_mgf(q[:, None], sigma[:, None], lam[None, :])  # (P, L) remove direction, one step
+  k = cumulant(lam)  # (L,)
+  k_neg = cumulant(neg)
   if mode == "epsilon":
     log_delta_c = jnp.log(target)
-    bound = (k - log_delta_c) / lam
-    eps_c = jnp.min(bound)
-    lam_i = jnp.min(jnp.where(bound == eps_c, lam, jnp.inf))  # (no integer argmin: x64-off safe)
+    eps_c, lam_read = _argmin((k - log_delta_c) / lam, lam)
+    eps_est = jnp.clip(_saddle_point_epsilon(lam, k, log_delta_c), 0.0, eps_c)
+    eps_est = jnp.where(jnp.isfinite(eps_est), eps_est, eps_c)
+    s_read = _READ * eps_est
   else:
-    val = k - lam * target
-    vmin = jnp.min(val)
-    lam_i = jnp.min(jnp.where(val == vmin, lam, jnp.inf))
+    vmin, lam_read = _argmin(k - lam * target, lam)
     eps_c = target
+    eps_est = target
     log_delta_c = jnp.minimum(vmin, 0.0)
-  hi_all = (k - log_delta_c + _LOG_TAIL) / lam
-  hi = jnp.min(hi_all)
-  nu_hi = jnp.min(jnp.where(hi_all == hi, lam, jnp.inf))
+    s_read = target
+  log_eta = log_delta_c - _LOG_ALIAS  # log(1e-6 delta)
+  hi, nu_hi = _argmin((k - log_delta_c + _LOG_TAIL) / lam, lam)
   hi = jnp.maximum(hi, eps_c)
-  lo = eps_c - (_LOG_ALIAS - log_delta_c) / lam_i - 0.1 * jnp.abs(eps_c)
-  lo = jnp.maximum(lo, hi - 600.0 / (1.0 + lam_i))
+  # Lower tail: P(L < x) <= exp(K(nu) - nu x), nu < 0.
+  lo_cov, nu_lo = _argmin(-(k_neg - log_eta) / neg, neg)
+  lo_cov = -lo_cov
+  # Width needed by each candidate tilt; the narrowest wins (ties: the larger tilt).
+  tilt = lam_read * jnp.asarray(_TILTS)  # (C,)
+  above = lam[None, :] > tilt[:, None]  # (C, L)
+  gap = jnp.where(above, lam[None, :] - tilt[:, None], 1.0)
+  need_up = jnp.where(above, (k[None, :] - lam[None, :] * s_read - log_eta) / gap, jnp.inf)
+  w_up = jnp.min(need_up, axis=-1)
+  w_low = jnp.minimum(hi - lo_cov, -log_eta / tilt)
+  width = jnp.maximum(jnp.maximum(w_up, w_low), hi - 0.5 * eps_est)
+  width = jnp.minimum(width, 600.0 / (1.0 + tilt))  # the reader's exponents stay finite
+  # The largest tilt whose window is within 10% of the narrowest (a larger tilt
+  # keeps the certified round-off small).
+  best = jnp.min(width)
+  lam_i = jnp.max(jnp.where(width <= 1.1 * best, tilt, 0.0))
+  sel = tilt == lam_i
+  best = jnp.min(jnp.where(sel, width, jnp.inf))
+  nu_up = jnp.min(jnp.where(sel[:, None] & (need_up == w_up[:, None]), lam[None, :], jnp.inf))
+  nu_up = jnp.where(jnp.isfinite(nu_up), nu_up, 2.0 * lam_i)
+  lo = hi - best
   t_total = jnp.sum(steps)
   z = jnp.sqrt(2.0 * (jnp.log(t_total) + _LOG_SUPPORT - log_delta_c))
   ar, br = _discretize.support(q, sigma, z, "remove")
@@ -110,14 +215,37 @@ def plan(q, sigma, steps, target, mode: str) -> Plan:
   log_cut = jnp.log(t_total) + _LOG_SUPPORT - log_delta_c
   br = jnp.minimum(br, jnp.min((k1 + log_cut) / lam, axis=-1))
   aa = jnp.maximum(aa, -jnp.min((k1 + log_cut) / (1.0 + lam), axis=-1))
-  return Plan(lam_i, nu_hi, eps_c, log_delta_c, lo, hi, jnp.stack([ar, aa]), jnp.stack([br, ba]))
+  return Plan(
+    lam_i,
+    lam_read,
+    nu_hi,
+    nu_up,
+    nu_lo,
+    eps_c,
+    eps_est,
+    log_delta_c,
+    lo,
+    hi,
+    jnp.stack([ar, aa]),
+    jnp.stack([br, ba]),
+  )
 
 
-def spacing(p: Plan, n: int, n1: int):
-  """Grid spacing: the window ``[lo, hi]`` in ``n`` points, each support in ``n1``."""
+# The single-step support holds at most this many lattice points per FFT bin
+# (it is folded modulo n before the transform).
+SUPPORT_FOLDS = 8
+
+
+def spacing(p: Plan, n: int, is_add=None):
+  """Grid spacing: the window ``[lo, hi]`` in ``n`` points, the support in ``8 n``.
+
+  ``is_add`` (a traced bool) picks the direction whose support counts; ``None``
+  takes the wider of the two.
+  """
   d_window = (p.hi - p.lo) / (n - 1)
-  d_support = jnp.max(p.b - p.a) / (n1 - 1)
-  return jnp.maximum(d_window, d_support)
+  widths = p.b - p.a  # (2, P)
+  width = jnp.max(widths) if is_add is None else jnp.max(jnp.where(is_add, widths[1], widths[0]))
+  return jnp.maximum(d_window, width / (SUPPORT_FOLDS * n - 1))
 
 
 def required_points(p: Plan, steps, rtol):
@@ -129,10 +257,19 @@ def required_points(p: Plan, steps, rtol):
   ``T d^2 (1 + lam) / 8``. Measured on the MNIST configuration against a
   converged reference, this model is within a factor ``ERROR_MODEL`` of the
   observed error.
+
+  The spacing also stays below what gives dp_accounting's PLD accountant at
+  its default interval (``1e-4``, connect-the-dots on a uniform grid, so the
+  same error model) its error, plus ``1e-6`` of epsilon: where ``rtol`` alone
+  would allow a coarser grid (large epsilon), jaxrdp is never looser than it.
   """
   t_total = jnp.sum(steps)
-  target = rtol * jnp.maximum(jnp.abs(p.eps_c), 1e-2)
-  d_req = jnp.sqrt(8.0 * target / (ERROR_MODEL * t_total * (1.0 + p.lam)))
+  scale = jnp.maximum(p.eps_est, 1e-8)
+  per_d2 = ERROR_MODEL * t_total * (1.0 + p.lam_read) / 8.0  # error / d^2
+  # Never coarser than dp_accounting's default grid (1e-4, with the same
+  # construction and the same error) beyond 1e-6 relative of epsilon.
+  d_peer = jnp.sqrt(_PEER_SHARE * _PEER_INTERVAL**2 + _PEER_SLACK * scale / per_d2)
+  d_req = jnp.minimum(jnp.sqrt(rtol * scale / per_d2), d_peer)
   window = (p.hi - p.lo) / d_req
-  support = 2.0 * jnp.max(p.b - p.a) / d_req
+  support = jnp.max(p.b - p.a) / (SUPPORT_FOLDS * d_req)
   return jnp.maximum(window, support)

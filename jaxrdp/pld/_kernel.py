@@ -1,9 +1,14 @@
-"""One configuration end to end: plan, discretize both directions, compose, read."""
+"""One adjacency direction of one configuration end to end: plan, discretize, compose, read.
+
+A *job* is one configuration (``P`` phases) in one direction (remove or add),
+on an FFT of static length ``n``. The direction is a traced flag, so one
+compiled program serves both; the public functions take the maximum over the
+two directions (``_accountant``).
+"""
 
 from __future__ import annotations
 
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
@@ -11,112 +16,146 @@ import numpy as np
 
 from . import _compose, _discretize, _grid, _read
 
-__all__ = ["config_epsilon", "config_delta", "batch_plan_points", "run_batch"]
+__all__ = [
+  "job_epsilon",
+  "job_delta",
+  "batch_plan_points",
+  "batch_required_points",
+  "run_job",
+  "run_jobs",
+  "n_eval",
+]
 
-# Multiples of the tilt at which the discrete MGF is evaluated for the tail bounds.
-_NU = np.array([0.0, 0.6, 1.0, 1.2, 1.6])
+# Multiples of the tilt at which the discrete MGF is evaluated for the tail and
+# wrap-around bounds, besides the plan's own exponents (nu_hi, nu_up, nu_lo).
+_NU = np.array([0.0, 0.5, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0])
 _I_ONE = 2
-# Multiples of the exponent that sized the window's top (see _grid.plan).
-_NU_HI = np.array([1.0])
 # Hoeffding failure probability, relative to delta (lower bound only).
 _ETA = 1e-3
+# Most points at which one step's delta curve is evaluated (see
+# _discretize.support_points): the thinned support of the configurations
+# measured needs 1,300 to 17,000 at the default accuracy; where more would be
+# needed the thinning coarsens (its share of the error grows from 5% to 20%).
+_N_EVAL_MAX = 8192
 
 
-def _curves(q, sigma, steps, target, mode, n, n1):
-  pl = _grid.plan(q, sigma, steps, target, mode)
+def n_eval(n: int) -> int:
+  """Evaluation points of one step's curve for an FFT of length ``n``."""
+  return min(_N_EVAL_MAX, max(2048, n // 8))
+
+
+def _curves(q, sigma, steps, target, is_add, mode, n, pl=None):
+  if pl is None:
+    pl = _grid.plan(q, sigma, steps, target, mode, is_add)
   pl = jax.tree_util.tree_map(jax.lax.stop_gradient, pl)
-  d = jax.lax.stop_gradient(_grid.spacing(pl, n, n1))
+  d = jax.lax.stop_gradient(_grid.spacing(pl, n, is_add))
   lam = pl.lam
-  e = pl.a[..., None] + d * jnp.arange(n1, dtype=q.dtype)  # (2, P, n1)
-  log_delta = jnp.stack(
-    [
-      _discretize.log_delta_curve(e[0], q[:, None], sigma[:, None], "remove"),
-      _discretize.log_delta_curve(e[1], q[:, None], sigma[:, None], "add"),
-    ]
+  a = jnp.where(is_add, pl.a[1], pl.a[0])  # (P,)
+  b = jnp.where(is_add, pl.b[1], pl.b[0])
+  points = functools.partial(_discretize.support_points, n=n, n_eval=n_eval(n))
+  # How much a single-step loss s matters where delta is read: about
+  # delta_rest(eps - s), the hockey-stick curve of the other steps, which is
+  # ~ e^{lam (s - s_cap)} up to s_cap and ~1 beyond, with lam the slope of
+  # -log delta at the answer and s_cap = eps - K_rest(lam) / lam, where
+  # K_rest ~ (1 - 1/T) (lam eps + log delta) (one step: s_cap = eps).
+  t_total = jnp.sum(steps)
+  s_cap = pl.eps_est / t_total - (1.0 - 1.0 / t_total) * pl.log_delta_c / pl.lam_read
+  idx, count = jax.vmap(points, in_axes=(0, 0, None, None, None, 0, 0, None))(
+    a, b, d, pl.lam_read, s_cap, q, sigma, is_add
   )
-  p, p_inf = _discretize.connect_the_dots(log_delta, d)
+  idx, count = jax.lax.stop_gradient(idx), jax.lax.stop_gradient(count)
+  e = a[:, None] + d * idx  # (P, N) support points
+  log_delta = _discretize.log_delta_curve(e, q[:, None], sigma[:, None], is_add)
+  p, p_inf = _discretize.connect_the_dots_general(jnp.exp(log_delta), jnp.diff(e, axis=-1), count)
   pos_p = p > 0
   lp = jnp.where(pos_p, jnp.log(jnp.where(pos_p, p, 1.0)), -jnp.inf)  # safe for jax.grad
-  nu = jnp.concatenate([lam * jnp.asarray(_NU), pl.nu_hi * jnp.asarray(_NU_HI)])
-  log_m = jax.nn.logsumexp(lp[..., None, :] + nu[:, None] * e[..., None, :], axis=-1)  # (2,P,F)
-  kk = jnp.sum(steps[:, None] * log_m, axis=-2)  # (2, F)
-  x = jnp.exp(lp + lam * e - log_m[..., _I_ONE][..., None])
-  y, err_l2 = _compose.compose(x, steps, n)  # (2, n), (2,)
-  origin = jnp.sum(steps * pl.a, axis=-1)  # (2,)
+  nu = jnp.concatenate(
+    [
+      lam * jnp.asarray(_NU),
+      jnp.stack([pl.nu_hi, pl.nu_up, pl.nu_lo, 0.5 * pl.nu_lo]),
+    ]
+  )
+  log_m = jax.nn.logsumexp(lp[..., None, :] + nu[:, None] * e[..., None, :], axis=-1)  # (P, F)
+  kk = jnp.sum(steps[:, None] * log_m, axis=0)  # (F,)
+  x = jnp.exp(lp + lam * e - log_m[:, _I_ONE][:, None])
+  # Fold the support modulo n onto the FFT's circle.
+  phases = jnp.arange(q.shape[0])[:, None]
+  slot = jnp.mod(idx, float(n)).astype(jnp.int32)
+  x = jnp.zeros((q.shape[0], n), x.dtype).at[phases, slot].add(x)
+  y, err_l2 = _compose.compose(x, steps, n)  # (n,), ()
+  origin = jnp.sum(steps * a)
   k0 = jnp.floor((pl.lo - origin) / d)
   lo = origin + k0 * d
-  idx = jnp.mod(k0[:, None] + jnp.arange(n, dtype=q.dtype), n).astype(jnp.int32)
-  w = jnp.take_along_axis(y, idx, axis=-1)
+  shift = jnp.mod(k0, float(n)).astype(jnp.int32)
+  w = jax.lax.dynamic_slice(jnp.concatenate([y, y]), (shift,), (n,))
   # Read up to hi; (1 + lam) (hi - lo) <= 650 keeps the scaled sums finite.
   hi = jnp.minimum(lo + (n - 1) * d, lo + 650.0 / (1.0 + lam))
-  s_all = lo[:, None] + d * jnp.arange(n, dtype=q.dtype)
-  w = jnp.where(s_all <= hi[:, None], w, 0.0)
+  s_all = lo + d * jnp.arange(n, dtype=q.dtype)
+  w = jnp.where(s_all <= hi, w, 0.0)
   pos = nu > 0
-  log_tail = jnp.min(jnp.where(pos, kk - nu * hi[:, None], jnp.inf), axis=-1)
-  inf_mass = -jnp.expm1(jnp.sum(steps * jnp.log1p(-jnp.minimum(p_inf, 1.0)), axis=-1))
+  log_tail = jnp.min(jnp.where(pos, kk - nu * hi, jnp.inf))
+  inf_mass = -jnp.expm1(jnp.sum(steps * jnp.log1p(-jnp.minimum(p_inf, 1.0))))
   tail = jnp.exp(log_tail) + inf_mass
-  k1 = kk[:, _I_ONE]
-  low_nu = nu < lam
-  high_nu = nu > lam
-  tau = jnp.exp(
-    jnp.min(jnp.where(low_nu, kk - k1[:, None] + (lam - nu) * lo[:, None], jnp.inf), axis=-1)
-  ) + jnp.exp(
-    jnp.min(jnp.where(high_nu, kk - k1[:, None] - (nu - lam) * hi[:, None], jnp.inf), axis=-1)
-  )
-  curves = jax.vmap(_read.curve, in_axes=(0, 0, None, None, 0, 0, 0, 0, 0))(
-    w, lo, d, lam, k1, err_l2, tail, tau, hi
-  )
-  t_total = jnp.sum(steps)
-  # Hoeffding shift of the coupling between the exact and the connect-the-dots losses.
-  return curves, d, t_total
+  k1 = kk[_I_ONE]
+  c = _read.curve(w, lo, d, lam, k1, err_l2, tail, (nu, kk, n * d), hi)
+  return c, d, jnp.sum(steps)
 
 
 def _shift(d, t_total, eta):
+  """Hoeffding shift of the coupling between the exact and the connect-the-dots losses."""
   mean = t_total * d * d / 8.0 * (1.0 + d)
   return mean + d * jnp.sqrt(t_total * jnp.log(1.0 / eta) / 2.0)
 
 
-def config_epsilon(q, sigma, steps, delta, *, n, n1):
-  """``(epsilon, epsilon_lower, ok)`` of one configuration (``P`` phases)."""
-  curves, d, t_total = _curves(q, sigma, steps, delta, "epsilon", n, n1)
-  up, ok = jax.vmap(_read.epsilon_upper, in_axes=(0, None))(curves, delta)
+def job_epsilon(q, sigma, steps, delta, is_add, *, n, pl=None):
+  """``(epsilon, epsilon_lower, ok, slope)`` of one direction of one configuration."""
+  c, d, t_total = _curves(q, sigma, steps, delta, is_add, "epsilon", n, pl)
+  up, ok, slope = _read.epsilon_upper(c, delta)
   eta = _ETA * delta
   # failure events: Hoeffding (eta) and the support cuts (<= 2e-12 delta).
-  low = jax.vmap(_read.epsilon_lower, in_axes=(0, None))(curves, delta + eta * (1.0 + 1e-8))
-  low = low - _shift(d, t_total, eta)
-  eps = jnp.maximum(jnp.max(up), 0.0)
-  eps_low = jnp.clip(jnp.max(low), 0.0, eps)
-  return eps, eps_low, jnp.all(ok | (up <= 0))
+  low = _read.epsilon_lower(c, delta + eta * (1.0 + 1e-8)) - _shift(d, t_total, eta)
+  return up, low, ok | (up <= 0), slope
 
 
-def config_delta(q, sigma, steps, epsilon, *, n, n1):
-  """``(delta, delta_lower, ok)`` of one configuration (``P`` phases)."""
-  curves, d, t_total = _curves(q, sigma, steps, epsilon, "delta", n, n1)
-  up = jax.vmap(_read.delta_upper, in_axes=(0, None))(curves, epsilon)
-  delta = jnp.max(up)
-  eta = _ETA * jnp.maximum(delta, 1e-300)
+def job_delta(q, sigma, steps, epsilon, is_add, *, n, pl=None):
+  """``(delta, delta_lower, ok, 0)`` of one direction of one configuration."""
+  c, d, t_total = _curves(q, sigma, steps, epsilon, is_add, "delta", n, pl)
+  up = _read.delta_upper(c, epsilon)
+  eta = _ETA * jnp.maximum(up, 1e-300)
   shifted = epsilon + _shift(d, t_total, eta)
-  low = jax.vmap(_read.delta_lower, in_axes=(0, None))(curves, shifted) - eta * (1.0 + 1e-8)
-  ok = jnp.all(epsilon >= curves["s"][:, 0])
-  return delta, jnp.clip(jnp.max(low), 0.0, delta), ok
+  low = _read.delta_lower(c, shifted) - eta * (1.0 + 1e-8)
+  return up, jnp.clip(low, 0.0, up), epsilon >= c["lo"], jnp.zeros_like(up)
 
 
-def _plan_points(q, sigma, steps, target, mode, rtol):
-  pl = _grid.plan(q, sigma, steps, target, mode)
-  return _grid.required_points(pl, steps, rtol)
+def _plan_points(q, sigma, steps, target, is_add, mode, rtol):
+  pl = _grid.plan(q, sigma, steps, target, mode, is_add)
+  return pl, _grid.required_points(pl, steps, rtol)
 
 
 @functools.partial(jax.jit, static_argnames=("mode",))
-def batch_plan_points(q, sigma, steps, target, rtol, mode):
-  """Grid points needed per configuration (``q, sigma, steps``: ``(B, P)``)."""
-  return jax.vmap(_plan_points, in_axes=(0, 0, 0, 0, None, None))(
-    q, sigma, steps, target, mode, rtol
+def batch_plan_points(q, sigma, steps, target, is_add, rtol, mode):
+  """Plans and grid points needed per job (``q, sigma, steps``: ``(B, P)``; the rest ``(B,)``)."""
+  return jax.vmap(_plan_points, in_axes=(0, 0, 0, 0, 0, None, None))(
+    q, sigma, steps, target, is_add, mode, rtol
   )
 
 
+@jax.jit
+def batch_required_points(plans, steps, rtol):
+  """Grid points needed per job for given plans (``steps``: ``(B, P)``)."""
+  return jax.vmap(_grid.required_points, in_axes=(0, 0, None))(plans, steps, rtol)
+
+
+@functools.partial(jax.jit, static_argnames=("mode", "n"))
+def run_job(q, sigma, steps, target, is_add, pl, mode, n):
+  """One job (``(P,)`` phases, one direction) with its precomputed plan."""
+  fn = job_epsilon if mode == "epsilon" else job_delta
+  return fn(q, sigma, steps, target, is_add, n=n, pl=pl)
+
+
 @functools.partial(jax.jit, static_argnames=("mode", "n", "chunk"))
-def run_batch(q, sigma, steps, target, mode, n, chunk):
-  """All configurations of a batch (``(B, P)`` phases, ``(B,)`` targets), ``chunk`` at a time."""
-  fn = config_epsilon if mode == "epsilon" else config_delta
-  one = functools.partial(fn, n=n, n1=n // 2)
-  return jax.lax.map(lambda a: one(*a), (q, sigma, steps, target), batch_size=chunk)
+def run_jobs(q, sigma, steps, target, is_add, mode, n, chunk):
+  """All jobs of a batch (``(B, P)`` phases, ``(B,)`` targets and directions), ``chunk`` at a time."""
+  fn = job_epsilon if mode == "epsilon" else job_delta
+  one = functools.partial(fn, n=n)
+  return jax.lax.map(lambda a: one(*a), (q, sigma, steps, target, is_add), batch_size=chunk)

@@ -10,41 +10,48 @@ solve inside the cell.
 The composed PMF is stored tilted, ``r_s = p_s e^{lam s} / M^T`` (``M`` the
 discrete moment-generating function at ``lam``), so
 ``sum_{s > eps} p_s (1 - e^{eps - s}) = M^T sum_{s > eps} r_s e^{-lam s}
-(1 - e^{eps - s})``; both partial sums are reverse cumulative log-sum-exps.
-Tilting makes the float64 noise floor relative to delta: an absolute error
-``|dr|`` per bin costs at most ``M^T e^{-lam eps} ||dr||_1`` in delta, and the
-tilt makes ``M^T e^{-lam eps}`` of the order of delta itself.
+(1 - e^{eps - s})``. Both partial sums are kept relative to the top of the
+window (nothing overflows) in two levels: sums over blocks of ``B`` bins, then
+inside the one block where the answer lies. The search costs ``O(n)`` without
+a cumulative sum over the whole window. Tilting makes the float64 noise floor
+relative to delta: an absolute error ``|dr|`` per bin costs at most
+``M^T e^{-lam eps} ||dr||_1`` in delta, and the tilt makes ``M^T e^{-lam eps}``
+of the order of delta itself.
 
 Error terms, each an upper bound (``u = 2^-53``, ``n`` bins):
 
-* ``fft``: ``M^T e^{-lam s_k} sqrt(n) err_l2`` (``_compose`` gives ``err_l2``);
+* ``fft``: the reading weights of the bins above ``s_k`` are at most
+  ``M^T e^{-lam s_j}``, so an error of at most ``err_inf`` per bin (Euclidean
+  norm ``err_l2``) costs at most ``M^T e^{-lam s_k}`` times
+  ``err_inf / (1 - e^{-lam d})`` (or ``err_l2 / sqrt(1 - e^{-2 lam d})``), each
+  capped by summing over all ``n`` bins (``_compose`` gives both bounds);
 * ``tail``: the composed mass above the window, by Chernoff on the *discrete*
   single-step MGF: ``P(L > hi) <= min_nu exp(sum_j T_j log M_j(nu) - nu hi)``,
   plus the composed ``+inf`` mass ``1 - prod_j (1 - p_inf,j)^{T_j}``;
 * ``alias``: mass outside the window wraps around into it (circular
-  convolution). It only *adds* mass, so the upper bound stays valid; the lower
-  bound subtracts ``M^T e^{-lam s_k} tau`` with ``tau`` the Chernoff bound of
-  the tilted mass outside the window;
-* summation round-off: ``8 n u`` times the P-mass above ``eps`` (suffix sums
-  of non-negative terms, and their difference).
+  convolution of period ``W = n d``). It only *adds* mass, so the upper bound
+  stays valid; the lower bound subtracts what it could have added to the delta
+  read at ``s``: mass below the window (below ``lo``) lands ``j W`` higher,
+  where the tilted reader weighs it ``e^{-j lam W}`` times its P-mass, in all
+  at most ``P(L < lo) e^{-lam W} / (1 - e^{-lam W})`` with
+  ``P(L < lo) <= min(e^{K(0)}, min_{nu < 0} e^{K(nu) - nu lo})``; mass above
+  ``s + j W`` lands above ``s`` after ``j`` turns with weight ``e^{j lam W}``,
+  in all at most ``sum_j exp(K(nu) - nu s - j (nu - lam) W)`` for any
+  ``nu > lam``, with ``K(nu) = sum_j T_j log M_j(nu)`` the discrete
+  moment-generating function;
+* summation round-off: ``8 n u`` times the P-mass above ``eps`` (sums of
+  non-negative terms, and their difference).
 """
 
 from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
 __all__ = ["curve", "epsilon_upper", "epsilon_lower", "delta_upper", "delta_lower"]
 
 _U = 2.0**-53
-
-
-def _first(mask):
-  """Index of the first True (0 if none), without an integer iota (x64-off safe)."""
-  n = mask.shape[-1]
-  idx = jnp.min(jnp.where(mask, np.arange(n, dtype=np.float64), float(n)))
-  return jnp.where(idx < n, idx, 0.0).astype(jnp.int32)
+_BLOCK = 256
 
 
 def _safe_log(x):
@@ -53,86 +60,167 @@ def _safe_log(x):
   return jnp.where(pos, jnp.log(jnp.where(pos, x, 1.0)), -jnp.inf)
 
 
+def _first(mask):
+  """Index of the first True (0 if none), as int32, without an integer iota."""
+  n = mask.shape[-1]
+  pos = jnp.arange(n, dtype=jnp.float64 if jax.config.jax_enable_x64 else jnp.float32)
+  idx = jnp.min(jnp.where(mask, pos, float(n)))
+  return jnp.where(idx < n, idx, 0.0).astype(jnp.int32)
+
+
+def _last(mask):
+  """Index of the last True (0 if none), as int32."""
+  n = mask.shape[-1]
+  return (n - 1 - _first(mask[::-1])).astype(jnp.int32)
+
+
 def curve(w, lo, d, lam, log_c, fft_l2, tail, tau, top):
-  """Pre-computes the partial sums of one composed tilted PMF on its window.
+  """Block sums of one composed tilted PMF on its window.
 
   Args:
     w: ``(n,)`` tilted composed masses at losses ``s_k = lo + k d``.
     lo, d, lam: window bottom, spacing and tilt (scalars).
     log_c: ``T log M(lam)`` summed over phases.
-    fft_l2: bound on the Euclidean norm of the round-off in ``w``.
+    fft_l2: ``(err_inf, err_l2)``: bounds on the round-off in ``w``, per bin and
+      in Euclidean norm.
     tail: bound on the delta contributed above the window (incl. ``+inf`` mass).
-    tau: bound on the tilted mass outside the window (aliased into it).
+    tau: ``(nu, K(nu), W)``: exponents, the log moment-generating function of
+      the composed discrete PLD at them, and the circle's length, for the
+      bound on the aliased mass.
     top: the highest loss read (masses above it must be zero in ``w``; ``tail``
       accounts for them); ``(1 + lam) (top - lo) <= 700`` keeps the scaled
       sums finite.
   """
   n = w.shape[-1]
+  blk = min(_BLOCK, n)
+  nb = n // blk
   s = lo + d * jnp.arange(n, dtype=w.dtype)
   wc = jnp.maximum(w, 0.0)
-  # Suffix sums over j > k, scaled at the top so that nothing overflows;
-  # summed from the top down, each suffix carries a relative error <= n u.
+  e1 = wc * jnp.exp(jnp.minimum(lam * (top - s), 700.0))
+  e2 = wc * jnp.exp(jnp.minimum((1.0 + lam) * (top - s), 700.0))
+  b1 = e1.reshape(nb, blk)
+  b2 = e2.reshape(nb, blk)
   zero = jnp.zeros((1,), w.dtype)
-  s1 = jnp.concatenate(
-    [jnp.cumsum((wc * jnp.exp(jnp.minimum(lam * (top - s), 700.0)))[::-1])[::-1][1:], zero]
-  )
-  s2 = jnp.concatenate(
-    [jnp.cumsum((wc * jnp.exp(jnp.minimum((1.0 + lam) * (top - s), 700.0)))[::-1])[::-1][1:], zero]
-  )
-  base = log_c - lam * top  # log(M^T e^{-lam top})
-  a = base + _safe_log(s1)  # log sum_{j>k} p_j  (untilted P-mass above s_k)
-  b = base - top + _safe_log(s2)  # log sum_{j>k} p_j e^{-s_j}
-  diff = s1 - jnp.exp(s - top) * s2
-  read = jnp.exp(base) * jnp.maximum(diff, 0.0)
-  rel = jnp.asarray(8.0 * n * _U, w.dtype)
-  rounding = rel * jnp.exp(a)  # |error of the difference| <= 2 n u (S1 + e^{..} S2)
-  scale = jnp.exp(log_c - lam * s)  # M^T e^{-lam s_k}
-  fft = scale * jnp.sqrt(float(n)) * fft_l2
-  up = read + rounding + fft + tail
-  low = read - rounding - fft - scale * tau
+  # Sums over the blocks after each block (exclusive suffix sums over blocks).
+  after1 = jnp.concatenate([jnp.cumsum(jnp.sum(b1, -1)[::-1])[::-1][1:], zero])
+  after2 = jnp.concatenate([jnp.cumsum(jnp.sum(b2, -1)[::-1])[::-1][1:], zero])
   return dict(
-    s=s,
-    a=a,
-    b=b,
-    log_c=log_c,
-    read=read,
-    fft=fft,
-    tail=tail,
-    alias=scale * tau,
-    rounding=rounding,
-    up=up,
-    low=low,
-    d=d,
+    e1=e1,
+    e2=e2,
+    after1=after1,
+    after2=after2,
+    # sums over j > first bin of each block
+    start1=after1 + jnp.sum(b1[:, 1:], -1),
+    start2=after2 + jnp.sum(b2[:, 1:], -1),
     lo=lo,
+    d=d,
+    lam=lam,
+    top=top,
+    base=log_c - lam * top,  # log(M^T e^{-lam top})
+    log_c=log_c,
+    fft_l2=fft_l2,
+    tail=tail,
+    tau=tau,
+    n=n,
+    blk=blk,
   )
 
 
-def _solve(c, k, extra, delta):
-  """Solves ``A - e^eps B + extra = delta`` on the cell ``(s_{k-1}, s_k]``."""
-  kk = jnp.maximum(k - 1, 0)
-  a_abs = jnp.exp(c["a"][kk])
-  b_abs = jnp.exp(c["b"][kk])
-  num = a_abs + extra[kk] - delta
-  good = (num > 0) & (b_abs > 0)
-  eps = _safe_log(jnp.where(good, num, 1.0)) - _safe_log(jnp.where(good, b_abs, 1.0))
-  eps = jnp.where(good, eps, c["s"][kk])
-  return jnp.clip(eps, c["s"][kk], c["s"][k])
+def _terms(c, s1, s2, s):
+  """``(read, rounding, fft, alias, log_a, log_b)`` at losses ``s`` with suffix sums ``s1, s2``."""
+  log_a = c["base"] + _safe_log(s1)  # log sum_{j>k} p_j (untilted P-mass above)
+  log_b = c["base"] - c["top"] + _safe_log(s2)  # log sum_{j>k} p_j e^{-s_j}
+  read = jnp.exp(c["base"]) * jnp.maximum(s1 - jnp.exp(s - c["top"]) * s2, 0.0)
+  rounding = 8.0 * c["n"] * _U * jnp.exp(log_a)
+  scale = jnp.exp(c["log_c"] - c["lam"] * s)  # M^T e^{-lam s}
+  err_inf, err_l2 = c["fft_l2"]
+  n = float(c["n"])
+  lam_d = c["lam"] * c["d"]
+  l1_weight = jnp.minimum(n, 1.0 / -jnp.expm1(-lam_d))
+  l2_weight = jnp.minimum(jnp.sqrt(n), 1.0 / jnp.sqrt(-jnp.expm1(-2.0 * lam_d)))
+  fft = scale * jnp.minimum(err_inf * l1_weight, err_l2 * l2_weight)
+  return read, rounding, fft, _alias(c, s), log_a, log_b
+
+
+def _alias(c, s):
+  """Bound on the delta that wrap-around adds at losses ``s`` (see the module docstring)."""
+  nu, kk, circle = c["tau"]
+  lam = c["lam"]
+  # P(L < lo): K(0) is the log of the total mass; nu < 0 bounds the lower tail.
+  log_low = jnp.min(jnp.where(nu <= 0, kk - jnp.minimum(nu, 0.0) * c["lo"], jnp.inf))
+  below = jnp.exp(log_low - lam * circle) / -jnp.expm1(-lam * circle)
+  up = nu > lam
+  gain = jnp.where(up, nu - lam, 1.0) * circle
+  s = jnp.asarray(s)[..., None]
+  log_above = kk - nu * s - gain - jnp.log(-jnp.expm1(-gain))
+  return below + jnp.exp(jnp.min(jnp.where(up, log_above, jnp.inf), axis=-1))
+
+
+def _block(c, b):
+  """Bins of block ``b``: their losses and exclusive suffix sums ``(s, s1, s2, e1, e2)``."""
+  blk = c["blk"]
+  e1 = jax.lax.dynamic_slice(c["e1"], (b * blk,), (blk,))
+  e2 = jax.lax.dynamic_slice(c["e2"], (b * blk,), (blk,))
+  zero = jnp.zeros((1,), e1.dtype)
+  s1 = jnp.concatenate([jnp.cumsum(e1[::-1])[::-1][1:], zero]) + c["after1"][b]
+  s2 = jnp.concatenate([jnp.cumsum(e2[::-1])[::-1][1:], zero]) + c["after2"][b]
+  s = c["lo"] + c["d"] * (b * blk + jnp.arange(blk, dtype=e1.dtype))
+  return s, s1, s2, e1, e2
+
+
+def _block_ends(c):
+  nb = c["after1"].shape[-1]
+  blk = c["blk"]
+  return c["lo"] + c["d"] * (blk * jnp.arange(1, nb + 1, dtype=c["e1"].dtype) - 1.0)
+
+
+def _block_starts(c):
+  nb = c["after1"].shape[-1]
+  return c["lo"] + c["d"] * (c["blk"] * jnp.arange(nb, dtype=c["e1"].dtype))
+
+
+def _up(c, s1, s2, s):
+  read, rounding, fft, _, _, _ = _terms(c, s1, s2, s)
+  return read + rounding + fft + c["tail"]
+
+
+def _low(c, s1, s2, s):
+  read, rounding, fft, alias, _, _ = _terms(c, s1, s2, s)
+  return read - rounding - fft - alias
 
 
 def epsilon_upper(c, delta):
-  """Smallest epsilon (upper bound) with ``up(eps) <= delta``; ``(eps, ok)``.
+  """Smallest epsilon (upper bound) with ``up(eps) <= delta``; ``(eps, ok, slope)``.
 
-  ``ok`` is False when the answer is below the window (then ``eps`` is the
-  window's bottom, still a valid upper bound) or above it (``inf``).
+  The certified curve ``up`` is non-increasing, so the first block whose last
+  bin is below ``delta`` holds the first such bin ``k``; the answer is solved
+  exactly on the cell ``(s_{k-1}, s_k]``, where the curve is
+  ``A + extra - e^eps B`` with sums over ``j >= k``. ``ok`` is False when the
+  answer is below the window (then ``eps`` is the window's bottom, still a valid
+  upper bound) or above it (``inf``). ``slope`` is ``-d log delta / d eps``
+  there (it sets the discretization error of epsilon).
   """
-  below = c["up"] <= delta
+  below = _up(c, c["after1"], c["after2"], _block_ends(c)) <= delta
   found = jnp.any(below)
-  k = _first(below)
-  extra = c["fft"] + c["tail"] + c["rounding"]
-  eps = _solve(c, k, extra, delta)
-  eps = jnp.where(k == 0, c["s"][0], eps)
+  b = _first(below)
+  s, s1, s2, e1, e2 = _block(c, b)
+  i = _first(_up(c, s1, s2, s) <= delta)
+  k = b * c["blk"] + i
+  # Sums over j >= k, the loss s_{k-1} and the error terms there.
+  t1 = s1[i] + e1[i]
+  t2 = s2[i] + e2[i]
+  s_prev = s[i] - c["d"]
+  _, rounding, fft, _, log_a, log_b = _terms(c, t1, t2, s_prev)
+  num = jnp.exp(log_a) + rounding + fft + c["tail"] - delta
+  b_abs = jnp.exp(log_b)
+  good = (num > 0) & (b_abs > 0)
+  eps = _safe_log(jnp.where(good, num, 1.0)) - _safe_log(jnp.where(good, b_abs, 1.0))
+  eps = jnp.clip(jnp.where(good, eps, s_prev), s_prev, s[i])
+  eps = jnp.where(k == 0, c["lo"], eps)
   eps = jnp.where(found, eps, jnp.inf)
-  return eps, found & (k > 0)
+  # -d log delta / d eps at the answer: the reading curve is A + extra - e^eps B.
+  slope = jnp.where(good, jnp.exp(jnp.minimum(eps + log_b, 700.0)) / delta, 0.0)
+  return eps, found & (k > 0), slope
 
 
 def epsilon_lower(c, delta):
@@ -140,43 +228,47 @@ def epsilon_lower(c, delta):
 
   If ``low(s_k) > delta`` then the discrete delta exceeds ``delta`` on all of
   ``(-inf, s_k]`` (it is non-increasing), so the crossing is above ``s_k``;
-  the last such ``k`` is used and the cell ``(s_k, s_{k+1}]`` is solved
-  exactly. ``-inf`` when no grid point qualifies.
+  the last block whose first bin qualifies is searched for its last such bin
+  ``k``, and the cell ``(s_k, s_{k+1}]`` is solved exactly. ``-inf`` when no
+  bin qualifies.
   """
-  n = c["s"].shape[-1]
-  above = c["low"] > delta
+  above = _low(c, c["start1"], c["start2"], _block_starts(c)) > delta
   found = jnp.any(above)
-  k = n - 1 - _first(above[::-1])
-  kn = jnp.minimum(k + 1, n - 1)
-  a_abs = jnp.exp(c["a"][k])
-  b_abs = jnp.exp(c["b"][k])
-  num = a_abs - (c["fft"][k] + c["alias"][k] + c["rounding"][k]) - delta
+  b = _last(above)
+  s, s1, s2, _, _ = _block(c, b)
+  i = _last(_low(c, s1, s2, s) > delta)
+  _, rounding, fft, alias, log_a, log_b = _terms(c, s1[i], s2[i], s[i])
+  num = jnp.exp(log_a) - (fft + alias + rounding) - delta
+  b_abs = jnp.exp(log_b)
   good = (num > 0) & (b_abs > 0)
   eps = _safe_log(jnp.where(good, num, 1.0)) - _safe_log(jnp.where(good, b_abs, 1.0))
-  eps = jnp.where(good, eps, c["s"][k])
-  eps = jnp.clip(eps, c["s"][k], c["s"][kn])
+  eps = jnp.clip(jnp.where(good, eps, s[i]), s[i], s[i] + c["d"])
   return jnp.where(found, eps, -jnp.inf)
 
 
 def _at(c, x):
-  n = c["s"].shape[-1]
-  k = jnp.clip(jnp.floor((x - c["lo"]) / c["d"]), 0, n - 1).astype(jnp.int32)
-  finite = c["a"][k] > -jnp.inf
-  a_k = jnp.where(finite, c["a"][k], 0.0)
-  gap = jnp.minimum(x + jnp.where(finite, c["b"][k], 0.0) - a_k, 0.0)
-  read = jnp.where(finite, jnp.exp(a_k) * -jnp.expm1(jnp.where(finite & (gap < 0), gap, -1.0)), 0.0)
-  return k, read
+  """The discrete delta at ``x`` and the error terms of its cell."""
+  k = jnp.clip(jnp.floor((x - c["lo"]) / c["d"]), 0, c["n"] - 1).astype(jnp.int32)
+  b = k // c["blk"]
+  s, s1, s2, _, _ = _block(c, b)
+  i = k - b * c["blk"]
+  _, rounding, fft, alias, log_a, log_b = _terms(c, s1[i], s2[i], s[i])
+  finite = log_a > -jnp.inf
+  a_k = jnp.where(finite, log_a, 0.0)
+  # On the cell, e^x B <= A (every atom above x), so the gap is <= 0 up to rounding.
+  gap = jnp.minimum(x + jnp.where(finite, log_b, 0.0) - a_k, 0.0)
+  read = jnp.where(finite, jnp.exp(a_k) * -jnp.expm1(gap), 0.0)
+  return read, rounding, fft, alias
 
 
 def delta_upper(c, x):
   """Upper bound of the discrete delta at ``x`` (1 below the window)."""
-  k, read = _at(c, x)
-  out = read + c["rounding"][k] + c["fft"][k] + c["tail"]
-  return jnp.where(x < c["s"][0], 1.0, jnp.minimum(out, 1.0))
+  read, rounding, fft, _ = _at(c, x)
+  out = read + rounding + fft + c["tail"]
+  return jnp.where(x < c["lo"], 1.0, jnp.minimum(out, 1.0))
 
 
 def delta_lower(c, x):
   """Lower bound of the discrete delta at ``x``."""
-  k, read = _at(c, x)
-  out = read - c["rounding"][k] - c["fft"][k] - c["alias"][k]
-  return jnp.maximum(out, 0.0)
+  read, rounding, fft, alias = _at(c, x)
+  return jnp.maximum(read - rounding - fft - alias, 0.0)
