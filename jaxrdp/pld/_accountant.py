@@ -248,7 +248,8 @@ def _per_row_sizes(q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, au
 
   Epsilon mode, second pass for the directions whose first answer shows that
   their plan was off: where the answer lies below the window (a valid but loose
-  bound), the window is extended down to 0; where the first answer (an upper
+  bound), the window is extended down to 0, and where it was not found in the
+  window (infinite), the window is also doubled upwards; where the first answer (an upper
   bound of the truth) and the slope of ``log delta`` there call for a finer
   grid than the plan's estimates did (the saddle-point estimate is poor when
   few steps include the example), the grid is refined. The add direction is
@@ -265,7 +266,8 @@ def _per_row_sizes(q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, au
   for i in (0, 1):
     up, ok, slope = out[0, i], out[2, i].astype(bool), out[3, i]
     below = ~ok & np.isfinite(up)
-    redo = below
+    above = ~ok & ~np.isfinite(up)
+    redo = below | above
     if automatic:
       # The window and the tilt stay; the error model takes the measured slope
       # and the answer (the tilt must not follow the slope: in a lumpy
@@ -278,8 +280,9 @@ def _per_row_sizes(q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, au
       # (the error model is approximate: a grid within 20% of the need is kept)
       finer = usable & (need > 1.2 * n[i]) & (n_new > n[i])
       n[i] = np.where(finer, n_new, n[i])
-      redo = below | finer
-    plans[i].lo[below] = np.minimum(plans[i].lo[below], 0.0)
+      redo = below | above | finer
+    plans[i].lo[below | above] = np.minimum(plans[i].lo[below | above], 0.0)
+    plans[i].hi[above] = plans[i].hi[above] + (plans[i].hi[above] - plans[i].lo[above])
     if i == 1:
       redo &= out[0, 1] > out[0, 0]  # only where it could be the larger one
     again |= redo

@@ -193,7 +193,7 @@ def support_traced(q, sigma, z, is_add):
   return jnp.where(is_add, aa, ar), jnp.where(is_add, ba, br)
 
 
-def _segments(n: int):
+def segments(n: int):
   """Static segmentation of the single-step lattice: ``(J, L, m_max)``.
 
   The support holds at most ``m_max = 8 n`` lattice points (folded modulo
@@ -232,7 +232,7 @@ def support_points(a, b, d, lam, s_cap, q, sigma, is_add, *, n: int, n_eval: int
     ``m - 1``.
   """
   dt = d.dtype
-  n_seg, seg, m_max = _segments(n)
+  n_seg, seg, m_max = segments(n)
   k_max = seg.bit_length() - 1
   m = jnp.clip(jnp.ceil((b - a) / d) + 1.0, 2.0, float(m_max))  # the last point is >= b
   # Coarse pass on the segment boundaries.
@@ -258,9 +258,10 @@ def support_points(a, b, d, lam, s_cap, q, sigma, is_add, *, n: int, n_eval: int
   counts = jnp.ceil(length / step)  # (C, J)
   total = jnp.sum(counts, axis=-1) + 1.0  # room for the end point m - 1
   fits = total <= n_eval
-  pick = jnp.min(jnp.where(fits, c[:, 0], float(k_max)))
+  pick = jnp.min(jnp.where(fits, c[:, 0], jnp.inf))
   sel = c[:, 0] == pick
-  k = jnp.sum(jnp.where(sel[:, None], k, 0.0), axis=0)
+  # None fits: every segment at its coarsest (one point per segment, J + 1 <= n_eval).
+  k = jnp.where(jnp.any(fits), jnp.sum(jnp.where(sel[:, None], k, 0.0), axis=0), float(k_max))
   step = 2.0**k
   counts = jnp.ceil(length / step)
   ends = jnp.cumsum(counts)  # exclusive end of each segment's slots

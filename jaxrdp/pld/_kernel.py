@@ -40,8 +40,12 @@ _N_EVAL_MAX = 8192
 
 
 def n_eval(n: int) -> int:
-  """Evaluation points of one step's curve for an FFT of length ``n``."""
-  return min(_N_EVAL_MAX, max(2048, n // 8))
+  """Evaluation points of one step's curve for an FFT of length ``n``.
+
+  At least twice the number of segments of the support (``_discretize``), so
+  that the coarsest thinning always fits.
+  """
+  return min(_N_EVAL_MAX, max(2048, n // 8, 2 * _discretize.segments(n)[0] + 2))
 
 
 def _curves(q, sigma, steps, target, is_add, mode, n, pl=None):
