@@ -28,6 +28,8 @@ CONFIGS = [
   (0.2, 1.0, 100, 1e-3, True),
   (0.001, 3.0, 20000, 1e-9, True),
   (0.5, 4.0, 50, 1e-7, True),
+  # the heavy-tailed corner of the standard grid (small q, small sigma)
+  (0.001, 0.6, 10000, 1e-5, True),
 ]
 INTERVALS = [2e-5, 1e-5]
 

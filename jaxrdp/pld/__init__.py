@@ -70,7 +70,10 @@ under about ten steps) and delta is tiny (below about 1e-9), the privacy-loss
 distribution is lumpy, the certified round-off bound of the FFT is not small
 next to delta, and the upper bound was measured up to 7e-5 relative above the
 truth for two steps and 0.7% for ``q = 1.3e-3, sigma = 1.87, T = 90,
-delta = 3.7e-12`` (still an upper bound; the lower bound shows the gap).
+delta = 3.7e-12`` (still an upper bound; the lower bound shows the gap). An
+epsilon below about 1e-4 (one step, tiny q) is resolved to about 1e-4 relative:
+the window the tail bounds require is much wider than the answer, and the grid
+stops at ``max_grid_size``.
 
 Accuracy parameters: ``rtol`` (target relative error of epsilon, default 1e-5),
 ``grid_size`` (the FFT length, a power of two; automatic from ``rtol`` for

@@ -209,6 +209,8 @@ def _run_jobs(jobs, q, sigma, steps, tgt, plans, mode):
 # On small batches this would mostly pay for compiling one more program.
 _COARSE_ADD = 8
 _COARSE_MIN_ROWS = 16
+# Passes after the first where the answers show the plans were off.
+_PASSES = 2
 
 
 def _directions(rows, q, sigma, steps, tgt, plans, mode, n, coarse_first):
@@ -246,7 +248,7 @@ def _directions(rows, q, sigma, steps, tgt, plans, mode, n, coarse_first):
 def _per_row_sizes(q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, automatic):
   """Both directions with a grid size per row; ``(2, size)`` results (host arrays).
 
-  Epsilon mode, second pass for the directions whose first answer shows that
+  Epsilon mode, up to two more passes for the directions whose answer shows that
   their plan was off: where the answer lies below the window (a valid but loose
   bound), the window is extended down to 0, and where it was not found in the
   window (infinite), the window is also doubled upwards; where the first answer (an upper
@@ -262,33 +264,36 @@ def _per_row_sizes(q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, au
     return out[0], out[1], out[2].astype(bool)
   plans = [jax.tree_util.tree_map(np.copy, p) for p in plans]
   n = [np.copy(x) for x in n]
-  again = np.zeros(size, bool)
-  for i in (0, 1):
-    up, ok, slope = out[0, i], out[2, i].astype(bool), out[3, i]
-    below = ~ok & np.isfinite(up)
-    above = ~ok & ~np.isfinite(up)
-    redo = below | above
-    if automatic:
-      # The window and the tilt stay; the error model takes the measured slope
-      # and the answer (the tilt must not follow the slope: in a lumpy
-      # composition it would weigh the far tail).
-      usable = ok & (up > 0) & np.isfinite(slope)
-      plans[i].eps_est[usable] = np.minimum(plans[i].eps_est[usable], up[usable])
-      plans[i].lam_read[usable] = np.maximum(plans[i].lam_read[usable], slope[usable] - 1.0)
-      need = np.asarray(_kernel.batch_required_points(plans[i], jnp.asarray(steps), rtol))
-      n_new = _sizes(need, max_grid_size)[0]
-      # (the error model is approximate: a grid within 20% of the need is kept)
-      finer = usable & (need > 1.2 * n[i]) & (n_new > n[i])
-      n[i] = np.where(finer, n_new, n[i])
-      redo = below | above | finer
-    plans[i].lo[below | above] = np.minimum(plans[i].lo[below | above], 0.0)
-    plans[i].hi[above] = plans[i].hi[above] + (plans[i].hi[above] - plans[i].lo[above])
-    if i == 1:
-      redo &= out[0, 1] > out[0, 0]  # only where it could be the larger one
-    again |= redo
-  again = rows[again]
-  if again.size:
-    out[:, :, again] = _directions(again, q, sigma, steps, tgt, plans, mode, n, False)
+  todo = rows
+  for _ in range(_PASSES):
+    again = np.zeros(size, bool)
+    for i in (0, 1):
+      up, ok, slope = out[0, i], out[2, i].astype(bool), out[3, i]
+      below = ~ok & np.isfinite(up)
+      above = ~ok & ~np.isfinite(up)
+      redo = below | above
+      if automatic:
+        # The window and the tilt stay; the error model takes the measured
+        # slope and the answer (the tilt must not follow the slope: in a lumpy
+        # composition it would weigh the far tail).
+        usable = ok & (up > 0) & np.isfinite(slope)
+        plans[i].eps_est[usable] = np.minimum(plans[i].eps_est[usable], up[usable])
+        plans[i].lam_read[usable] = np.maximum(plans[i].lam_read[usable], slope[usable] - 1.0)
+        need = np.asarray(_kernel.batch_required_points(plans[i], jnp.asarray(steps), rtol))
+        n_new = _sizes(need, max_grid_size)[0]
+        # (the error model is approximate: a grid within 20% of the need is kept)
+        finer = usable & (need > 1.2 * n[i]) & (n_new > n[i])
+        n[i] = np.where(finer, n_new, n[i])
+        redo = below | above | finer
+      plans[i].lo[below | above] = np.minimum(plans[i].lo[below | above], 0.0)
+      plans[i].hi[above] = plans[i].hi[above] + (plans[i].hi[above] - plans[i].lo[above])
+      if i == 1:
+        redo &= out[0, 1] > out[0, 0]  # only where it could be the larger one
+      again |= redo
+    todo = rows[again & np.isin(rows, todo)]
+    if not todo.size:
+      break
+    out[:, :, todo] = _directions(todo, q, sigma, steps, tgt, plans, mode, n, False)
   return out[0], out[1], out[2].astype(bool)
 
 

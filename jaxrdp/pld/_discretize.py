@@ -260,8 +260,15 @@ def support_points(a, b, d, lam, s_cap, q, sigma, is_add, *, n: int, n_eval: int
   fits = total <= n_eval
   pick = jnp.min(jnp.where(fits, c[:, 0], jnp.inf))
   sel = c[:, 0] == pick
-  # None fits: every segment at its coarsest (one point per segment, J + 1 <= n_eval).
-  k = jnp.where(jnp.any(fits), jnp.sum(jnp.where(sel[:, None], k, 0.0), axis=0), float(k_max))
+  k_tau = jnp.sum(jnp.where(sel[:, None], k, 0.0), axis=0)
+  # None fits (the dense part alone is too long): the coarsest thinning, with
+  # every segment at least k_min coarser, k_min as small as fits (at k_max,
+  # one point per segment: J + 1 <= n_eval).
+  k_min = jnp.arange(k_max + 1, dtype=dt)[:, None]
+  k_low = jnp.maximum(k[-1][None, :], k_min)  # (C, J)
+  fits_low = jnp.sum(jnp.ceil(length / 2.0**k_low), axis=-1) + 1.0 <= n_eval
+  pick_low = jnp.min(jnp.where(fits_low, k_min[:, 0], float(k_max)))
+  k = jnp.where(jnp.any(fits), k_tau, jnp.maximum(k[-1], pick_low))
   step = 2.0**k
   counts = jnp.ceil(length / step)
   ends = jnp.cumsum(counts)  # exclusive end of each segment's slots

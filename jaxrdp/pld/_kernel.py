@@ -35,7 +35,8 @@ _ETA = 1e-3
 # Most points at which one step's delta curve is evaluated (see
 # _discretize.support_points): the thinned support of the configurations
 # measured needs 1,300 to 17,000 at the default accuracy; where more would be
-# needed the thinning coarsens (its share of the error grows from 5% to 20%).
+# needed the thinning coarsens (its share of the error grows from 5% to 20%,
+# more if even the dense part does not fit).
 _N_EVAL_MAX = 8192
 
 
@@ -45,7 +46,7 @@ def n_eval(n: int) -> int:
   At least twice the number of segments of the support (``_discretize``), so
   that the coarsest thinning always fits.
   """
-  return min(_N_EVAL_MAX, max(2048, n // 8, 2 * _discretize.segments(n)[0] + 2))
+  return min(_N_EVAL_MAX, max(2048, n // 2, 2 * _discretize.segments(n)[0] + 2))
 
 
 def _curves(q, sigma, steps, target, is_add, mode, n, pl=None):
