@@ -186,3 +186,13 @@ def test_effective_noise_multiplier():
   np.testing.assert_allclose(
     effective_noise_multiplier(jnp.array([2.0, 4.0]), "replace_one"), [1.0, 2.0]
   )
+
+
+def test_tables_built_inside_a_trace_are_concrete(monkeypatch):
+  # The constant tables are cached module-wide on first use; a first use under jit
+  # once stored a tracer there, and every later call failed (UnexpectedTracerError).
+  from jaxrdp.mechanisms import _sampled_without_replacement as wor
+
+  monkeypatch.setattr(wor, "_DEVICE_TABLES", None)
+  traced = jax.jit(lambda g: rdp(g, 1.0, 2.0))(0.1)
+  assert float(rdp(0.1, 1.0, 2.0)) == float(traced)

@@ -139,10 +139,11 @@ _POSITIVE = (_I[None, :] % 2) == (_EVEN_K[:, None] % 2)  # (-1)^(k - i) = +1
 def _tables():
   """The constant tables as device arrays, passed to the jitted kernels as
   arguments: embedded as constants, XLA would fold them at every compilation
-  (seconds each)."""
+  (seconds each). They are built eagerly even when first asked for inside a trace
+  (they are cached module-wide, so a tracer must never be stored there)."""
   global _DEVICE_TABLES
   if _DEVICE_TABLES is None:
-    with _precision.x64_context():
+    with _precision.x64_context(), jax.ensure_compile_time_eval():
       _DEVICE_TABLES = tuple(
         jnp.asarray(t)
         for t in (_LOG_A_TABLE, _P, _LOG_P_FACT, _LOG_BINOM_K, _POSITIVE, _LOG_K_FACT, _LOG_FACT)

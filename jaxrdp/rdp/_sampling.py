@@ -101,13 +101,6 @@ __all__ = [
 SAMPLINGS = ("poisson", "fixed", "shuffle")
 
 
-def _tables_now():
-  # The kernel's constant tables, built eagerly even when first asked for inside a
-  # trace (they are cached module-wide, so a tracer must never be stored there).
-  with jax.ensure_compile_time_eval():
-    return _wor_tables()
-
-
 def resolve_scheme(sampling, relation) -> tuple[str, str]:
   """Validated ``(sampling, relation)``; ``relation=None`` picks the scheme's default.
 
@@ -203,7 +196,7 @@ def per_step_rdp_f64(sampling, relation, q, sigma, orders, orders_static):
   if sampling == "poisson":
     return _sgm_rdp_f64(q, s, orders, orders_static)
   if sampling == "fixed":
-    rdp = _wor_rdp_f64(q, s, orders, _tables_now(), _wor_j_max(orders_static))
+    rdp = _wor_rdp_f64(q, s, orders, _wor_tables(), _wor_j_max(orders_static))
     return _floored(rdp, q, s)
   return jnp.broadcast_to(
     _gaussian_rdp_f64(s, orders), jnp.broadcast_shapes(q.shape, s.shape, orders.shape)
@@ -274,7 +267,7 @@ def _fixed_size_sampled(event, orders, orders_static):
     check_orders_for("fixed", orders_static.array)
   gamma = raise_subnormal(_leaf(event.gamma))
   s = _effective(_leaf(event.inner.sigma), event.relation)
-  rdp = _wor_rdp_f64(gamma, s, orders, _tables_now(), _wor_j_max(orders_static))
+  rdp = _wor_rdp_f64(gamma, s, orders, _wor_tables(), _wor_j_max(orders_static))
   return _floored(rdp, gamma, s)
 
 
