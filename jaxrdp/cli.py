@@ -85,48 +85,52 @@ def _add_output(p: argparse.ArgumentParser) -> None:
   group.add_argument("--csv", action="store_true", help="print CSV with a header row")
 
 
+def _add_values(g, flag: str, kind, metavar: str, help: str, **kwargs) -> None:
+  """An option that takes one or more values: an axis of the outer-product grid."""
+  g.add_argument(flag, nargs="+", type=kind, metavar=metavar, help=help, **kwargs)
+
+
 def _add_mechanism(p: argparse.ArgumentParser, *, sigma_required: bool) -> None:
   g = p.add_argument_group("DP-SGD configuration (each option takes one or more values)")
-  g.add_argument(
-    "--q",
-    nargs="+",
-    type=_number("prob"),
-    metavar="Q",
-    help="Poisson sampling rate per step, in [0, 1]",
+  _add_values(g, "--q", _number("prob"), "Q", "Poisson sampling rate per step, in [0, 1]")
+  _add_values(
+    g, "--dataset-size", _count, "N", "number of training examples (with --batch-size: q = B / N)"
   )
-  g.add_argument(
-    "--dataset-size",
-    nargs="+",
-    type=_count,
-    metavar="N",
-    help="number of training examples (with --batch-size: q = B / N)",
-  )
-  g.add_argument(
-    "--batch-size",
-    nargs="+",
-    type=_count,
-    metavar="B",
-    help="expected batch size (needs --dataset-size)",
-  )
-  g.add_argument(
+  _add_values(g, "--batch-size", _count, "B", "expected batch size (needs --dataset-size)")
+  _add_values(
+    g,
     "--sigma",
-    nargs="+",
-    type=_number("nonneg"),
-    metavar="S",
+    _number("nonneg"),
+    "S",
+    "noise multiplier (noise std / clipping norm), >= 0",
     required=sigma_required,
-    help="noise multiplier (noise std / clipping norm), >= 0",
   )
-  g.add_argument(
-    "--steps", nargs="+", type=_number("nonneg"), metavar="T", help="number of training steps, >= 0"
-  )
-  g.add_argument(
+  _add_values(g, "--steps", _number("nonneg"), "T", "number of training steps, >= 0")
+  _add_values(
+    g,
     "--epochs",
-    nargs="+",
-    type=_number("nonneg"),
-    metavar="E",
-    help="number of epochs; steps = ceil(E * N / B) (needs --dataset-size, --batch-size)",
+    _number("nonneg"),
+    "E",
+    "number of epochs; steps = ceil(E * N / B) (needs --dataset-size, --batch-size)",
   )
   _add_scheme(p)
+
+
+def _add_delta(p, what: str = "delta", default=(DEFAULT_DELTA,)) -> None:
+  help = f"{what}, in (0, 1) (default {DEFAULT_DELTA:g})"
+  default = None if default is None else list(default)
+  _add_values(p, "--delta", _number("open01"), "D", help, default=default)
+
+
+def _add_epsilon(p, what: str = "epsilon") -> None:
+  _add_values(p, "--epsilon", _number("nonneg"), "EPS", f"{what}, >= 0", required=True)
+
+
+def _finish(p, handler) -> None:
+  """The options every subcommand ends with, and its handler."""
+  _add_accountant(p)
+  _add_output(p)
+  p.set_defaults(handler=handler)
 
 
 def _add_scheme(p: argparse.ArgumentParser) -> None:
@@ -173,14 +177,7 @@ def _build_parser() -> _Parser:
     description="Epsilon (and the optimal RDP order) of DP-SGD.",
   )
   _add_mechanism(p, sigma_required=True)
-  p.add_argument(
-    "--delta",
-    nargs="+",
-    type=_number("open01"),
-    default=[DEFAULT_DELTA],
-    metavar="D",
-    help=f"delta, in (0, 1) (default {DEFAULT_DELTA:g})",
-  )
+  _add_delta(p)
   p.add_argument(
     "--capacity",
     type=_count,
@@ -189,9 +186,7 @@ def _build_parser() -> _Parser:
     help="Poisson batches truncated at BMAX (needs --dataset-size): the epsilon "
     "then holds at --delta including the truncation term",
   )
-  _add_accountant(p)
-  _add_output(p)
-  p.set_defaults(handler=_cmd_epsilon)
+  _finish(p, _cmd_epsilon)
 
   p = sub.add_parser(
     "delta",
@@ -199,17 +194,8 @@ def _build_parser() -> _Parser:
     description="Delta (and the optimal RDP order) of DP-SGD.",
   )
   _add_mechanism(p, sigma_required=True)
-  p.add_argument(
-    "--epsilon",
-    nargs="+",
-    type=_number("nonneg"),
-    required=True,
-    metavar="EPS",
-    help="epsilon, >= 0",
-  )
-  _add_accountant(p)
-  _add_output(p)
-  p.set_defaults(handler=_cmd_delta)
+  _add_epsilon(p)
+  _finish(p, _cmd_delta)
 
   p = sub.add_parser(
     "calibrate",
@@ -219,31 +205,15 @@ def _build_parser() -> _Parser:
     "whose epsilon at --delta is <= --epsilon).",
   )
   _add_mechanism(p, sigma_required=False)
-  p.add_argument(
-    "--epsilon",
-    nargs="+",
-    type=_number("nonneg"),
-    required=True,
-    metavar="EPS",
-    help="epsilon budget, >= 0",
-  )
-  p.add_argument(
-    "--delta",
-    nargs="+",
-    type=_number("open01"),
-    default=[DEFAULT_DELTA],
-    metavar="D",
-    help=f"delta budget, in (0, 1) (default {DEFAULT_DELTA:g})",
-  )
+  _add_epsilon(p, "epsilon budget")
+  _add_delta(p, "delta budget")
   p.add_argument(
     "--target",
     choices=("epsilon", "delta"),
     default="epsilon",
     help="bound epsilon at the given delta (default), or delta at the given epsilon",
   )
-  _add_accountant(p)
-  _add_output(p)
-  p.set_defaults(handler=_cmd_calibrate)
+  _finish(p, _cmd_calibrate)
 
   p = sub.add_parser(
     "sweep",
@@ -254,14 +224,7 @@ def _build_parser() -> _Parser:
     f"{SWEEP_BASENAME}.csv and {SWEEP_BASENAME}.png to --out-dir.",
   )
   _add_mechanism(p, sigma_required=False)
-  p.add_argument(
-    "--delta",
-    nargs="+",
-    type=_number("open01"),
-    default=None,
-    metavar="D",
-    help=f"delta, in (0, 1) (default {DEFAULT_DELTA:g})",
-  )
+  _add_delta(p, default=None)  # the sweep fills in its default later
   p.add_argument(
     "--out-dir",
     default=".",
@@ -288,9 +251,7 @@ def _build_parser() -> _Parser:
     action="store_true",
     help=f"run grids of more than {SWEEP_CONFIRM_CELLS:,} cells without asking",
   )
-  _add_accountant(p)
-  _add_output(p)
-  p.set_defaults(handler=_cmd_sweep)
+  _finish(p, _cmd_sweep)
   return parser
 
 
@@ -533,56 +494,35 @@ def _cmd_calibrate(args, parser) -> int:
 
   scheme = _scheme(args, parser)
 
-  if solve == "sigma":
-    axes = {**sampling, **duration}
-    cols = _derived(_grid({**axes, "epsilon": args.epsilon, "delta": args.delta}))
-    res = cal.calibrate_noise(
-      q=cols["q"], steps=cols["steps"], **budget_of(cols), accountant=args.accountant, **scheme
-    )
-    out = {"sigma": np.asarray(res.sigma)}
-  elif solve == "steps":
-    axes = dict(sampling)
-    cols = _derived(
-      _grid({**axes, "sigma": args.sigma, "epsilon": args.epsilon, "delta": args.delta})
-    )
-    res = cal.calibrate_steps(
-      q=cols["q"], sigma=cols["sigma"], **budget_of(cols), accountant=args.accountant, **scheme
-    )
-    out = {"steps": np.asarray(res.steps)}
-    if "batch_size" in cols:
-      out["epochs"] = out["steps"] * cols["batch_size"] / cols["dataset_size"]
-  else:
-    axes = {"dataset_size": args.dataset_size} if args.dataset_size else {}
-    cols = _grid(
-      {
-        **axes,
-        "sigma": args.sigma,
-        "steps": args.steps,
-        "epsilon": args.epsilon,
-        "delta": args.delta,
-      }
-    )
-    res = cal.calibrate_sampling_rate(
-      sigma=cols["sigma"],
-      steps=cols["steps"],
-      **budget_of(cols),
+  # The grid's axes: the given parameters (sampling, sigma, duration), then the budget.
+  if solve == "q":  # --dataset-size alone: the batch size is solved for
+    sampling = {"dataset_size": args.dataset_size} if args.dataset_size else {}
+  axes = {**sampling, **({"sigma": args.sigma} if solve != "sigma" else {}), **(duration or {})}
+  cols = _derived(_grid({**axes, "epsilon": args.epsilon, "delta": args.delta}))
+  calibrate, given_params = {
+    "sigma": (cal.calibrate_noise, ("q", "steps")),
+    "steps": (cal.calibrate_steps, ("q", "sigma")),
+    "q": (cal.calibrate_sampling_rate, ("sigma", "steps")),
+  }[solve]
+  res = calibrate(
+    **{k: cols[k] for k in given_params}, **budget_of(cols), accountant=args.accountant, **scheme
+  )
+  out = {solve: np.asarray(getattr(res, solve))}
+  if solve == "steps" and "batch_size" in cols:
+    out["epochs"] = out["steps"] * cols["batch_size"] / cols["dataset_size"]
+  if solve == "q" and "dataset_size" in cols:
+    from .calibration._batch_size import floor_to_batch_size
+
+    res = floor_to_batch_size(
+      res,
+      cols["dataset_size"],
+      cols["sigma"],
+      cols["steps"],
+      for_delta=by_delta,
       accountant=args.accountant,
       **scheme,
     )
-    out = {"q": np.asarray(res.q)}
-    if "dataset_size" in cols:
-      from .calibration._batch_size import floor_to_batch_size
-
-      res = floor_to_batch_size(
-        res,
-        cols["dataset_size"],
-        cols["sigma"],
-        cols["steps"],
-        for_delta=by_delta,
-        accountant=args.accountant,
-        **scheme,
-      )
-      out = {"batch_size": res.batch_size, "q": res.q}
+    out = {"batch_size": res.batch_size, "q": res.q}
 
   feasible = np.asarray(res.feasible)
   table = {k: v for k, v in cols.items() if k not in ("epsilon", "delta")}

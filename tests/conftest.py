@@ -43,6 +43,7 @@ _HEAVY_FIRST = (
   "test_grad_x64_off.py",
   "test_bench_scripts.py",
   "test_precision.py",
+  "test_kernel_table.py",
   "test_cli.py",
   "test_doctests.py",
   "test_calibration.py",

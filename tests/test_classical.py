@@ -11,7 +11,7 @@ import jax
 import mpmath
 import numpy as np
 import pytest
-from _oracle_helpers import assert_plain_jit_vmap, mp_log_gauss
+from _oracle_helpers import assert_plain_jit_vmap, mp_log_gauss, mp_on_grid, on_grid
 
 import jaxrdp
 
@@ -33,15 +33,18 @@ def test_analytic_gaussian_golden_value():
   assert round(sigma, 6) == 3.730632
 
 
-@pytest.mark.parametrize("eps", [0.0, 1e-6, 1e-3, 0.3, 1.0, 5.0, 40.0])
-@pytest.mark.parametrize("sigma", [0.03, 0.4, 1.0, 3.73, 50.0, 3e4, 1e6])
-def test_analytic_gaussian_delta_matches_mpmath(eps, sigma):
-  want = mp_gauss_delta(eps, sigma)
-  got = float(jaxrdp.mechanisms.analytic_gaussian_delta(eps, sigma))
-  if want < 1e-300:
-    assert 0.0 <= got < 1e-290
-  else:
-    assert got == pytest.approx(float(want), rel=1e-12)
+def _grid(*axes):
+  """The outer product of the axes, as float64 arrays (one array comparison per grid)."""
+  return np.meshgrid(*(np.asarray(a, np.float64) for a in axes), indexing="ij")
+
+
+def test_analytic_gaussian_delta_matches_mpmath():
+  eps, sigma = _grid([0.0, 1e-6, 1e-3, 0.3, 1.0, 5.0, 40.0], [0.03, 0.4, 1.0, 3.73, 50.0, 3e4, 1e6])
+  got = on_grid(jaxrdp.mechanisms.analytic_gaussian_delta, eps, sigma)
+  want = mp_on_grid(mp_gauss_delta, eps, sigma)
+  tiny = want < 1e-300
+  assert tiny.any() and np.all((got[tiny] >= 0.0) & (got[tiny] < 1e-290))
+  np.testing.assert_allclose(got[~tiny], want[~tiny], rtol=1e-12)
 
 
 @pytest.mark.parametrize("eps,sigma", [(0.5, 0.8), (1.0, 3.0), (0.01, 40.0)])
@@ -74,12 +77,12 @@ def test_analytic_gaussian_delta_edges():
   assert np.all(np.diff(grid, axis=1) <= 0) and np.all(np.diff(grid, axis=0) <= 0)
 
 
-@pytest.mark.parametrize("eps", [1e-4, 0.01, 0.5, 1.0, 3.0, 20.0])
-@pytest.mark.parametrize("delta", [1e-12, 1e-6, 1e-3, 0.3])
-def test_analytic_gaussian_sigma_is_tight_and_conservative(eps, delta):
-  sigma = float(jaxrdp.mechanisms.analytic_gaussian_sigma(eps, delta))
-  assert mp_gauss_delta(eps, sigma) <= delta  # conservative
-  assert mp_gauss_delta(eps, sigma * (1 - 1e-12)) > delta  # tight to 1e-12 relative
+def test_analytic_gaussian_sigma_is_tight_and_conservative():
+  eps, delta = _grid([1e-4, 0.01, 0.5, 1.0, 3.0, 20.0], [1e-12, 1e-6, 1e-3, 0.3])
+  sigma = on_grid(jaxrdp.mechanisms.analytic_gaussian_sigma, eps, delta)
+  # Conservative, and tight to 1e-12 relative.
+  assert np.all(mp_on_grid(mp_gauss_delta, eps, sigma) <= delta)
+  assert np.all(mp_on_grid(lambda e, s: mp_gauss_delta(e, s * (1 - 1e-12)), eps, sigma) > delta)
 
 
 def test_analytic_gaussian_sigma_edges():
@@ -93,13 +96,13 @@ def test_analytic_gaussian_sigma_edges():
 # --- Classical and tail-bound calibrations ------------------------------------------
 
 
-@pytest.mark.parametrize("eps", [0.01, 0.3, 1.0])
-@pytest.mark.parametrize("delta", [1e-10, 1e-5, 0.1, 0.9])
-def test_classical_gaussian_sigma(eps, delta):
-  sigma = float(jaxrdp.classical.classical_gaussian_sigma(eps, delta))
-  assert sigma == pytest.approx(math.sqrt(2 * math.log(1.25 / delta)) / eps, rel=1e-15)
-  assert mp_gauss_delta(eps, sigma) <= delta  # the classical theorem holds for eps <= 1
-  assert sigma >= float(jaxrdp.mechanisms.analytic_gaussian_sigma(eps, delta))
+def test_classical_gaussian_sigma():
+  eps, delta = _grid([0.01, 0.3, 1.0], [1e-10, 1e-5, 0.1, 0.9])
+  sigma = on_grid(jaxrdp.classical.classical_gaussian_sigma, eps, delta)
+  want = mp_on_grid(lambda e, d: math.sqrt(2 * math.log(1.25 / d)) / e, eps, delta)
+  np.testing.assert_allclose(sigma, want, rtol=1e-15)
+  assert np.all(mp_on_grid(mp_gauss_delta, eps, sigma) <= delta)  # the theorem holds for eps <= 1
+  assert np.all(sigma >= on_grid(jaxrdp.mechanisms.analytic_gaussian_sigma, eps, delta))
 
 
 def _tail_sigma_by_hand(eq, eps, delta):
@@ -134,47 +137,47 @@ _BOUND = {
 
 
 @pytest.mark.parametrize("eq", _EQS)
-@pytest.mark.parametrize("eps", [0.05, 1.0, 4.0])
-@pytest.mark.parametrize("delta", [1e-9, 1e-5, 0.2, 0.6])
-def test_tail_bound_calibrations(eq, eps, delta):
-  sigma = float(jaxrdp.classical.gaussian_tail_sigma(eps, delta, _BOUND[eq]))
-  assert sigma == pytest.approx(_tail_sigma_by_hand(eq, eps, delta), rel=1e-14)
+def test_tail_bound_calibrations(eq):
+  eps, delta = _grid([0.05, 1.0, 4.0], [1e-9, 1e-5, 0.2, 0.6])
+  sigma = on_grid(jaxrdp.classical.gaussian_tail_sigma, eps, delta, bound=_BOUND[eq])
+  want = mp_on_grid(lambda e, d: _tail_sigma_by_hand(eq, e, d), eps, delta)
+  np.testing.assert_allclose(sigma, want, rtol=1e-14)
   # Each is a valid calibration: the exact delta at that sigma meets the target.
-  assert mp_gauss_delta(eps, sigma) <= delta
-  s, e = mpmath.mpf(sigma), mpmath.mpf(eps)
-  t = e * s - 1 / (2 * s)
-  assert t > 0
-  if eq in ("6.8", "6.81", "6.83"):
-    # Chernoff bound (6.5) at sigma is at most delta; (6.8) meets it with equality.
-    chernoff = mpmath.exp(-(t**2) / 2)
-    assert chernoff <= delta * (1 + mpmath.mpf(10) ** -12)
-    if eq == "6.8":
-      assert float(chernoff) == pytest.approx(delta, rel=1e-12)
-  else:
-    # Mills-ratio bound (6.3) with t > 1.
-    assert t > 1
-    assert mpmath.exp(-(t**2) / 2) / (mpmath.sqrt(2 * mpmath.pi) * t) <= delta
+  assert np.all(mp_on_grid(mp_gauss_delta, eps, sigma) <= delta)
+  for e, d, s in zip(eps.ravel(), delta.ravel(), sigma.ravel()):
+    s, e = mpmath.mpf(s), mpmath.mpf(e)
+    t = e * s - 1 / (2 * s)
+    assert t > 0
+    if eq in ("6.8", "6.81", "6.83"):
+      # Chernoff bound (6.5) at sigma is at most delta; (6.8) meets it with equality.
+      chernoff = mpmath.exp(-(t**2) / 2)
+      assert chernoff <= d * (1 + mpmath.mpf(10) ** -12)
+      if eq == "6.8":
+        assert float(chernoff) == pytest.approx(d, rel=1e-12)
+    else:
+      # Mills-ratio bound (6.3) with t > 1.
+      assert t > 1
+      assert mpmath.exp(-(t**2) / 2) / (mpmath.sqrt(2 * mpmath.pi) * t) <= d
 
 
-@pytest.mark.parametrize("eps", [0.05, 1.0, 4.0])
-@pytest.mark.parametrize("delta", [1e-9, 1e-5, 0.2])
-def test_tail_bound_ordering(eps, delta):
+def test_tail_bound_ordering():
+  eps, delta = _grid([0.05, 1.0, 4.0], [1e-9, 1e-5, 0.2])
   s68, s681, s683 = (
-    float(jaxrdp.classical.gaussian_tail_sigma(eps, delta, _BOUND[eq]))
+    on_grid(jaxrdp.classical.gaussian_tail_sigma, eps, delta, bound=_BOUND[eq])
     for eq in ("6.8", "6.81", "6.83")
   )
-  exact = float(jaxrdp.mechanisms.analytic_gaussian_sigma(eps, delta))
+  exact = on_grid(jaxrdp.mechanisms.analytic_gaussian_sigma, eps, delta)
   # (6.81) and (6.83) relax the exact solution of (6.91); all exceed the exact sigma.
-  assert exact <= s68 <= s681 and s68 <= s683
+  assert np.all((exact <= s68) & (s68 <= s681) & (s68 <= s683))
 
 
-@pytest.mark.parametrize("eps,sigma", [(1.0, 5.0), (0.1, 40.0), (2.0, 0.3), (0.0, 3.0)])
-def test_gaussian_tail_delta(eps, sigma):
+def test_gaussian_tail_delta():
+  eps, sigma = np.array([1.0, 0.1, 2.0, 0.0]), np.array([5.0, 40.0, 0.3, 3.0])
   t = eps * sigma - 1 / (2 * sigma)
-  want = math.exp(-t * t / 2) if t > 0 else 1.0
-  got = float(jaxrdp.classical.gaussian_tail_delta(eps, sigma))
-  assert got == pytest.approx(want, rel=1e-14)
-  assert got >= float(mp_gauss_delta(eps, sigma))
+  want = np.where(t > 0, np.exp(-t * t / 2), 1.0)
+  got = on_grid(jaxrdp.classical.gaussian_tail_delta, eps, sigma)
+  np.testing.assert_allclose(got, want, rtol=1e-14)
+  assert np.all(got >= mp_on_grid(mp_gauss_delta, eps, sigma))
 
 
 def test_laplace_scale():
@@ -207,14 +210,13 @@ _KL = {
 
 
 @pytest.mark.parametrize("kl", list(_KL))
-@pytest.mark.parametrize(
-  "eps,delta,k,dp", [(0.1, 0.0, 100, 1e-5), (1.0, 1e-8, 10, 1e-3), (0.01, 1e-9, 10_000, 1e-6)]
-)
-def test_advanced_composition(kl, eps, delta, k, dp):
-  r = jaxrdp.classical.advanced_composition(eps, delta, k, dp, kl_bound=kl)
-  want = eps * math.sqrt(2 * k * math.log(1 / dp)) + k * _KL[kl](eps)
-  assert float(r.epsilon) == pytest.approx(want, rel=1e-14)
-  assert float(r.delta) == pytest.approx(k * delta + dp, rel=1e-14)
+def test_advanced_composition(kl):
+  points = [(0.1, 0.0, 100, 1e-5), (1.0, 1e-8, 10, 1e-3), (0.01, 1e-9, 10_000, 1e-6)]
+  eps, delta, k, dp = (np.array(x, np.float64) for x in zip(*points))
+  r = on_grid(jaxrdp.classical.advanced_composition, eps, delta, k, dp, kl_bound=kl)
+  want = [e * math.sqrt(2 * n * math.log(1 / p)) + n * _KL[kl](e) for e, _, n, p in points]
+  np.testing.assert_allclose(np.asarray(r.epsilon), want, rtol=1e-14)
+  np.testing.assert_allclose(np.asarray(r.delta), k * delta + dp, rtol=1e-14)
 
 
 def test_advanced_composition_tanh_is_smallest_and_tight():
@@ -234,26 +236,37 @@ def test_advanced_composition_tanh_is_smallest_and_tight():
 
 
 @pytest.mark.parametrize("adaptive", [False, True])
-@pytest.mark.parametrize("eps", [0.05, 0.5, math.log(2), 1.5])
-def test_advanced_composition_capped_kl(adaptive, eps):
+def test_advanced_composition_capped_kl(adaptive):
   k, beta, delta = 200, 1e-6, 1e-9
-  a = eps * math.expm1(eps) if eps <= math.log(2) else eps  # Pei 2019 (6.98)
-  spread = eps + a if adaptive else eps
-  want = k * a + math.sqrt(2 * k * math.log(1 / beta)) * spread
-  r = jaxrdp.classical.advanced_composition_capped_kl(eps, delta, k, beta, adaptive=adaptive)
-  assert float(r.epsilon) == pytest.approx(want, rel=1e-14)
-  assert float(r.delta) == pytest.approx(k * delta + beta, rel=1e-14)
+  eps = np.array([0.05, 0.5, math.log(2), 1.5])
+
+  def by_hand(e):
+    a = e * math.expm1(e) if e <= math.log(2) else e  # Pei 2019 (6.98)
+    spread = e + a if adaptive else e
+    return k * a + math.sqrt(2 * k * math.log(1 / beta)) * spread
+
+  r = on_grid(
+    jaxrdp.classical.advanced_composition_capped_kl, eps, delta, k, beta, adaptive=adaptive
+  )
+  np.testing.assert_allclose(np.asarray(r.epsilon), [by_hand(e) for e in eps], rtol=1e-14)
+  np.testing.assert_allclose(np.asarray(r.delta), k * delta + beta, rtol=1e-14)
 
 
-@pytest.mark.parametrize(
-  "eps,delta,rate",
-  [(1.0, 1e-5, 0.01), (1e-8, 1e-6, 1e-12), (5.0, 0.0, 0.3), (2.0, 1e-3, 1.0), (2.0, 1e-3, 0.0)],
-)
-def test_amplify_by_subsampling(eps, delta, rate):
-  r = jaxrdp.classical.amplify_by_subsampling(eps, delta, rate)
-  want = mpmath.log(1 + mpmath.mpf(rate) * (mpmath.exp(mpmath.mpf(eps)) - 1))
-  assert float(r.epsilon) == pytest.approx(float(want), rel=1e-14, abs=0)
-  assert float(r.delta) == pytest.approx(rate * delta, rel=1e-15, abs=0)
+def test_amplify_by_subsampling():
+  points = [
+    (1.0, 1e-5, 0.01),
+    (1e-8, 1e-6, 1e-12),
+    (5.0, 0.0, 0.3),
+    (2.0, 1e-3, 1.0),
+    (2.0, 1e-3, 0.0),
+  ]
+  eps, delta, rate = (np.array(x, np.float64) for x in zip(*points))
+  r = on_grid(jaxrdp.classical.amplify_by_subsampling, eps, delta, rate)
+  want = mp_on_grid(
+    lambda e, x: mpmath.log(1 + mpmath.mpf(x) * (mpmath.exp(mpmath.mpf(e)) - 1)), eps, rate
+  )
+  np.testing.assert_allclose(np.asarray(r.epsilon), want, rtol=1e-14, atol=0)
+  np.testing.assert_allclose(np.asarray(r.delta), rate * delta, rtol=1e-15, atol=0)
 
 
 # --- plain / jit / vmap, validation, traced invalid input ----------------------------

@@ -48,3 +48,29 @@ def test_float32_jit_context_rounds_up_and_leaves_config_alone():
       print("ok")
   """)
   assert out.strip().endswith("ok")
+
+
+def test_round_up_to_float32_is_never_below_and_at_most_one_ulp_above():
+  # In this process (x64 on): the cast itself, across float32's whole range. XLA's CPU
+  # flushes subnormals to zero, which once made the one-ulp bump vanish below 1e-31.
+  import jax
+  import jax.numpy as jnp
+  import numpy as np
+
+  from jaxrdp._core.precision import round_up_to
+
+  mags = np.geomspace(1e-45, 3e38, 3000)
+  x = np.concatenate([mags, -mags, [0.0, 2.0**-126, 1.0, 1.0 + 2.0**-40]])
+  tiny = float(np.finfo(np.float32).tiny)
+  for got in (
+    round_up_to(jnp.asarray(x), jnp.float32),
+    jax.jit(round_up_to, static_argnums=1)(x, jnp.float32),
+  ):
+    assert got.dtype == jnp.float32
+    y = np.asarray(got, np.float64)
+    assert np.all(y >= x)
+    ulp = np.spacing(np.abs(y).astype(np.float32)).astype(np.float64)
+    normal = np.abs(x) >= tiny
+    assert np.all((y - x)[normal] <= ulp[normal])
+    # Below the normal range: the smallest normal float (positive x) or 0 (negative x).
+    assert np.all(y[~normal] == np.where(x[~normal] > 0, tiny, 0.0))

@@ -17,7 +17,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import jaxrdp
-from _oracle_helpers import assert_plain_jit_vmap, mp_log_gauss, mp_log_mixture, mp_renyi
+from _oracle_helpers import (
+  assert_plain_jit_vmap,
+  mp_log_gauss,
+  mp_log_mixture,
+  mp_on_grid,
+  mp_renyi,
+  on_grid,
+)
 from oracle import rdp_binomial, rdp_quad
 
 mpmath.mp.dps = 50
@@ -37,15 +44,15 @@ def _thm11_conditions_hold(q, sigma, alpha):
   return q <= 0.2 and sigma >= 4 and c4 and c5
 
 
-@pytest.mark.parametrize("q", [1e-4, 1e-2, 0.1, 0.2, 0.3])
-@pytest.mark.parametrize("sigma", [2.0, 4.0, 10.0])
-@pytest.mark.parametrize("alpha", [1.5, 8.0, 64.0, 1000.0])
-def test_closed_form_value_and_conditions(q, sigma, alpha):
-  got = float(jaxrdp.mechanisms.sgm_rdp_closed_form(q, sigma, alpha))
-  if _thm11_conditions_hold(q, sigma, alpha):
-    assert got == pytest.approx(2 * q * q * alpha / sigma**2, rel=1e-14)
-  else:
-    assert got == math.inf
+def test_closed_form_value_and_conditions():
+  q, sigma, alpha = np.meshgrid(
+    [1e-4, 1e-2, 0.1, 0.2, 0.3], [2.0, 4.0, 10.0], [1.5, 8.0, 64.0, 1000.0], indexing="ij"
+  )
+  got = on_grid(jaxrdp.mechanisms.sgm_rdp_closed_form, q, sigma, alpha)
+  holds = mp_on_grid(_thm11_conditions_hold, q, sigma, alpha).astype(bool)
+  assert holds.any() and not holds.all()
+  np.testing.assert_allclose(got[holds], (2 * q * q * alpha / sigma**2)[holds], rtol=1e-14)
+  assert np.all(got[~holds] == math.inf)
 
 
 def test_closed_form_edges():
@@ -158,11 +165,12 @@ def _mp_laplace_formula(scale, alpha):
   return mpmath.log(inner) / (a - 1)
 
 
-@pytest.mark.parametrize("scale", [1e-3, 0.1, 1.0, 7.0, 1e3, 1e6])
-@pytest.mark.parametrize("alpha", [1 + 1e-9, 1.01, 1.5, 2.0, 10.0, 300.0, 1e5])
-def test_laplace_rdp_matches_mpmath_formula(scale, alpha):
-  want = float(_mp_laplace_formula(scale, alpha))
-  assert float(jaxrdp.mechanisms.laplace_rdp(scale, alpha)) == pytest.approx(want, rel=1e-12)
+def test_laplace_rdp_matches_mpmath_formula():
+  scale, alpha = np.meshgrid(
+    [1e-3, 0.1, 1.0, 7.0, 1e3, 1e6], [1 + 1e-9, 1.01, 1.5, 2.0, 10.0, 300.0, 1e5], indexing="ij"
+  )
+  got = on_grid(jaxrdp.mechanisms.laplace_rdp, scale, alpha)
+  np.testing.assert_allclose(got, mp_on_grid(_mp_laplace_formula, scale, alpha), rtol=1e-12)
 
 
 @pytest.mark.parametrize("scale,alpha", [(0.5, 1.5), (1.0, 3.0), (4.0, 20.0)])
@@ -196,15 +204,16 @@ def _mp_rr_formula(p, alpha):
   return mpmath.log(p**a * (1 - p) ** (1 - a) + (1 - p) ** a * p ** (1 - a)) / (a - 1)
 
 
-@pytest.mark.parametrize("p", [1e-6, 0.1, 0.5 - 1e-9, 0.5 + 1e-6, 0.6, 0.75, 0.99, 1 - 1e-9])
-@pytest.mark.parametrize("alpha", [1 + 1e-9, 1.5, 2.0, 32.0, 1e4])
-def test_randomized_response_rdp_matches_mpmath(p, alpha):
-  mpmath.mp.dps = 80  # p^alpha for alpha = 1e4 and tiny (1-p) needs the exponent range
-  want = float(_mp_rr_formula(p, alpha))
-  mpmath.mp.dps = 50
-  assert float(jaxrdp.mechanisms.randomized_response_rdp(p, alpha)) == pytest.approx(
-    want, rel=1e-12
+def test_randomized_response_rdp_matches_mpmath():
+  p, alpha = np.meshgrid(
+    [1e-6, 0.1, 0.5 - 1e-9, 0.5 + 1e-6, 0.6, 0.75, 0.99, 1 - 1e-9],
+    [1 + 1e-9, 1.5, 2.0, 32.0, 1e4],
+    indexing="ij",
   )
+  with mpmath.workdps(80):  # p^alpha for alpha = 1e4 and tiny (1-p) needs the exponent range
+    want = mp_on_grid(_mp_rr_formula, p, alpha)
+  got = on_grid(jaxrdp.mechanisms.randomized_response_rdp, p, alpha)
+  np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
 def test_randomized_response_rdp_limits():
@@ -241,10 +250,11 @@ def test_rdp_curves_non_decreasing_in_alpha(fn, arg):
 # --- zCDP ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("rho,delta", [(0.01, 1e-5), (0.5, 1e-6), (2.0, 0.1)])
-def test_zcdp_to_epsilon_hand_value(rho, delta):
-  want = rho + 2 * math.sqrt(rho * math.log(1 / delta))
-  assert float(jaxrdp.classical.zcdp_to_epsilon(rho, delta)) == pytest.approx(want, rel=1e-15)
+def test_zcdp_to_epsilon_hand_value():
+  rho, delta = np.array([0.01, 0.5, 2.0]), np.array([1e-5, 1e-6, 0.1])
+  want = [r + 2 * math.sqrt(r * math.log(1 / d)) for r, d in zip(rho, delta)]
+  got = on_grid(jaxrdp.classical.zcdp_to_epsilon, rho, delta)
+  np.testing.assert_allclose(got, want, rtol=1e-15)
 
 
 @pytest.mark.parametrize("sigma", [0.7, 2.0, 10.0])

@@ -133,13 +133,17 @@ def test_quadrature_layout_choice():
     assert light([0.01, 0.01], [1.0, 0.2], [5.5, 5.5]).tolist() == [True, False]
 
 
-@pytest.mark.parametrize("n, heavy", [(100, 15), (100, 0), (40, 40), (7, 3), (1, 1)])
-def test_full_layout_chunks(monkeypatch, n, heavy):
-  """The full layout runs in chunks of _chunk_size(n) elements over only the
-  elements that need it: as many chunks as they fill, none if there are none."""
+# (batch size n, elements that need the full layout, chunk size, chunks run): chunks
+# of 16 elements (n / 8, at least 16, at most n), as many as the heavy elements fill.
+@pytest.mark.parametrize(
+  "n, heavy, chunk, runs",
+  [(100, 15, 16, 1), (100, 0, 16, 0), (40, 40, 16, 3), (7, 3, 7, 1), (1, 1, 1, 1)],
+)
+def test_full_layout_chunks(monkeypatch, n, heavy, chunk, runs):
+  """The full layout runs in chunks over only the elements that need it: as many
+  chunks as they fill, none if there are none."""
   m = _sgm_quadrature
-  chunk = m._chunk_size(n)
-  assert chunk == min(n, max(m._MIN_CHUNK, -(-n // m._CHUNKS)))
+  assert m._chunk_size(n) == chunk
   ran = []
   full = m._log_a_minus_1_full
 
@@ -158,7 +162,7 @@ def test_full_layout_chunks(monkeypatch, n, heavy):
     )
     jax.effects_barrier()
   # The callback takes no batched argument: it runs once per chunk that ran.
-  assert len(ran) == -(-heavy // chunk)
+  assert len(ran) == runs
 
 
 def test_series_term_counts_from_constants():
@@ -231,14 +235,12 @@ def test_dpsgd_epsilon_work_per_round(monkeypatch):
       x * 2e-5,
     )
   # Quadrature: traced once, in the loop body, on one order per configuration.
-  assert len(quad) == 1 and quad[0][0] == (_order_search._rows_per_round(batch),) == (batch,)
+  assert len(quad) == 1 and quad[0][0] == (batch,)
   assert _order_search._rows_per_round(400) == 100
-  # Exact series on the coarse integer set (dp_accounting's integers <= 65 plus
-  # _COARSE), with the per-configuration part shared by all orders.
-  coarse = np.unique(
-    np.concatenate([_order_search._COARSE, orders[(orders == np.round(orders)) & (orders <= 65)]])
-  )
-  assert coarse.size == 63  # every integer 2..64 (2.0..10.0 come from the 1 + x/10 part)
+  # Exact series on the coarse integer set, every integer 2..64 (2.0..10.0 come
+  # from the 1 + x/10 part), with the per-configuration part shared by all orders.
+  coarse, _ = _order_search._point_sets(orders)
+  np.testing.assert_array_equal(coarse, np.arange(2.0, 65.0))
   assert len(grid_series) == 1 and grid_series[0][0] == (batch,)
   assert full == []
   # Orders beyond 65 are bounded by convexity, never summed in this path; the

@@ -12,7 +12,7 @@ import jax
 import mpmath
 import numpy as np
 import pytest
-from _oracle_helpers import assert_plain_jit_vmap, mp_log_gauss
+from _oracle_helpers import assert_plain_jit_vmap, mp_log_gauss, mp_on_grid, on_grid
 
 import jaxrdp
 
@@ -69,26 +69,31 @@ def mp_hockey_stick_quad(eps, q, sigma, direction):
 
 
 @pytest.mark.parametrize("direction", ["remove", "add"])
-@pytest.mark.parametrize("eps", [0.0, 0.02, 0.7, 2.5])
-@pytest.mark.parametrize("q", [1e-3, 0.05, 0.6, 1.0])
-@pytest.mark.parametrize("sigma", [0.4, 1.0, 4.0])
-def test_single_step_delta_is_the_hockey_stick_divergence(direction, eps, q, sigma):
-  want = mp_hockey_stick_quad(eps, q, sigma, direction)
-  got = float(jaxrdp.mechanisms.sgm_single_step_delta(eps, q, sigma, direction))
-  assert got == pytest.approx(float(want), rel=1e-9, abs=1e-25)
+def test_single_step_delta_is_the_hockey_stick_divergence(direction):
+  eps, q, sigma = np.meshgrid(
+    [0.0, 0.02, 0.7, 2.5], [1e-3, 0.05, 0.6, 1.0], [0.4, 1.0, 4.0], indexing="ij"
+  )
+  want = mp_on_grid(lambda *a: mp_hockey_stick_quad(*a, direction), eps, q, sigma)
+  got = on_grid(jaxrdp.mechanisms.sgm_single_step_delta, eps, q, sigma, direction=direction)
+  np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-25)
 
 
-@pytest.mark.parametrize("eps", [0.0, 1e-6, 0.01, 0.3, 1.0, 4.0, 15.0])
-@pytest.mark.parametrize("q", [1e-6, 1e-3, 0.1, 0.9, 1.0])
-@pytest.mark.parametrize("sigma", [0.2, 0.9, 3.0, 30.0, 1e4])
-def test_single_step_delta_matches_mpmath_formulas(eps, q, sigma):
-  remove, add = mp_remove(eps, q, sigma), mp_add(eps, q, sigma)
-  for direction, want in [("remove", remove), ("add", add), ("max", max(remove, add))]:
-    got = float(jaxrdp.mechanisms.sgm_single_step_delta(eps, q, sigma, direction))
-    if want < 1e-300:
-      assert 0.0 <= got < 1e-290
-    else:
-      assert got == pytest.approx(float(want), rel=1e-12), direction
+def test_single_step_delta_matches_mpmath_formulas():
+  eps, q, sigma = np.meshgrid(
+    [0.0, 1e-6, 0.01, 0.3, 1.0, 4.0, 15.0],
+    [1e-6, 1e-3, 0.1, 0.9, 1.0],
+    [0.2, 0.9, 3.0, 30.0, 1e4],
+    indexing="ij",
+  )
+  remove, add = mp_on_grid(mp_remove, eps, q, sigma), mp_on_grid(mp_add, eps, q, sigma)
+  for direction, want in [("remove", remove), ("add", add), ("max", np.maximum(remove, add))]:
+    got = on_grid(jaxrdp.mechanisms.sgm_single_step_delta, eps, q, sigma, direction=direction)
+    tiny = want < 1e-300
+    assert np.all((got[tiny] >= 0.0) & (got[tiny] < 1e-290)), direction
+    # Absolute 1e-12 besides (pytest.approx's default, which this test had): where
+    # q - (1 - e^-eps) cancels (eps = q = 1e-6) the add direction's delta, below
+    # 1e-12, is off by up to 3.3e-9 relative.
+    np.testing.assert_allclose(got[~tiny], want[~tiny], rtol=1e-12, atol=1e-12, err_msg=direction)
 
 
 def test_single_step_delta_limits():
@@ -121,20 +126,26 @@ def test_single_step_delta_monotone_in_sigma_lemma1():
 
 
 @pytest.mark.parametrize("direction", ["remove", "add", "max"])
-@pytest.mark.parametrize(
-  "eps,delta,q",
-  [(1.0, 1e-5, 0.01), (0.1, 1e-8, 0.3), (3.0, 1e-6, 1e-4), (0.5, 1e-3, 1.0), (1e-4, 1e-9, 1e-3)],
-)
-def test_single_step_sigma_is_tight_and_conservative(direction, eps, delta, q):
-  sigma = float(jaxrdp.mechanisms.sgm_single_step_sigma(eps, delta, q, direction))
+def test_single_step_sigma_is_tight_and_conservative(direction):
+  points = [
+    (1.0, 1e-5, 0.01),
+    (0.1, 1e-8, 0.3),
+    (3.0, 1e-6, 1e-4),
+    (0.5, 1e-3, 1.0),
+    (1e-4, 1e-9, 1e-3),
+  ]
+  eps, delta, q = (np.array(x) for x in zip(*points))
+  sigma = on_grid(jaxrdp.mechanisms.sgm_single_step_sigma, eps, delta, q, direction=direction)
   mp_delta = {"remove": mp_remove, "add": mp_add, "max": lambda *a: max(mp_remove(*a), mp_add(*a))}[
     direction
   ]
-  if sigma == 0.0:  # no noise needed: only possible in the add direction here
-    assert direction == "add" and mp_add(eps, q, 0.0 + 1e-300) <= delta
-    return
-  assert mp_delta(eps, q, sigma) <= delta
-  assert mp_delta(eps, q, sigma * (1 - 1e-12)) > delta
+  # No noise needed: only possible in the add direction here.
+  none = sigma == 0.0
+  assert direction == "add" or not none.any()
+  assert np.all(mp_on_grid(lambda e, q: mp_add(e, q, 1e-300), eps[none], q[none]) <= delta[none])
+  e, d, qq, s = eps[~none], delta[~none], q[~none], sigma[~none]
+  assert np.all(mp_on_grid(mp_delta, e, qq, s) <= d)  # conservative
+  assert np.all(mp_on_grid(lambda *a: mp_delta(*a[:2], a[2] * (1 - 1e-12)), e, qq, s) > d)  # tight
 
 
 def test_single_step_sigma_no_noise_cases():

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 import jaxrdp
+from _oracle_helpers import mp_wor_log_a
 from jaxrdp.mechanisms import (
   effective_noise_multiplier,
   sampled_without_replacement_gaussian_log_a,
@@ -23,35 +24,15 @@ from jaxrdp.mechanisms import (
 rdp = sampled_without_replacement_gaussian_rdp
 
 
-def _oracle_log_a_int(gamma, sigma, a, dps=80):
-  g, s = mp.mpf(gamma), mp.mpf(sigma)
-  with mp.workdps(dps + a + 40):
-    c = 1 / (2 * s * s)
-    moments = {}
-
-    def m(k):
-      if k not in moments:
-        moments[k] = mp.fsum(
-          [(-1) ** (k - i) * mp.binomial(k, i) * mp.exp(c * i * (i - 1)) for i in range(k + 1)]
-        )
-      return moments[k]
-
-    total = 1 + g**2 * mp.binomial(a, 2) * min(4 * mp.expm1(2 * c), 2 * mp.exp(2 * c))
-    for j in range(3, a + 1):
-      chi = 4 * mp.sqrt(m(2 * (j // 2)) * m(2 * ((j + 1) // 2)))
-      total += g**j * mp.binomial(a, j) * min(chi, 2 * mp.exp(c * j * (j - 1)))
-    return mp.log(total)
-
-
 def _oracle_rdp(gamma, sigma, alpha):
   """Thm 27 at integer orders, Cor. 10 interpolation of log A at fractional ones."""
   lo, hi = math.floor(alpha), math.ceil(alpha)
   with mp.workdps(80):
     if lo == hi:
-      return _oracle_log_a_int(gamma, sigma, lo) / (mp.mpf(alpha) - 1)
+      return mp_wor_log_a(gamma, sigma, lo) / (mp.mpf(alpha) - 1)
     t = mp.mpf(alpha) - lo
-    x = _oracle_log_a_int(gamma, sigma, lo) if lo >= 2 else mp.mpf(0)
-    return ((1 - t) * x + t * _oracle_log_a_int(gamma, sigma, hi)) / (mp.mpf(alpha) - 1)
+    x = mp_wor_log_a(gamma, sigma, lo) if lo >= 2 else mp.mpf(0)
+    return ((1 - t) * x + t * mp_wor_log_a(gamma, sigma, hi)) / (mp.mpf(alpha) - 1)
 
 
 def _random_points(seed, count, max_order):
@@ -205,3 +186,13 @@ def test_effective_noise_multiplier():
   np.testing.assert_allclose(
     effective_noise_multiplier(jnp.array([2.0, 4.0]), "replace_one"), [1.0, 2.0]
   )
+
+
+def test_tables_built_inside_a_trace_are_concrete(monkeypatch):
+  # The constant tables are cached module-wide on first use; a first use under jit
+  # once stored a tracer there, and every later call failed (UnexpectedTracerError).
+  from jaxrdp.mechanisms import _sampled_without_replacement as wor
+
+  monkeypatch.setattr(wor, "_DEVICE_TABLES", None)
+  traced = jax.jit(lambda g: rdp(g, 1.0, 2.0))(0.1)
+  assert float(rdp(0.1, 1.0, 2.0)) == float(traced)

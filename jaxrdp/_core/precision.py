@@ -49,21 +49,29 @@ def round_up_to(x: jax.Array, dtype) -> jax.Array:
 
   A privacy loss that is reported in a narrower dtype must never be smaller
   than the float64 value, so plain round-to-nearest is not acceptable: it can
-  lower epsilon by half an ulp.
+  lower epsilon by half an ulp. The result is at most one ulp of ``dtype`` above
+  ``x``, except below the smallest normal number of ``dtype`` (1.2e-38 for
+  float32), where a positive ``x`` gives that number and a negative one 0: XLA's
+  CPU flushes subnormal operands and results to zero, so no subnormal result
+  would stay what it is.
   """
   dtype = jnp.dtype(dtype)
   if dtype == jnp.float64:
     return x
   y = x.astype(dtype)
   too_small = jax.lax.stop_gradient(y.astype(jnp.float64) < x)
-  # nextafter has no derivative rule; the one-ulp bump is a constant offset.
+  # nextafter has no derivative rule: the result is a constant plus y - y_const,
+  # which is exactly 0 (for finite y) and carries y's derivative. (The bump itself,
+  # up - y, is subnormal for |y| < 1e-31 in float32 and would be flushed to zero.)
   y_const = jax.lax.stop_gradient(y)
+  keep = y - y_const
   up = jnp.nextafter(y_const, jnp.asarray(np.inf, dtype))
-  # Where the bump is not exact arithmetic (y = -inf, or a subnormal value that
-  # the CPU flushes to zero), the next value itself, without a derivative.
   tiny = jnp.finfo(dtype).tiny
-  exact = jnp.isfinite(y_const) & (jnp.abs(y_const) >= tiny) & (jnp.abs(up) >= tiny)
-  return jnp.where(too_small, jnp.where(exact, y + (up - y_const), up), y)
+  normal = jnp.isfinite(y_const) & (jnp.abs(up) >= tiny)
+  out = jnp.where(too_small, jnp.where(normal, up + keep, up), y)
+  below_normal = jnp.abs(x) < tiny
+  floor = jnp.where(x > 0, tiny, 0.0).astype(dtype)
+  return jnp.where(below_normal, floor + keep, out)
 
 
 class Float64Scope:
@@ -80,7 +88,9 @@ class Float64Scope:
   anywhere). When the caller is tracing with x64 off, a float64 tracer would be
   truncated to float32 by round-to-nearest at its next operation, so the value
   is cast to float32 here, rounded towards +inf: a privacy loss is never
-  under-reported, and the error is at most one float32 ulp (2^-23 relative).
+  under-reported, and the error is at most one float32 ulp (2^-23 relative; below
+  the smallest normal float32, 1.2e-38, a positive value is reported as that float,
+  see :func:`round_up_to`).
   """
 
   def __enter__(self):

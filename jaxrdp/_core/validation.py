@@ -19,6 +19,8 @@ import jax.numpy as jnp
 __all__ = [
   "is_concrete",
   "check_range",
+  "check_all",
+  "all_hold",
   "concrete_or_none",
   "Interval",
   "PROBABILITY",
@@ -183,6 +185,20 @@ class Interval(NamedTuple):
       finite = jnp.isfinite(x) if self.lower is None else x < np.inf
       ok = finite if ok is None else ok & finite
     return ~jnp.isnan(x) if ok is None else ok  # comparisons are False at NaN
+
+
+def check_all(args) -> None:
+  """``interval.check(name, x)`` for every ``(name, x, interval)`` of ``args``, in order."""
+  for name, x, interval in args:
+    interval.check(name, x)
+
+
+def all_hold(args) -> jax.Array:
+  """Traced mask: every ``x`` of the ``(x, interval)`` pairs lies in its interval."""
+  ok = None
+  for x, interval in args:
+    ok = interval.holds(x) if ok is None else ok & interval.holds(x)
+  return ok
 
 
 # The ranges, one definition each. Their messages read, for example,

@@ -74,9 +74,8 @@ from ..rdp._dpsgd import (
 )
 from ..rdp._order_search import table_size as search_table_size
 from ..mechanisms._sgm import _rdp_f64
-from .._core.validation import StaticArray, check_range
 from .._core.numerics import raise_subnormal
-from .._core.validation import is_concrete
+from .._core.validation import COUNT, NOISE_MULTIPLIER, PROBABILITY, StaticArray, is_concrete
 from ._with_accountant import calibrate_with_accountant
 from ._core import SAFETY, Budget, Domain, Evaluator, Known, calibrate
 
@@ -233,80 +232,143 @@ def _sgm_evaluator(
 # The three calibrations (traced): degenerate cells in closed form, the rest by the core.
 
 
-def _noise_impl(target, given, q, steps, all_orders, orders_static, budget):
-  q, steps = raise_subnormal(q), raise_subnormal(steps)  # XLA would read them as 0
-  valid = budget.valid(target, given) & (q >= 0) & (q <= 1) & (steps >= 0)
+class Cells(NamedTuple):
+  """The cells of a calibration before its search (arrays of the cells' shape).
+
+  Attributes:
+    valid: every argument in range.
+    reachable: the budget is above the floor that no privacy loss at all reaches.
+    active: the cells to search: valid, reachable, not degenerate, and not hopeless
+      (sigma = 0).
+    degenerate: the cells that lose no privacy whatever the searched parameter
+      (q = 0 or T = 0); the valid and reachable ones are answered in closed form.
+    fixed: the two fixed parameters, in argument order, subnormal q and T rounded
+      up to the smallest normal float (XLA would read them as 0), and a harmless
+      stand-in where the cell is not searched.
+    given: the given half of the (epsilon, delta) pair, with the same stand-in.
+    floor, floor_order: the accountant at zero RDP (:func:`_floor_value`).
+  """
+
+  valid: jax.Array
+  reachable: jax.Array
+  active: jax.Array
+  degenerate: jax.Array
+  fixed: tuple
+  given: jax.Array
+  floor: jax.Array
+  floor_order: jax.Array
+
+  def known(self, degenerate, param) -> Known:
+    """The closed-form answer ``param`` at the valid, reachable ``degenerate`` cells."""
+    mask = degenerate & self.valid & self.reachable
+    return Known(mask, jnp.full(mask.shape, param), self.floor, self.floor_order)
+
+
+# The fixed parameters of the calibrations: their valid range, stated once (the eager
+# check of the public functions and the traced mask of ``_cells``), and the stand-in
+# value where a cell is not searched.
+_FIXED_RANGE = {"q": PROBABILITY, "steps": COUNT, "sigma": NOISE_MULTIPLIER}
+_STAND_IN = {"q": 0.5, "steps": 1.0, "sigma": 1.0}
+
+
+def _cells(budget, target, given, fixed: dict, all_orders) -> Cells:
+  """The prologue every calibration shares, the SGM's and the other schemes' alike.
+
+  ``fixed`` maps the two fixed parameters' names (``q``, ``steps``, ``sigma``), in
+  argument order, to their values. q = 0 or T = 0 spend nothing (degenerate); sigma =
+  0 with q > 0 and T > 0 reveals the data (infinite RDP at every order: never
+  searched, so infeasible).
+  """
+  fixed = {k: raise_subnormal(v) if k != "sigma" else v for k, v in fixed.items()}
+  valid = budget.valid(target, given)
+  for name, x in fixed.items():
+    valid &= _FIXED_RANGE[name].holds(x)
   floor, floor_order = _floor_value(budget, given, all_orders)
   reachable = floor <= target * (1.0 - SAFETY)
-  trivial = valid & ((q == 0) | (steps == 0))
-  active = valid & ~trivial & reachable
-  q_s = jnp.where(active, q, 0.5)
-  t_s = jnp.where(active, steps, 1.0)
-  g_s = jnp.where(active, given, 0.5)
+  degenerate = jnp.zeros(valid.shape, bool)
+  for name in ("q", "steps"):
+    if name in fixed:
+      degenerate |= fixed[name] == 0
+  active = valid & reachable & ~degenerate
+  if "sigma" in fixed:
+    active &= fixed["sigma"] > 0
+  sanitized = tuple(jnp.where(active, x, _STAND_IN[k]) for k, x in fixed.items())
+  return Cells(
+    valid,
+    reachable,
+    active,
+    degenerate,
+    sanitized,
+    jnp.where(active, given, 0.5),
+    floor,
+    floor_order,
+  )
+
+
+def _noise_impl(target, given, q, steps, all_orders, orders_static, budget):
+  cells = _cells(budget, target, given, dict(q=q, steps=steps), all_orders)
+  q_s, t_s = cells.fixed
   sigma0 = jnp.clip(q_s * jnp.sqrt(t_s / _guess_rho(budget, target, given)), 0.3, 1e5)
   ev = _sgm_evaluator(
     budget,
     lambda s: q_s,
     lambda s: s,
     t_s,
-    g_s,
+    cells.given,
     all_orders,
     orders_static,
     False,
     _SIGMA_DOMAIN,
     sigma0,
   )
-  known = Known(trivial & reachable, jnp.zeros_like(q), floor, floor_order)
-  return NoiseCalibration(*calibrate(ev, budget, target, given, active, known))
+  known = cells.known(cells.degenerate, 0.0)
+  return NoiseCalibration(*calibrate(ev, budget, target, given, cells.active, known))
 
 
 def _rate_impl(target, given, sigma, steps, all_orders, orders_static, budget):
-  steps = raise_subnormal(steps)  # XLA would read a subnormal as 0
-  valid = budget.valid(target, given) & (sigma >= 0) & (steps >= 0)
-  floor, floor_order = _floor_value(budget, given, all_orders)
-  reachable = floor <= target * (1.0 - SAFETY)
-  no_steps = valid & (steps == 0)
-  # sigma = 0 with q > 0 and T > 0 reveals the data: infinite RDP at every order.
-  active = valid & ~no_steps & reachable & (sigma > 0)
-  s_s = jnp.where(active, sigma, 1.0)
-  t_s = jnp.where(active, steps, 1.0)
-  g_s = jnp.where(active, given, 0.5)
+  cells = _cells(budget, target, given, dict(sigma=sigma, steps=steps), all_orders)
+  s_s, t_s = cells.fixed
   q0 = jnp.clip(s_s * jnp.sqrt(_guess_rho(budget, target, given) / t_s), 1e-8, 1.0)
   ev = _sgm_evaluator(
-    budget, lambda q: q, lambda q: s_s, t_s, g_s, all_orders, orders_static, True, _Q_DOMAIN, q0
+    budget,
+    lambda q: q,
+    lambda q: s_s,
+    t_s,
+    cells.given,
+    all_orders,
+    orders_static,
+    True,
+    _Q_DOMAIN,
+    q0,
   )
-  known = Known(no_steps & reachable, jnp.ones_like(sigma), floor, floor_order)
-  return SamplingRateCalibration(*calibrate(ev, budget, target, given, active, known))
+  known = cells.known(cells.degenerate, 1.0)
+  return SamplingRateCalibration(*calibrate(ev, budget, target, given, cells.active, known))
 
 
 def _steps_impl(target, given, q, sigma, all_orders, orders_static, budget):
-  q = raise_subnormal(q)  # XLA would read a subnormal as 0
-  valid = budget.valid(target, given) & (q >= 0) & (q <= 1) & (sigma >= 0)
-  q_s = jnp.where(valid, q, 0.5)
-  s_s = jnp.where(valid, sigma, 1.0)
-  g_s = jnp.where(valid, given, 0.5)
+  cells = _cells(budget, target, given, dict(q=q, sigma=sigma), all_orders)
+  q_s, s_s = cells.fixed
   # T steps compose to T times the per-step RDP (Mironov 2017, Prop. 1): one kernel
   # evaluation per cell, then a search over T with the cheap conversion only.
   rdp1 = _rdp_f64(q_s[..., None], s_s[..., None], all_orders, orders_static)
-  floor, floor_order = _floor_value(budget, g_s, all_orders)
-  reachable = floor <= target * (1.0 - SAFETY)
-  # Zero RDP (q = 0 or sigma = inf): any number of steps fits.
-  unlimited = valid & reachable & jnp.all(rdp1 == 0, axis=-1)
 
   def value(t, live):
     del live
     total = jnp.where(t[..., None] == 0, 0.0, t[..., None] * rdp1)
-    return _rdp_value(budget, total, all_orders, g_s)
+    return _rdp_value(budget, total, all_orders, cells.given)
 
   ev = Evaluator(value, True, _STEPS_DOMAIN)
-  known = Known(unlimited, jnp.full_like(q, jnp.inf), floor, floor_order)
-  return StepsCalibration(*calibrate(ev, budget, target, given, valid & reachable, known))
+  # Zero RDP (q = 0 or sigma = inf): any number of steps fits.
+  unlimited = cells.degenerate | (cells.active & jnp.all(rdp1 == 0, axis=-1))
+  known = cells.known(unlimited, jnp.inf)
+  return StepsCalibration(*calibrate(ev, budget, target, given, cells.active, known))
 
 
 _STATIC = ("orders_static", "budget")
 _noise_jit = jax.jit(_noise_impl, static_argnames=_STATIC)
 _rate_jit = jax.jit(_rate_impl, static_argnames=_STATIC)
 _steps_jit = jax.jit(_steps_impl, static_argnames=_STATIC)
+_JITS = {"noise": _noise_jit, "rate": _rate_jit, "steps": _steps_jit}
 
 
 # --------------------------------------------------------------------------------------
@@ -341,12 +403,6 @@ def _budget(fn, target_epsilon, delta, target_delta, epsilon):
   return budget, target, given
 
 
-def _require(fn, **args):
-  for name, x in args.items():
-    if x is None:
-      raise TypeError(f"{fn}() missing argument {name!r}")
-
-
 def _check_accountant(accountant, orders, values):
   """Reject a bad accountant request before anything is compiled."""
   if accountant not in _ACCOUNTANTS:
@@ -364,16 +420,34 @@ def _check_accountant(accountant, orders, values):
     )
 
 
-def _scheme_jitted(kind, jitted, sampling, relation, accountant, orders):
+def _public(fn, kind, budget_args, fixed, orders, accountant, sampling, relation):
+  """The body of the three public calibrations: checks, then one jitted calibration.
+
+  ``fn``: the public name (for messages); ``budget_args``: its (target_epsilon,
+  delta, target_delta, epsilon); ``fixed``: the two given DP-SGD parameters by name,
+  in the jitted function's argument order.
+  """
+  budget, target, given = _budget(fn, *budget_args)
+  for name, x in fixed.items():
+    if x is None:
+      raise TypeError(f"{fn}() missing argument {name!r}")
+  budget.check(target, given)
+  for name, x in fixed.items():
+    _FIXED_RANGE[name].check(name, x)
+  jitted = _scheme_jitted(kind, sampling, relation, accountant, orders)
+  return _solve(kind, jitted, accountant, budget, target, given, fixed, orders)
+
+
+def _scheme_jitted(kind, sampling, relation, accountant, orders):
   """The jitted calibration of ``kind`` for a batching scheme and relation.
 
-  ``jitted`` (the SGM's, Poisson under add/remove) for the default pair; else the
-  scheme's (``jaxrdp.calibration._schemes``) with the pair bound, after the checks
-  that need no compilation: the pair, the accountant (Renyi DP only) and the orders.
+  The SGM's (Poisson under add/remove) for the default pair; else the scheme's
+  (``jaxrdp.calibration._schemes``) with the pair bound, after the checks that need
+  no compilation: the pair, the accountant (Renyi DP only) and the orders.
   """
   sampling, relation = _sampling.resolve_scheme(sampling, relation)
   if _sampling.is_default_scheme(sampling, relation):
-    return jitted
+    return _JITS[kind]
   check_scheme_accountant(sampling, relation, accountant)
   _sampling.check_orders_for(sampling, orders_array(orders))
   from ._schemes import JITS  # imports this module
@@ -526,14 +600,11 @@ def calibrate_noise(
     >>> round(float(res.sigma), 4)
     1.2953
   """
-  budget, target, given = _budget("calibrate_noise", target_epsilon, delta, target_delta, epsilon)
-  _require("calibrate_noise", q=q, steps=steps)
-  budget.check(target, given)
-  check_range("q", q, lower=0.0, upper=1.0)
-  check_range("steps", steps, lower=0.0)
+  budget_args = (target_epsilon, delta, target_delta, epsilon)
   fixed = dict(q=q, steps=steps)
-  jitted = _scheme_jitted("noise", _noise_jit, sampling, relation, accountant, orders)
-  return _solve("noise", jitted, accountant, budget, target, given, fixed, orders)
+  return _public(
+    "calibrate_noise", "noise", budget_args, fixed, orders, accountant, sampling, relation
+  )
 
 
 def calibrate_steps(
@@ -569,12 +640,8 @@ def calibrate_steps(
     orders: Renyi orders; default :data:`jaxrdp.DEFAULT_ORDERS`.
     target_delta: delta budget in (0, 1) (keyword; with ``epsilon``).
     epsilon: epsilon of the guarantee, >= 0 (keyword).
-    accountant: ``"rdp"`` (default: Renyi DP, one jitted search) or ``"pld"`` (tight,
-      certified accounting: the search starts from the Renyi-DP answer and runs on
-      the host, one vectorized tight evaluation per round, until the bracket is
-      1e-5 wide in log sigma or log q, or one step; needs concrete arguments and
-      the default orders; ``order`` is then NaN).
-    sampling, relation: the batching scheme and relation, as in :func:`calibrate_noise`.
+    accountant, sampling, relation: the accountant, batching scheme and relation, as
+      in :func:`calibrate_noise`.
 
   Returns:
     ``StepsCalibration(steps, epsilon, delta, order, feasible)``. ``steps`` is a
@@ -592,14 +659,11 @@ def calibrate_steps(
     ...                            epsilon=2.597).steps)
     14066
   """
-  budget, target, given = _budget("calibrate_steps", target_epsilon, delta, target_delta, epsilon)
-  _require("calibrate_steps", q=q, sigma=sigma)
-  budget.check(target, given)
-  check_range("q", q, lower=0.0, upper=1.0)
-  check_range("sigma", sigma, lower=0.0, allow_inf=True)
+  budget_args = (target_epsilon, delta, target_delta, epsilon)
   fixed = dict(q=q, sigma=sigma)
-  jitted = _scheme_jitted("steps", _steps_jit, sampling, relation, accountant, orders)
-  return _solve("steps", jitted, accountant, budget, target, given, fixed, orders)
+  return _public(
+    "calibrate_steps", "steps", budget_args, fixed, orders, accountant, sampling, relation
+  )
 
 
 def calibrate_sampling_rate(
@@ -631,12 +695,8 @@ def calibrate_sampling_rate(
     orders: Renyi orders; default :data:`jaxrdp.DEFAULT_ORDERS`.
     target_delta: delta budget in (0, 1) (keyword; with ``epsilon``).
     epsilon: epsilon of the guarantee, >= 0 (keyword).
-    accountant: ``"rdp"`` (default: Renyi DP, one jitted search) or ``"pld"`` (tight,
-      certified accounting: the search starts from the Renyi-DP answer and runs on
-      the host, one vectorized tight evaluation per round, until the bracket is
-      1e-5 wide in log sigma or log q, or one step; needs concrete arguments and
-      the default orders; ``order`` is then NaN).
-    sampling, relation: the batching scheme and relation, as in :func:`calibrate_noise`.
+    accountant, sampling, relation: the accountant, batching scheme and relation, as
+      in :func:`calibrate_noise`.
 
   Returns:
     ``SamplingRateCalibration(q, epsilon, delta, order, feasible)``; NaN and
@@ -652,13 +712,8 @@ def calibrate_sampling_rate(
     >>> round(float(res.q) * 60000)
     256
   """
-  budget, target, given = _budget(
-    "calibrate_sampling_rate", target_epsilon, delta, target_delta, epsilon
-  )
-  _require("calibrate_sampling_rate", sigma=sigma, steps=steps)
-  budget.check(target, given)
-  check_range("sigma", sigma, lower=0.0, allow_inf=True)
-  check_range("steps", steps, lower=0.0)
+  budget_args = (target_epsilon, delta, target_delta, epsilon)
   fixed = dict(sigma=sigma, steps=steps)
-  jitted = _scheme_jitted("rate", _rate_jit, sampling, relation, accountant, orders)
-  return _solve("rate", jitted, accountant, budget, target, given, fixed, orders)
+  return _public(
+    "calibrate_sampling_rate", "rate", budget_args, fixed, orders, accountant, sampling, relation
+  )

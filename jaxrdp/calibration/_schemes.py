@@ -18,8 +18,8 @@ non-increasing in sigma and non-decreasing in q and T at each order
 (``jaxrdp.rdp._sampling``, its Monotonicity paragraph), and the conversions are
 increasing in the RDP. The shuffle curve is a staircase in q and T (ceil(T q)
 epochs); the core's answers stay conservative on staircases (it answers with the end
-of its bracket that meets the budget). As in ``_calibration``, subnormal q and steps
-are rounded up to the smallest normal float first (XLA would read them as 0).
+of its bracket that meets the budget). Every calibration starts with the SGM's own
+prologue (``_calibration._cells``: ranges, floor, degenerate cells, stand-ins).
 """
 
 from __future__ import annotations
@@ -27,9 +27,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._core.numerics import raise_subnormal
 from ..rdp._sampling import count_f64, effective_sigma, per_step_rdp_f64, scheme_rdp_f64
-from ._core import SAFETY, Evaluator, Known, calibrate
+from ._core import Evaluator, calibrate
 
 __all__ = ["JITS"]
 
@@ -66,29 +65,22 @@ def _noise_impl(target, given, q, steps, all_orders, orders_static, budget, samp
   if sampling == "poisson":  # replace-one: the SGM at sigma / 2
     out = c._noise_impl(target, given, q, steps, all_orders, orders_static, budget)
     return out._replace(sigma=2.0 * out.sigma)
-  q, steps = raise_subnormal(q), raise_subnormal(steps)  # XLA would read them as 0
-  valid = budget.valid(target, given) & (q >= 0) & (q <= 1) & (steps >= 0)
-  floor, floor_order = c._floor_value(budget, given, all_orders)
-  reachable = floor <= target * (1.0 - SAFETY)
-  trivial = valid & ((q == 0) | (steps == 0))
-  active = valid & ~trivial & reachable
-  q_s = jnp.where(active, q, 0.5)
-  t_s = jnp.where(active, steps, 1.0)
-  g_s = jnp.where(active, given, 0.5)
+  cells = c._cells(budget, target, given, dict(q=q, steps=steps), all_orders)
+  q_s, t_s = cells.fixed
   count = count_f64(sampling, q_s, t_s)
   rho = c._guess_rho(budget, target, given)
   sigma0 = jnp.clip(jnp.sqrt(count * _rho_per_unit(sampling, relation, q_s) / rho), 0.3, 1e5)
   ev = _scheme_evaluator(
     budget,
     lambda s: scheme_rdp_f64(sampling, relation, q_s, s, t_s, all_orders, orders_static),
-    g_s,
+    cells.given,
     all_orders,
     False,
     c._SIGMA_DOMAIN,
     sigma0,
   )
-  known = Known(trivial & reachable, jnp.zeros_like(q), floor, floor_order)
-  return c.NoiseCalibration(*calibrate(ev, budget, target, given, active, known))
+  known = cells.known(cells.degenerate, 0.0)
+  return c.NoiseCalibration(*calibrate(ev, budget, target, given, cells.active, known))
 
 
 def _rate_impl(target, given, sigma, steps, all_orders, orders_static, budget, sampling, relation):
@@ -96,16 +88,8 @@ def _rate_impl(target, given, sigma, steps, all_orders, orders_static, budget, s
   if sampling == "poisson":  # replace-one: the SGM at sigma / 2
     half = effective_sigma(sigma, relation)
     return c._rate_impl(target, given, half, steps, all_orders, orders_static, budget)
-  steps = raise_subnormal(steps)  # XLA would read a subnormal as 0
-  valid = budget.valid(target, given) & (sigma >= 0) & (steps >= 0)
-  floor, floor_order = c._floor_value(budget, given, all_orders)
-  reachable = floor <= target * (1.0 - SAFETY)
-  no_steps = valid & (steps == 0)
-  # sigma = 0 with q > 0 and T > 0 reveals the data: infinite RDP at every order.
-  active = valid & ~no_steps & reachable & (sigma > 0)
-  s_s = jnp.where(active, sigma, 1.0)
-  t_s = jnp.where(active, steps, 1.0)
-  g_s = jnp.where(active, given, 0.5)
+  cells = c._cells(budget, target, given, dict(sigma=sigma, steps=steps), all_orders)
+  s_s, t_s = cells.fixed
   q0 = None
   if sampling == "fixed":  # the shuffle curve is a staircase in q: the default start
     s_eff = effective_sigma(s_s, relation)
@@ -113,14 +97,14 @@ def _rate_impl(target, given, sigma, steps, all_orders, orders_static, budget, s
   ev = _scheme_evaluator(
     budget,
     lambda q: scheme_rdp_f64(sampling, relation, q, s_s, t_s, all_orders, orders_static),
-    g_s,
+    cells.given,
     all_orders,
     True,
     c._Q_DOMAIN,
     q0,
   )
-  known = Known(no_steps & reachable, jnp.ones_like(sigma), floor, floor_order)
-  return c.SamplingRateCalibration(*calibrate(ev, budget, target, given, active, known))
+  known = cells.known(cells.degenerate, 1.0)
+  return c.SamplingRateCalibration(*calibrate(ev, budget, target, given, cells.active, known))
 
 
 def _steps_impl(target, given, q, sigma, all_orders, orders_static, budget, sampling, relation):
@@ -128,27 +112,22 @@ def _steps_impl(target, given, q, sigma, all_orders, orders_static, budget, samp
   if sampling == "poisson":  # replace-one: the SGM at sigma / 2
     half = effective_sigma(sigma, relation)
     return c._steps_impl(target, given, q, half, all_orders, orders_static, budget)
-  q = raise_subnormal(q)  # XLA would read a subnormal as 0
-  valid = budget.valid(target, given) & (q >= 0) & (q <= 1) & (sigma >= 0)
-  q_s = jnp.where(valid, q, 0.5)
-  s_s = jnp.where(valid, sigma, 1.0)
-  g_s = jnp.where(valid, given, 0.5)
+  cells = c._cells(budget, target, given, dict(q=q, sigma=sigma), all_orders)
+  q_s, s_s = cells.fixed
   # One curve per cell (per step, or per epoch for shuffling), composed count(T) times.
   rdp1 = per_step_rdp_f64(sampling, relation, q_s, s_s, all_orders, orders_static)
-  floor, floor_order = c._floor_value(budget, g_s, all_orders)
-  reachable = floor <= target * (1.0 - SAFETY)
-  # Zero RDP (q = 0 or sigma = inf): any number of steps fits.
-  unlimited = valid & reachable & (jnp.all(rdp1 == 0, axis=-1) | (q_s == 0))
 
   def value(t, live):
     del live
     n = count_f64(sampling, q_s, t)[..., None]
     total = jnp.where(n == 0, 0.0, n * rdp1)
-    return c._rdp_value(budget, total, all_orders, g_s)
+    return c._rdp_value(budget, total, all_orders, cells.given)
 
   ev = Evaluator(value, True, c._STEPS_DOMAIN)
-  known = Known(unlimited, jnp.full_like(q, jnp.inf), floor, floor_order)
-  return c.StepsCalibration(*calibrate(ev, budget, target, given, valid & reachable, known))
+  # Zero RDP (q = 0 or sigma = inf): any number of steps fits.
+  unlimited = cells.degenerate | (cells.active & jnp.all(rdp1 == 0, axis=-1))
+  known = cells.known(unlimited, jnp.inf)
+  return c.StepsCalibration(*calibrate(ev, budget, target, given, cells.active, known))
 
 
 _STATIC = ("orders_static", "budget", "sampling", "relation")

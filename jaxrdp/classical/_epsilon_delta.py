@@ -22,7 +22,14 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from .._core import precision as _precision
-from .._core.validation import check_range
+from .._core.validation import (
+  DELTA,
+  EPSILON,
+  PROBABILITY,
+  Interval,
+  all_hold,
+  check_all,
+)
 
 __all__ = [
   "EpsilonDelta",
@@ -46,12 +53,28 @@ class EpsilonDelta(NamedTuple):
   delta: jax.Array
 
 
-def _f64(*xs):
-  return tuple(_precision.as_float64(x) for x in xs)
+# Valid ranges besides the shared ones of jaxrdp._core.validation, stated once: the
+# eager check (ValueError) and the traced NaN mask both come from them.
+_POSITIVE = Interval(0.0, lower_open=True)  # a finite x > 0
+_UNIT_EPSILON = Interval(0.0, 1.0, lower_open=True)  # (0, 1], the classical theorem's domain
+_COUNT = Interval(0.0)  # a number of mechanisms k: finite, >= 0
 
 
-def _nan_where(invalid, x):
-  return jnp.where(invalid, jnp.nan, x)
+def _theorem(formula, *args, **static):
+  """``formula`` on float64 arguments, NaN where a traced one leaves its range.
+
+  ``args``: ``(name, value, Interval)`` triples in the formula's argument order;
+  concrete values outside their interval raise ValueError naming them first. The
+  result (an array or an :class:`EpsilonDelta`) is finalized for the caller as by
+  ``Float64Scope``.
+  """
+  check_all(args)
+  with _precision.Float64Scope() as scope:
+    xs = [_precision.as_float64(x) for _, x, _ in args]
+    out = formula(*xs, **static)
+    invalid = ~all_hold(zip(xs, (interval for _, _, interval in args)))
+    out = jax.tree.map(lambda o: jnp.where(invalid, jnp.nan, o), out)
+  return scope.finalize(out)
 
 
 def _check_kind(name, value, allowed):
@@ -87,14 +110,11 @@ def classical_gaussian_sigma(epsilon: ArrayLike, delta: ArrayLike) -> jax.Array:
     4.844805
   """
   # Domain of the classical theorem (Dwork and Roth 2014, Thm A.1).
-  check_range("epsilon", epsilon, lower=0.0, upper=1.0, lower_open=True)
-  check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
-  with _precision.Float64Scope() as scope:
-    epsilon, delta = _f64(epsilon, delta)
-    out = jnp.sqrt(2.0 * jnp.log(1.25 / delta)) / epsilon
-    invalid = ~((epsilon > 0) & (epsilon <= 1) & (delta > 0) & (delta < 1))
-    out = _nan_where(invalid, out)
-  return scope.finalize(out)
+  return _theorem(
+    lambda epsilon, delta: jnp.sqrt(2.0 * jnp.log(1.25 / delta)) / epsilon,
+    ("epsilon", epsilon, _UNIT_EPSILON),
+    ("delta", delta, DELTA),
+  )
 
 
 def gaussian_tail_delta(epsilon: ArrayLike, sigma: ArrayLike) -> jax.Array:
@@ -127,15 +147,12 @@ def gaussian_tail_delta(epsilon: ArrayLike, sigma: ArrayLike) -> jax.Array:
     >>> round(float(jaxrdp.classical.gaussian_tail_delta(1.0, 5.0)), 8)
     6.11e-06
   """
-  check_range("epsilon", epsilon, lower=0.0, allow_inf=True)
-  check_range("sigma", sigma, lower=0.0, lower_open=True)
-  with _precision.Float64Scope() as scope:
-    epsilon, sigma = _f64(epsilon, sigma)
-    t = epsilon * sigma - 0.5 / sigma
-    out = jnp.where(t > 0, jnp.exp(-0.5 * t**2), 1.0)
-    invalid = jnp.isnan(epsilon) | jnp.isnan(sigma) | (epsilon < 0) | (sigma <= 0)
-    out = _nan_where(invalid, out)
-  return scope.finalize(out)
+  return _theorem(_tail_delta, ("epsilon", epsilon, EPSILON), ("sigma", sigma, _POSITIVE))
+
+
+def _tail_delta(epsilon, sigma):
+  t = epsilon * sigma - 0.5 / sigma
+  return jnp.where(t > 0, jnp.exp(-0.5 * t**2), 1.0)
 
 
 # Names of the bounds, with their equation numbers in Pei 2019, Claim 9.
@@ -193,28 +210,27 @@ def gaussian_tail_sigma(epsilon: ArrayLike, delta: ArrayLike, bound: str = "cher
     4.901617
   """
   _check_kind("bound", bound, tuple(_TAIL_BOUNDS))
-  check_range("epsilon", epsilon, lower=0.0, lower_open=True)
-  check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
-  with _precision.Float64Scope() as scope:
-    epsilon, delta = _f64(epsilon, delta)
-    log_inv_delta = -jnp.log(delta)
-    if bound == "chernoff":
-      c = jnp.sqrt(2.0 * log_inv_delta)
-      out = (c + jnp.sqrt(c**2 + 2.0 * epsilon)) / (2.0 * epsilon)
-    elif bound == "chernoff_split":
-      out = jnp.sqrt(2.0 * log_inv_delta) / epsilon + jnp.sqrt(0.5 / epsilon)
-    elif bound == "mills_split":
-      # log((2 pi)^-1 delta^-2), clipped at 0 by (.)_+ (Pei 2019 (6.95)).
-      c = jnp.sqrt(jnp.maximum(2.0 * log_inv_delta - _LOG_2PI, 0.0))
-      out = jnp.maximum(1.0, c) / epsilon + jnp.sqrt(0.5 / epsilon)
-    elif bound == "chernoff_concave":
-      out = jnp.sqrt(epsilon + 2.0 * log_inv_delta) / epsilon
-    else:  # "mills_concave"
-      c = jnp.sqrt(jnp.maximum(epsilon + 2.0 * log_inv_delta - _LOG_2PI, 0.0))
-      out = jnp.maximum(jnp.sqrt(1.0 + epsilon), c) / epsilon
-    invalid = ~((epsilon > 0) & (delta > 0) & (delta < 1))
-    out = _nan_where(invalid, out)
-  return scope.finalize(out)
+  return _theorem(
+    _tail_sigma, ("epsilon", epsilon, _POSITIVE), ("delta", delta, DELTA), bound=bound
+  )
+
+
+def _tail_sigma(epsilon, delta, bound):
+  log_inv_delta = -jnp.log(delta)
+  if bound == "chernoff":
+    c = jnp.sqrt(2.0 * log_inv_delta)
+    return (c + jnp.sqrt(c**2 + 2.0 * epsilon)) / (2.0 * epsilon)
+  if bound == "chernoff_split":
+    return jnp.sqrt(2.0 * log_inv_delta) / epsilon + jnp.sqrt(0.5 / epsilon)
+  if bound == "mills_split":
+    # log((2 pi)^-1 delta^-2), clipped at 0 by (.)_+ (Pei 2019 (6.95)).
+    c = jnp.sqrt(jnp.maximum(2.0 * log_inv_delta - _LOG_2PI, 0.0))
+    return jnp.maximum(1.0, c) / epsilon + jnp.sqrt(0.5 / epsilon)
+  if bound == "chernoff_concave":
+    return jnp.sqrt(epsilon + 2.0 * log_inv_delta) / epsilon
+  # "mills_concave"
+  c = jnp.sqrt(jnp.maximum(epsilon + 2.0 * log_inv_delta - _LOG_2PI, 0.0))
+  return jnp.maximum(jnp.sqrt(1.0 + epsilon), c) / epsilon
 
 
 def laplace_scale(epsilon: ArrayLike) -> jax.Array:
@@ -240,11 +256,7 @@ def laplace_scale(epsilon: ArrayLike) -> jax.Array:
     >>> float(jaxrdp.classical.laplace_scale(0.5))
     2.0
   """
-  check_range("epsilon", epsilon, lower=0.0, allow_inf=True)
-  with _precision.Float64Scope() as scope:
-    (epsilon,) = _f64(epsilon)
-    out = _nan_where(jnp.isnan(epsilon) | (epsilon < 0), 1.0 / epsilon)
-  return scope.finalize(out)
+  return _theorem(lambda epsilon: 1.0 / epsilon, ("epsilon", epsilon, EPSILON))
 
 
 def basic_composition(epsilon: ArrayLike, delta: ArrayLike, k: ArrayLike = 1) -> EpsilonDelta:
@@ -274,22 +286,12 @@ def basic_composition(epsilon: ArrayLike, delta: ArrayLike, k: ArrayLike = 1) ->
     >>> round(float(r.epsilon), 12), round(float(r.delta), 18)
     (1.0, 1e-05)
   """
-  check_range("epsilon", epsilon, lower=0.0, allow_inf=True)
-  check_range("delta", delta, lower=0.0, upper=1.0)
-  check_range("k", k, lower=0.0)
-  with _precision.Float64Scope() as scope:
-    epsilon, delta, k = _f64(epsilon, delta, k)
-    invalid = (
-      jnp.isnan(epsilon)
-      | jnp.isnan(delta)
-      | jnp.isnan(k)
-      | (epsilon < 0)
-      | (delta < 0)
-      | (delta > 1)
-      | (k < 0)
-    )
-    out = EpsilonDelta(_nan_where(invalid, k * epsilon), _nan_where(invalid, k * delta))
-  return scope.finalize(out)
+  return _theorem(
+    lambda epsilon, delta, k: EpsilonDelta(k * epsilon, k * delta),
+    ("epsilon", epsilon, EPSILON),
+    ("delta", delta, PROBABILITY),
+    ("k", k, _COUNT),
+  )
 
 
 _KL_BOUNDS = ("dwork_roth", "two_epsilon_squared", "bun_steinke", "tanh")
@@ -359,29 +361,19 @@ def advanced_composition(
     5.298526
   """
   _check_kind("kl_bound", kl_bound, _KL_BOUNDS)
-  check_range("epsilon", epsilon, lower=0.0, allow_inf=True)
-  check_range("delta", delta, lower=0.0, upper=1.0)
-  check_range("k", k, lower=0.0)
-  check_range("delta_prime", delta_prime, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
-  with _precision.Float64Scope() as scope:
-    epsilon, delta, k, delta_prime = _f64(epsilon, delta, k, delta_prime)
-    eps_total = epsilon * jnp.sqrt(2.0 * k * -jnp.log(delta_prime)) + k * _kl_bound(
-      epsilon, kl_bound
-    )
-    invalid = (
-      jnp.isnan(epsilon)
-      | jnp.isnan(delta)
-      | jnp.isnan(k)
-      | jnp.isnan(delta_prime)
-      | (epsilon < 0)
-      | (delta < 0)
-      | (delta > 1)
-      | (k < 0)
-      | (delta_prime <= 0)
-      | (delta_prime >= 1)
-    )
-    out = EpsilonDelta(_nan_where(invalid, eps_total), _nan_where(invalid, k * delta + delta_prime))
-  return scope.finalize(out)
+  return _theorem(
+    _advanced,
+    ("epsilon", epsilon, EPSILON),
+    ("delta", delta, PROBABILITY),
+    ("k", k, _COUNT),
+    ("delta_prime", delta_prime, DELTA),
+    kl_bound=kl_bound,
+  )
+
+
+def _advanced(epsilon, delta, k, delta_prime, kl_bound):
+  eps_total = epsilon * jnp.sqrt(2.0 * k * -jnp.log(delta_prime)) + k * _kl_bound(epsilon, kl_bound)
+  return EpsilonDelta(eps_total, k * delta + delta_prime)
 
 
 def _a_of_epsilon(epsilon):
@@ -426,29 +418,21 @@ def advanced_composition_capped_kl(
     >>> round(float(r.epsilon), 6)
     5.850235
   """
-  check_range("epsilon", epsilon, lower=0.0, allow_inf=True)
-  check_range("delta", delta, lower=0.0, upper=1.0)
-  check_range("k", k, lower=0.0)
-  check_range("beta", beta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
-  with _precision.Float64Scope() as scope:
-    epsilon, delta, k, beta = _f64(epsilon, delta, k, beta)
-    a = _a_of_epsilon(epsilon)
-    spread = epsilon + a if adaptive else epsilon
-    eps_total = k * a + jnp.sqrt(2.0 * k * -jnp.log(beta)) * spread
-    invalid = (
-      jnp.isnan(epsilon)
-      | jnp.isnan(delta)
-      | jnp.isnan(k)
-      | jnp.isnan(beta)
-      | (epsilon < 0)
-      | (delta < 0)
-      | (delta > 1)
-      | (k < 0)
-      | (beta <= 0)
-      | (beta >= 1)
-    )
-    out = EpsilonDelta(_nan_where(invalid, eps_total), _nan_where(invalid, k * delta + beta))
-  return scope.finalize(out)
+  return _theorem(
+    _capped_kl,
+    ("epsilon", epsilon, EPSILON),
+    ("delta", delta, PROBABILITY),
+    ("k", k, _COUNT),
+    ("beta", beta, DELTA),
+    adaptive=adaptive,
+  )
+
+
+def _capped_kl(epsilon, delta, k, beta, adaptive):
+  a = _a_of_epsilon(epsilon)
+  spread = epsilon + a if adaptive else epsilon
+  eps_total = k * a + jnp.sqrt(2.0 * k * -jnp.log(beta)) * spread
+  return EpsilonDelta(eps_total, k * delta + beta)
 
 
 def amplify_by_subsampling(epsilon: ArrayLike, delta: ArrayLike, rate: ArrayLike) -> EpsilonDelta:
@@ -480,23 +464,16 @@ def amplify_by_subsampling(epsilon: ArrayLike, delta: ArrayLike, rate: ArrayLike
     >>> round(float(r.epsilon), 8), round(float(r.delta), 15)
     (0.01703686, 1e-07)
   """
-  check_range("epsilon", epsilon, lower=0.0, allow_inf=True)
-  check_range("delta", delta, lower=0.0, upper=1.0)
-  check_range("rate", rate, lower=0.0, upper=1.0)
-  with _precision.Float64Scope() as scope:
-    epsilon, delta, rate = _f64(epsilon, delta, rate)
-    # At rate 0 with epsilon = inf the product would be 0 * inf; sanitize it.
-    rate_s = jnp.where(rate > 0, rate, 1.0)
-    eps_amp = jnp.where(rate > 0, jnp.log1p(rate_s * jnp.expm1(epsilon)), 0.0)
-    invalid = (
-      jnp.isnan(epsilon)
-      | jnp.isnan(delta)
-      | jnp.isnan(rate)
-      | (epsilon < 0)
-      | (delta < 0)
-      | (delta > 1)
-      | (rate < 0)
-      | (rate > 1)
-    )
-    out = EpsilonDelta(_nan_where(invalid, eps_amp), _nan_where(invalid, rate * delta))
-  return scope.finalize(out)
+  return _theorem(
+    _amplified,
+    ("epsilon", epsilon, EPSILON),
+    ("delta", delta, PROBABILITY),
+    ("rate", rate, PROBABILITY),
+  )
+
+
+def _amplified(epsilon, delta, rate):
+  # At rate 0 with epsilon = inf the product would be 0 * inf; sanitize it.
+  rate_s = jnp.where(rate > 0, rate, 1.0)
+  eps_amp = jnp.where(rate > 0, jnp.log1p(rate_s * jnp.expm1(epsilon)), 0.0)
+  return EpsilonDelta(eps_amp, rate * delta)

@@ -19,7 +19,15 @@ from jax.typing import ArrayLike
 
 from .._core import numerics as _numerics
 from .._core import precision as _precision
-from .._core.validation import check_range
+from .._core.validation import (
+  DELTA,
+  FINITE_NOISE_MULTIPLIER,
+  NOISE_MULTIPLIER,
+  ORDER,
+  PROBABILITY,
+  Interval,
+  check_all,
+)
 
 __all__ = ["gaussian_rdp", "laplace_rdp", "randomized_response_rdp", "zcdp_to_epsilon"]
 
@@ -27,6 +35,24 @@ __all__ = ["gaussian_rdp", "laplace_rdp", "randomized_response_rdp", "zcdp_to_ep
 # logaddexp forms are used instead (they are accurate there because the result
 # is then not small).
 _LARGE = 30.0
+
+
+# zCDP's rho: finite, >= 0.
+_RHO = Interval(0.0)
+
+
+def _curve(impl, *args):
+  """The jitted kernel ``impl`` on float64 arguments, finalized for the caller.
+
+  ``args``: ``(name, value, Interval)`` triples; concrete values outside their
+  interval raise ValueError first. (The kernels map traced invalid values to NaN
+  themselves: the events of ``jaxrdp.events`` call them directly, with their own
+  ranges.)
+  """
+  check_all(args)
+  with _precision.Float64Scope() as scope:
+    out = impl(*(_precision.as_float64(x) for _, x, _ in args))
+  return scope.finalize(out)
 
 
 def _expm1_minus_x(x):
@@ -64,11 +90,7 @@ def gaussian_rdp(sigma: ArrayLike, alpha: ArrayLike) -> jax.Array:
     >>> float(jaxrdp.mechanisms.gaussian_rdp(2.0, 4.0))
     0.5
   """
-  check_range("sigma", sigma, lower=0.0)
-  check_range("alpha", alpha, lower=1.0, lower_open=True, allow_inf=True)
-  with _precision.Float64Scope() as scope:
-    out = _gaussian_impl(*(_precision.as_float64(x) for x in (sigma, alpha)))
-  return scope.finalize(out)
+  return _curve(_gaussian_impl, ("sigma", sigma, FINITE_NOISE_MULTIPLIER), ("alpha", alpha, ORDER))
 
 
 @jax.jit
@@ -141,11 +163,7 @@ def laplace_rdp(scale: ArrayLike, alpha: ArrayLike) -> jax.Array:
     >>> round(float(jaxrdp.mechanisms.laplace_rdp(1.0, float("inf"))), 12)
     1.0
   """
-  check_range("scale", scale, lower=0.0, allow_inf=True)
-  check_range("alpha", alpha, lower=1.0, lower_open=True, allow_inf=True)
-  with _precision.Float64Scope() as scope:
-    out = _laplace_impl(*(_precision.as_float64(x) for x in (scale, alpha)))
-  return scope.finalize(out)
+  return _curve(_laplace_impl, ("scale", scale, NOISE_MULTIPLIER), ("alpha", alpha, ORDER))
 
 
 @jax.jit
@@ -212,11 +230,7 @@ def randomized_response_rdp(p: ArrayLike, alpha: ArrayLike) -> jax.Array:
     >>> float(jaxrdp.mechanisms.randomized_response_rdp(0.5, 2.0))
     0.0
   """
-  check_range("p", p, lower=0.0, upper=1.0)
-  check_range("alpha", alpha, lower=1.0, lower_open=True, allow_inf=True)
-  with _precision.Float64Scope() as scope:
-    out = _randomized_response_impl(*(_precision.as_float64(x) for x in (p, alpha)))
-  return scope.finalize(out)
+  return _curve(_randomized_response_impl, ("p", p, PROBABILITY), ("alpha", alpha, ORDER))
 
 
 def zcdp_to_epsilon(rho: ArrayLike, delta: ArrayLike) -> jax.Array:
@@ -246,11 +260,7 @@ def zcdp_to_epsilon(rho: ArrayLike, delta: ArrayLike) -> jax.Array:
     >>> round(float(jaxrdp.classical.zcdp_to_epsilon(0.01, 1e-5)), 6)
     0.688614
   """
-  check_range("rho", rho, lower=0.0)
-  check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
-  with _precision.Float64Scope() as scope:
-    out = _zcdp_impl(*(_precision.as_float64(x) for x in (rho, delta)))
-  return scope.finalize(out)
+  return _curve(_zcdp_impl, ("rho", rho, _RHO), ("delta", delta, DELTA))
 
 
 @jax.jit

@@ -152,10 +152,11 @@ def _host_tables():
 def _tables():
   """The constant tables as device arrays, passed to the jitted kernels as
   arguments: embedded as constants, XLA would fold them at every compilation
-  (seconds each)."""
+  (seconds each). They are built eagerly even when first asked for inside a trace
+  (they are cached module-wide, so a tracer must never be stored there)."""
   global _DEVICE_TABLES
   if _DEVICE_TABLES is None:
-    with _precision.x64_context():
+    with _precision.x64_context(), jax.ensure_compile_time_eval():
       _DEVICE_TABLES = tuple(jnp.asarray(t) for t in _host_tables())
   return _DEVICE_TABLES
 

@@ -72,6 +72,17 @@ def _validate(q, sigma, alpha):
   check_order_limit("alpha", alpha)
 
 
+def _public_call(jitted, q, sigma, alpha):
+  """A public SGM kernel: validates the arguments, then runs its jitted float64
+  program with the concrete orders static (series for the integer ones), finalized
+  for the caller (``jaxrdp._core.precision.elementwise_float64``)."""
+  _validate(q, sigma, alpha)
+  alpha_static = static_or_none(alpha)
+  return _precision.elementwise_float64(
+    lambda q, sigma, alpha: jitted(q, sigma, alpha, alpha_static=alpha_static), (q, sigma, alpha)
+  )
+
+
 def _small_sigma_bound(q, sigma, alpha):
   """A certified upper bound on log(A - 1) (1-D float64 arrays, sigma > 0).
 
@@ -115,6 +126,17 @@ def log_a_minus_1_quadrature_checked(q, sigma, alpha):
   return jax.lax.cond(jnp.any(small), with_bound, lambda general: general, general)
 
 
+def _order_groups(orders: np.ndarray) -> list[np.ndarray]:
+  """Indices of the concrete ``orders`` by method: the full integer series (integers up
+  to FULL_MAX_ORDER), the windowed series (larger integers), the quadrature (the rest)."""
+  is_int = np.isfinite(orders) & (orders == np.round(orders)) & (orders >= 2)
+  return [
+    np.flatnonzero(is_int & (orders <= FULL_MAX_ORDER)),
+    np.flatnonzero(is_int & (orders > FULL_MAX_ORDER)),
+    np.flatnonzero(~is_int),
+  ]
+
+
 def _log_a_minus_1_regular(q, sigma, alpha, alpha_np, rows_constant=False):
   """log(A - 1) for 0 < q < 1, 0 < sigma < inf, 1 < alpha < inf (broadcast arrays).
 
@@ -129,12 +151,7 @@ def _log_a_minus_1_regular(q, sigma, alpha, alpha_np, rows_constant=False):
     return _regular_along_last_axis(q, sigma, alpha, alpha_np, rows_constant)
   shape = q.shape
   a = np.broadcast_to(alpha_np, shape).ravel()
-  is_int = np.isfinite(a) & (a == np.round(a)) & (a >= 2)
-  groups = [
-    np.flatnonzero(is_int & (a <= FULL_MAX_ORDER)),
-    np.flatnonzero(is_int & (a > FULL_MAX_ORDER)),
-    np.flatnonzero(~is_int),
-  ]
+  groups = _order_groups(a)
   qf, sf, af = q.ravel(), sigma.ravel(), alpha.ravel()
   parts = []
   if groups[0].size:
@@ -142,20 +159,25 @@ def _log_a_minus_1_regular(q, sigma, alpha, alpha_np, rows_constant=False):
     parts.append(log_a_minus_1_integer_full(qf[i], sf[i], a[i].astype(np.int64)))
   if groups[1].size:
     i = groups[1]
-    qi, si, ai = qf[i], sf[i], jnp.asarray(a[i])
-    val, covered = log_a_minus_1_integer_windowed(qi, si, ai)
-    # Rare: the windows may miss terms (very broad term distributions). Only
-    # then is the quadrature run, for the whole group, and used where needed.
-    val = jax.lax.cond(
-      jnp.all(covered),
-      lambda: val,
-      lambda: jnp.where(covered, val, log_a_minus_1_quadrature_checked(qi, si, ai)),
-    )
-    parts.append(val)
+    parts.append(_windowed_or_quadrature(qf[i], sf[i], jnp.asarray(a[i])))
   if groups[2].size:
     i = groups[2]
     parts.append(log_a_minus_1_quadrature_checked(qf[i], sf[i], af[i]))
   return concatenate_to(parts, [g for g in groups if g.size]).reshape(shape)
+
+
+def _windowed_or_quadrature(q, sigma, alpha):
+  """log(A - 1) at integer orders above the full series' range, by the windowed series.
+
+  Rare: the windows may miss terms (very broad term distributions). Only then is the
+  quadrature run, for the whole group, and used where needed."""
+  val, covered = log_a_minus_1_integer_windowed(q.ravel(), sigma.ravel(), alpha.ravel())
+  val, covered = val.reshape(q.shape), covered.reshape(q.shape)
+  return jax.lax.cond(
+    jnp.all(covered),
+    lambda: val,
+    lambda: jnp.where(covered, val, log_a_minus_1_quadrature_checked(q, sigma, alpha)),
+  )
 
 
 def _regular_along_last_axis(q, sigma, alpha, orders, rows_constant):
@@ -165,12 +187,7 @@ def _regular_along_last_axis(q, sigma, alpha, orders, rows_constant):
   orders are partitioned once, along the last axis, so no per-element gather of
   constants is built: compile time does not grow with the batch size.
   """
-  is_int = np.isfinite(orders) & (orders == np.round(orders)) & (orders >= 2)
-  groups = [
-    np.flatnonzero(is_int & (orders <= FULL_MAX_ORDER)),
-    np.flatnonzero(is_int & (orders > FULL_MAX_ORDER)),
-    np.flatnonzero(~is_int),
-  ]
+  groups = _order_groups(orders)
   parts = []
   if groups[0].size:
     i = groups[0]
@@ -181,15 +198,7 @@ def _regular_along_last_axis(q, sigma, alpha, orders, rows_constant):
       parts.append(log_a_minus_1_integer_full(q[..., i], sigma[..., i], n))
   if groups[1].size:
     i = groups[1]
-    qi, si, ai = q[..., i], sigma[..., i], alpha[..., i]
-    val, covered = log_a_minus_1_integer_windowed(qi.ravel(), si.ravel(), ai.ravel())
-    val, covered = val.reshape(qi.shape), covered.reshape(qi.shape)
-    val = jax.lax.cond(
-      jnp.all(covered),
-      lambda: val,
-      lambda: jnp.where(covered, val, log_a_minus_1_quadrature_checked(qi, si, ai)),
-    )
-    parts.append(val)
+    parts.append(_windowed_or_quadrature(q[..., i], sigma[..., i], alpha[..., i]))
   if groups[2].size:
     i = groups[2]
     parts.append(log_a_minus_1_quadrature_checked(q[..., i], sigma[..., i], alpha[..., i]))
@@ -271,12 +280,7 @@ def sgm_log_a_minus_1(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.A
   Same conventions as :func:`sgm_log_a`; returns -inf where A_alpha = 1
   (q = 0 or sigma = inf).
   """
-  _validate(q, sigma, alpha)
-  alpha_static = static_or_none(alpha)
-  return _precision.elementwise_float64(
-    lambda q, sigma, alpha: _log_a_minus_1_jit(q, sigma, alpha, alpha_static=alpha_static),
-    (q, sigma, alpha),
-  )
+  return _public_call(_log_a_minus_1_jit, q, sigma, alpha)
 
 
 def _log_a_f64(q, sigma, alpha, alpha_static=None):
@@ -327,12 +331,7 @@ def sgm_log_a(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.Array:
     >>> round(float(jaxrdp.mechanisms.sgm_log_a(1.0, 2.0, 3.0)), 12)   # 3 * 2 / (2 * 4)
     0.75
   """
-  _validate(q, sigma, alpha)
-  alpha_static = static_or_none(alpha)
-  return _precision.elementwise_float64(
-    lambda q, sigma, alpha: _log_a_jit(q, sigma, alpha, alpha_static=alpha_static),
-    (q, sigma, alpha),
-  )
+  return _public_call(_log_a_jit, q, sigma, alpha)
 
 
 def _rdp_f64(q, sigma, alpha, alpha_static=None):
@@ -371,11 +370,7 @@ def sgm_rdp(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.Array:
     >>> float(jaxrdp.mechanisms.sgm_rdp(1.0, 2.0, 3.0))   # 3 / (2 * 4)
     0.375
   """
-  _validate(q, sigma, alpha)
-  alpha_static = static_or_none(alpha)
-  return _precision.elementwise_float64(
-    lambda q, sigma, alpha: _rdp_jit(q, sigma, alpha, alpha_static=alpha_static), (q, sigma, alpha)
-  )
+  return _public_call(_rdp_jit, q, sigma, alpha)
 
 
 # Public entry points run one compiled program per call (op-by-op dispatch of

@@ -30,7 +30,7 @@ from jax.typing import ArrayLike
 
 from .._core import precision as _precision
 from .._core.numerics import argmin_last, log_subnormal_safe, positive_subnormal
-from .._core.validation import DELTA, FINITE_EPSILON, ORDER, RDP, check_range
+from .._core.validation import DELTA, FINITE_EPSILON, ORDER, RDP
 
 __all__ = ["EpsilonResult", "DeltaResult", "rdp_to_epsilon", "rdp_to_delta"]
 
@@ -118,14 +118,17 @@ def _log_delta_per_order(rdp, orders, epsilon, method):
   return jnp.minimum(jnp.minimum(log_delta, log_tv), 0.0)
 
 
+def _broadcast_curve(rdp, orders, value):
+  """float64 ``(rdp, orders, value)``, ``rdp`` [..., n] and ``value`` [...] broadcast
+  to one batch shape."""
+  rdp, orders, value = (_precision.as_float64(x) for x in (rdp, orders, value))
+  batch = jnp.broadcast_shapes(rdp.shape[:-1], value.shape)
+  return jnp.broadcast_to(rdp, batch + rdp.shape[-1:]), orders, jnp.broadcast_to(value, batch)
+
+
 def epsilon_from_rdp_f64(rdp, orders, delta, method="improved"):
   """Traceable core of :func:`rdp_to_epsilon` (float64 inputs, no validation)."""
-  rdp = _precision.as_float64(rdp)
-  orders = _precision.as_float64(orders)
-  delta = _precision.as_float64(delta)
-  batch = jnp.broadcast_shapes(rdp.shape[:-1], delta.shape)
-  rdp = jnp.broadcast_to(rdp, batch + rdp.shape[-1:])
-  delta = jnp.broadcast_to(delta, batch)
+  rdp, orders, delta = _broadcast_curve(rdp, orders, delta)
   eps_all = _epsilon_per_order(rdp, orders, delta, method)
   idx = argmin_last(eps_all)
   eps = jnp.maximum(jnp.min(eps_all, axis=-1), 0.0)
@@ -139,12 +142,7 @@ def epsilon_from_rdp_f64(rdp, orders, delta, method="improved"):
 
 def delta_from_rdp_f64(rdp, orders, epsilon, method="improved"):
   """Traceable core of :func:`rdp_to_delta` (float64 inputs, no validation)."""
-  rdp = _precision.as_float64(rdp)
-  orders = _precision.as_float64(orders)
-  epsilon = _precision.as_float64(epsilon)
-  batch = jnp.broadcast_shapes(rdp.shape[:-1], epsilon.shape)
-  rdp = jnp.broadcast_to(rdp, batch + rdp.shape[-1:])
-  epsilon = jnp.broadcast_to(epsilon, batch)
+  rdp, orders, epsilon = _broadcast_curve(rdp, orders, epsilon)
   log_delta_all = _log_delta_per_order(rdp, orders, epsilon, method)
   idx = argmin_last(log_delta_all)
   delta = jnp.exp(jnp.min(log_delta_all, axis=-1))
@@ -154,6 +152,16 @@ def delta_from_rdp_f64(rdp, orders, epsilon, method="improved"):
 
 _epsilon_jit = jax.jit(epsilon_from_rdp_f64, static_argnames=("method",))
 _delta_jit = jax.jit(delta_from_rdp_f64, static_argnames=("method",))
+
+
+def _convert(jitted, rdp, orders, value, name, interval, method):
+  """A public conversion: validates, then runs ``jitted`` in float64 for the caller."""
+  _check_method(method)
+  _check_curve(rdp, orders)
+  interval.check(name, value)
+  with _precision.Float64Scope() as scope:
+    out = jitted(rdp, orders, value, method=method)
+  return scope.finalize(out)
 
 
 def rdp_to_epsilon(
@@ -178,12 +186,7 @@ def rdp_to_epsilon(
     >>> round(float(res.epsilon), 6), float(res.order)
     (4.837642, 4.0)
   """
-  _check_method(method)
-  _check_curve(rdp, orders)
-  DELTA.check("delta", delta)
-  with _precision.Float64Scope() as scope:
-    out = _epsilon_jit(rdp, orders, delta, method=method)
-  return scope.finalize(out)
+  return _convert(_epsilon_jit, rdp, orders, delta, "delta", DELTA, method)
 
 
 def rdp_to_delta(
@@ -206,9 +209,4 @@ def rdp_to_delta(
     >>> round(float(res.delta), 8)
     1e-05
   """
-  _check_method(method)
-  _check_curve(rdp, orders)
-  FINITE_EPSILON.check("epsilon", epsilon)
-  with _precision.Float64Scope() as scope:
-    out = _delta_jit(rdp, orders, epsilon, method=method)
-  return scope.finalize(out)
+  return _convert(_delta_jit, rdp, orders, epsilon, "epsilon", FINITE_EPSILON, method)

@@ -22,7 +22,7 @@ from .._core.numerics import raise_subnormal
 from .._core.stored_programs import call_stored
 from ..rdp._order_search import min_epsilon_over_orders, with_derivative_at_order
 from ..mechanisms._sgm import _rdp_f64, _validate as _validate_sgm, check_order_limit
-from .._core.validation import COUNT, DELTA, FINITE_EPSILON, ORDER, check_range, static_or_none
+from .._core.validation import COUNT, DELTA, FINITE_EPSILON, ORDER, static_or_none
 from . import _sampling
 
 __all__ = ["DEFAULT_ORDERS", "DP_ACCOUNTING_ORDERS", "dpsgd_epsilon", "dpsgd_delta"]
@@ -160,6 +160,57 @@ def check_scheme_accountant(sampling: str, relation: str, accountant: Any) -> No
   )
 
 
+# What dpsgd_epsilon and dpsgd_delta share, by kind: the given half of the (epsilon,
+# delta) pair and its range, the jitted SGM computation and its result type.
+_KINDS = {
+  "epsilon": ("delta", DELTA, _dpsgd_epsilon_jit, EpsilonResult),
+  "delta": ("epsilon", FINITE_EPSILON, _dpsgd_delta_jit, DeltaResult),
+}
+
+
+def _check_rdp_arguments(kind, q, sigma, steps, given, method):
+  """Raises ValueError for a bad concrete argument of the Renyi-DP accountant."""
+  _check_method(method)
+  _validate_sgm(q, sigma, 2.0)
+  COUNT.check("steps", steps)
+  name, interval, _, _ = _KINDS[kind]
+  interval.check(name, given)
+
+
+def _rdp_dpsgd(kind, q, sigma, steps, given, orders, method, scheme):
+  """``dpsgd_epsilon`` (``kind="epsilon"``, ``given`` the delta) or ``dpsgd_delta``
+  (``kind="delta"``, ``given`` the epsilon) with the Renyi-DP accountant.
+
+  ``scheme``: the resolved ``(sampling, relation)``; Poisson sampling runs the
+  stored SGM program (the order search for epsilon), the other schemes
+  ``jaxrdp.rdp._sampling``.
+  """
+  _check_rdp_arguments(kind, q, sigma, steps, given, method)
+  orders = _orders_or_default(orders)
+  sampling, relation = scheme
+  if sampling != "poisson":
+    return _sampling.scheme_dpsgd(
+      kind, q, sigma, steps, given, orders, method=method, sampling=sampling, relation=relation
+    )
+  _, _, jitted, result = _KINDS[kind]
+  orders_static = static_or_none(orders)
+  static = dict(orders_static=orders_static, method=method)
+  if kind == "epsilon":
+    static["mode"] = "exhaustive" if orders_static is None else "search"
+  return _precision.elementwise_float64(
+    lambda q, sigma, steps, given, orders: call_stored(
+      "dpsgd_" + kind,
+      jitted,
+      result,
+      # replace-one: the SGM at sigma / 2
+      (q, _sampling.effective_sigma(sigma, relation), steps, given, orders),
+      static,
+    ),
+    (q, sigma, steps, given),
+    (orders,),
+  )
+
+
 def dpsgd_epsilon(
   q: ArrayLike,
   sigma: ArrayLike,
@@ -231,10 +282,7 @@ def dpsgd_epsilon(
   """
   scheme = _sampling.resolve_scheme(sampling, relation)
   if capacity is not None or dataset_size is not None:
-    _check_method(method)
-    _validate_sgm(q, sigma, 2.0)
-    COUNT.check("steps", steps)
-    DELTA.check("delta", delta)
+    _check_rdp_arguments("epsilon", q, sigma, steps, delta, method)
     return _sampling.dpsgd_epsilon_truncated(
       dpsgd_epsilon,
       q,
@@ -251,30 +299,7 @@ def dpsgd_epsilon(
     )
   if not _is_rdp(accountant):
     return _with_accountant("epsilon", q, sigma, steps, delta, orders, method, accountant, scheme)
-  _check_method(method)
-  _validate_sgm(q, sigma, 2.0)
-  COUNT.check("steps", steps)
-  DELTA.check("delta", delta)
-  orders = _orders_or_default(orders)
-  sampling, relation = scheme
-  if sampling != "poisson":
-    return _sampling.scheme_epsilon(
-      q, sigma, steps, delta, orders, method=method, sampling=sampling, relation=relation
-    )
-  orders_static = static_or_none(orders)
-  mode = "exhaustive" if orders_static is None else "search"
-  return _precision.elementwise_float64(
-    lambda q, sigma, steps, delta, orders: call_stored(
-      "dpsgd_epsilon",
-      _dpsgd_epsilon_jit,
-      EpsilonResult,
-      # replace-one: the SGM at sigma / 2
-      (q, _sampling.effective_sigma(sigma, relation), steps, delta, orders),
-      dict(orders_static=orders_static, method=method, mode=mode),
-    ),
-    (q, sigma, steps, delta),
-    (orders,),
-  )
+  return _rdp_dpsgd("epsilon", q, sigma, steps, delta, orders, method, scheme)
 
 
 def dpsgd_delta(
@@ -301,26 +326,4 @@ def dpsgd_delta(
   scheme = _sampling.resolve_scheme(sampling, relation)
   if not _is_rdp(accountant):
     return _with_accountant("delta", q, sigma, steps, epsilon, orders, method, accountant, scheme)
-  _check_method(method)
-  _validate_sgm(q, sigma, 2.0)
-  COUNT.check("steps", steps)
-  FINITE_EPSILON.check("epsilon", epsilon)
-  orders = _orders_or_default(orders)
-  sampling, relation = scheme
-  if sampling != "poisson":
-    return _sampling.scheme_delta(
-      q, sigma, steps, epsilon, orders, method=method, sampling=sampling, relation=relation
-    )
-  orders_static = static_or_none(orders)
-  return _precision.elementwise_float64(
-    lambda q, sigma, steps, epsilon, orders: call_stored(
-      "dpsgd_delta",
-      _dpsgd_delta_jit,
-      DeltaResult,
-      # replace-one: the SGM at sigma / 2
-      (q, _sampling.effective_sigma(sigma, relation), steps, epsilon, orders),
-      dict(orders_static=orders_static, method=method),
-    ),
-    (q, sigma, steps, epsilon),
-    (orders,),
-  )
+  return _rdp_dpsgd("delta", q, sigma, steps, epsilon, orders, method, scheme)

@@ -67,7 +67,7 @@ import numpy as np
 
 from .._core import precision as _precision
 from .._core.numerics import TINY, raise_subnormal
-from .._core.validation import concrete_or_none
+from .._core.validation import concrete_or_none, static_or_none
 from ..events._events import Gaussian, PoissonSampled, SelfComposed
 from ..events._sampling_events import (
   FIXED_ADD_REMOVE_ERROR,
@@ -93,20 +93,12 @@ __all__ = [
   "dpsgd_event",
   "epochs_of",
   "scheme_rdp_f64",
-  "scheme_epsilon",
-  "scheme_delta",
+  "scheme_dpsgd",
   "truncated_poisson_epsilon",
 ]
 
 #: The batching schemes.
 SAMPLINGS = ("poisson", "fixed", "shuffle")
-
-
-def _tables_now():
-  # The kernel's constant tables, built eagerly even when first asked for inside a
-  # trace (they are cached module-wide, so a tracer must never be stored there).
-  with jax.ensure_compile_time_eval():
-    return _wor_tables()
 
 
 def resolve_scheme(sampling, relation) -> tuple[str, str]:
@@ -204,7 +196,7 @@ def per_step_rdp_f64(sampling, relation, q, sigma, orders, orders_static):
   if sampling == "poisson":
     return _sgm_rdp_f64(q, s, orders, orders_static)
   if sampling == "fixed":
-    rdp = _wor_rdp_f64(q, s, orders, _tables_now(), _wor_j_max(orders_static))
+    rdp = _wor_rdp_f64(q, s, orders, _wor_tables(), _wor_j_max(orders_static))
     return _floored(rdp, q, s)
   return jnp.broadcast_to(
     _gaussian_rdp_f64(s, orders), jnp.broadcast_shapes(q.shape, s.shape, orders.shape)
@@ -275,7 +267,7 @@ def _fixed_size_sampled(event, orders, orders_static):
     check_orders_for("fixed", orders_static.array)
   gamma = raise_subnormal(_leaf(event.gamma))
   s = _effective(_leaf(event.inner.sigma), event.relation)
-  rdp = _wor_rdp_f64(gamma, s, orders, _tables_now(), _wor_j_max(orders_static))
+  rdp = _wor_rdp_f64(gamma, s, orders, _wor_tables(), _wor_j_max(orders_static))
   return _floored(rdp, gamma, s)
 
 
@@ -294,67 +286,36 @@ def _shuffled_epochs(event, orders, orders_static):
 # order search of ``dpsgd_epsilon`` itself.
 
 
-def _epsilon_f64(q, sigma, steps, delta, orders, orders_static, method, sampling, relation):
-  q, sigma, steps, delta = _precision.broadcast_float64(q, sigma, steps, delta)
+def _dpsgd_f64(q, sigma, steps, given, orders, orders_static, method, sampling, relation, kind):
+  """epsilon at a given delta (``kind="epsilon"``) or delta at a given epsilon."""
+  q, sigma, steps, given = _precision.broadcast_float64(q, sigma, steps, given)
   rdp = scheme_rdp_f64(sampling, relation, q, sigma, steps, orders, orders_static)
-  return epsilon_from_rdp_f64(rdp, _precision.as_float64(orders), delta, method)
+  convert = epsilon_from_rdp_f64 if kind == "epsilon" else delta_from_rdp_f64
+  return convert(rdp, _precision.as_float64(orders), given, method)
 
 
-def _delta_f64(q, sigma, steps, epsilon, orders, orders_static, method, sampling, relation):
-  q, sigma, steps, epsilon = _precision.broadcast_float64(q, sigma, steps, epsilon)
-  rdp = scheme_rdp_f64(sampling, relation, q, sigma, steps, orders, orders_static)
-  return delta_from_rdp_f64(rdp, _precision.as_float64(orders), epsilon, method)
+_dpsgd_jit = jax.jit(
+  _dpsgd_f64, static_argnames=("kind", "orders_static", "method", "sampling", "relation")
+)
 
 
-_STATIC = ("orders_static", "method", "sampling", "relation")
-_epsilon_jit = jax.jit(_epsilon_f64, static_argnames=_STATIC)
-_delta_jit = jax.jit(_delta_f64, static_argnames=_STATIC)
-
-
-def _static(orders):
-  from .._core.validation import static_or_none
-
-  return static_or_none(orders)
-
-
-def scheme_epsilon(q, sigma, steps, delta, orders, *, method, sampling, relation) -> EpsilonResult:
-  """``dpsgd_epsilon`` for a resolved non-default scheme (arguments validated there)."""
+def scheme_dpsgd(
+  kind, q, sigma, steps, given, orders, *, method, sampling, relation
+) -> EpsilonResult | DeltaResult:
+  """``dpsgd_epsilon`` (``kind="epsilon"``, ``given`` the delta) or ``dpsgd_delta``
+  (``kind="delta"``, ``given`` the epsilon) for a resolved non-default scheme
+  (arguments validated there)."""
   check_orders_for(sampling, orders)
-  orders_static = _static(orders)
-  return _precision.elementwise_float64(
-    lambda q, sigma, steps, delta, orders: _epsilon_jit(
-      q,
-      sigma,
-      steps,
-      delta,
-      orders,
-      orders_static=orders_static,
-      method=method,
-      sampling=sampling,
-      relation=relation,
-    ),
-    (q, sigma, steps, delta),
-    (orders,),
+  static = dict(
+    kind=kind,
+    orders_static=static_or_none(orders),
+    method=method,
+    sampling=sampling,
+    relation=relation,
   )
-
-
-def scheme_delta(q, sigma, steps, epsilon, orders, *, method, sampling, relation) -> DeltaResult:
-  """``dpsgd_delta`` for a resolved non-default scheme (arguments validated there)."""
-  check_orders_for(sampling, orders)
-  orders_static = _static(orders)
   return _precision.elementwise_float64(
-    lambda q, sigma, steps, epsilon, orders: _delta_jit(
-      q,
-      sigma,
-      steps,
-      epsilon,
-      orders,
-      orders_static=orders_static,
-      method=method,
-      sampling=sampling,
-      relation=relation,
-    ),
-    (q, sigma, steps, epsilon),
+    lambda q, sigma, steps, given, orders: _dpsgd_jit(q, sigma, steps, given, orders, **static),
+    (q, sigma, steps, given),
     (orders,),
   )
 

@@ -52,8 +52,9 @@ from .._core.precision import x64_context
 from .._core.validation import StaticArray, check_range
 from ..rdp._accountant import RdpAccountant
 from ..rdp._sampling import check_orders_for, per_step_rdp_f64, resolve_scheme
-from ._dp_gradient import dp_gradient, gather_batch
+from ._dp_gradient import gather_batch
 from ._samplers import FixedSizeSampler, PoissonSampler, ShuffleSampler
+from ._update import check_state_orders, noisy_update
 
 __all__ = [
   "SamplerState",
@@ -176,7 +177,6 @@ def make_sampled_step(
   target_epsilon,
   orders,
   guard,
-  apply_updates,
   step_info,
 ) -> Callable:
   """The step of :func:`jaxrdp.train.make_dpsgd_step` with ``sampler=`` (module doc)."""
@@ -201,11 +201,7 @@ def make_sampled_step(
     s64 = jnp.asarray(sigma, jnp.float64)
 
   def step(state, batch, mask):
-    if state.accountant.orders != orders_t:
-      raise ValueError(
-        f"the state's accountant has {len(state.accountant.orders)} orders, other than "
-        f"the {len(orders_t)} orders this step was built with"
-      )
+    check_state_orders(state, orders_t)
     lead = jax.tree.leaves(batch)[0].shape[0]
     if lead != capacity or jnp.shape(mask) != (capacity,):
       raise ValueError(
@@ -218,19 +214,17 @@ def make_sampled_step(
 
     def apply(s):
       key, k_noise = jax.random.split(s.key)
-      grads = dp_gradient(
+      return noisy_update(
         loss_fn,
-        s.params,
+        optimizer,
+        s,
         batch,
         mask,
         k_noise,
+        key,
         clip_norm=clip_norm,
-        noise_multiplier=sigma,
+        sigma=sigma,
         expected_batch_size=norm,
-      )
-      updates, opt_state = optimizer.update(grads, s.opt_state, s.params)
-      return s._replace(
-        params=apply_updates(s.params, updates), opt_state=opt_state, key=key, step=s.step + 1
       )
 
     new_state = lax.cond(g.allowed, apply, lambda s: s, state)

@@ -347,8 +347,27 @@ class PoissonSampler:
     return truncation_delta(self.n + 1, self.q, self.capacity, steps)
 
 
+class _BatchOfSizeB:
+  """What the samplers with batches of exactly ``batch_size`` examples share (a mixin
+  of frozen dataclasses with fields ``n``, ``batch_size`` and ``seed``): validation,
+  the capacity (B, no padding beyond it) and the normalizer (B, a constant)."""
+
+  def __post_init__(self):
+    object.__setattr__(self, "n", _check_int("n", self.n, 1, 2**31 - 1))
+    object.__setattr__(self, "batch_size", _check_int("batch_size", self.batch_size, 1, self.n))
+    object.__setattr__(self, "seed", _check_int("seed", self.seed, 0))
+
+  @property
+  def capacity(self) -> int:
+    return self.batch_size
+
+  @property
+  def expected_batch_size(self) -> float:
+    return float(self.batch_size)
+
+
 @dataclasses.dataclass(frozen=True)
-class FixedSizeSampler:
+class FixedSizeSampler(_BatchOfSizeB):
   """Exactly ``batch_size`` distinct examples per step, uniformly without replacement.
 
   Every batch is a uniformly random subset of size B, independent across
@@ -367,19 +386,6 @@ class FixedSizeSampler:
   batch_size: int
   seed: int = 0
 
-  def __post_init__(self):
-    object.__setattr__(self, "n", _check_int("n", self.n, 1, 2**31 - 1))
-    object.__setattr__(self, "batch_size", _check_int("batch_size", self.batch_size, 1, self.n))
-    object.__setattr__(self, "seed", _check_int("seed", self.seed, 0))
-
-  @property
-  def capacity(self) -> int:
-    return self.batch_size
-
-  @property
-  def expected_batch_size(self) -> float:
-    return float(self.batch_size)
-
   @property
   def sampling_ratio(self) -> float:
     """gamma = B / n, the ``gamma`` of the without-replacement bound."""
@@ -394,7 +400,7 @@ class FixedSizeSampler:
 
 
 @dataclasses.dataclass(frozen=True)
-class ShuffleSampler:
+class ShuffleSampler(_BatchOfSizeB):
   """Shuffled epochs: a permutation per epoch, cut into batches of ``batch_size``.
 
   Epoch e uses the permutation drawn from (seed, e). An epoch has
@@ -429,19 +435,6 @@ class ShuffleSampler:
   batch_size: int
   seed: int = 0
   _cache: dict = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
-
-  def __post_init__(self):
-    object.__setattr__(self, "n", _check_int("n", self.n, 1, 2**31 - 1))
-    object.__setattr__(self, "batch_size", _check_int("batch_size", self.batch_size, 1, self.n))
-    object.__setattr__(self, "seed", _check_int("seed", self.seed, 0))
-
-  @property
-  def capacity(self) -> int:
-    return self.batch_size
-
-  @property
-  def expected_batch_size(self) -> float:
-    return float(self.batch_size)
 
   @property
   def steps_per_epoch(self) -> int:

@@ -29,12 +29,12 @@ from jax import lax
 from jax.typing import ArrayLike
 
 from ..rdp._accountant import RdpAccountant, RdpState, add_rdp_curve
-from ..train._dp_gradient import dp_gradient
 from ..train._poisson import poisson_sample_mask
 from .._core.precision import x64_context
 from ..mechanisms._sgm import sgm_rdp
 from .._core.validation import check_range
 from . import _sampled_step as _sampled
+from ._update import check_state_orders, noisy_update
 
 __all__ = [
   "SGMCache",
@@ -285,11 +285,6 @@ def dpsgd_init(
   )
 
 
-def _apply_updates(params: PyTree, updates: PyTree) -> PyTree:
-  # params + updates, keeping each parameter's dtype (as optax.apply_updates).
-  return jax.tree.map(lambda p, u: (p + u).astype(jnp.asarray(p).dtype), params, updates)
-
-
 def _evaluate(schedule: Schedule, step: jax.Array) -> jax.Array:
   # Evaluated with float64 enabled, so a Python float (constant or returned
   # by a schedule) is used exactly, by the accountant and the mechanism alike.
@@ -390,9 +385,12 @@ def make_dpsgd_step(
       )
     if q is not None:
       raise ValueError("give q or sampler, not both (the sampler sets the rate)")
-    check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
-    if target_epsilon is not None:
-      check_range("target_epsilon", target_epsilon, lower=0.0, allow_inf=True)
+  elif q is None:
+    raise ValueError("q (the Poisson rate, or a schedule) or sampler is required")
+  check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
+  if target_epsilon is not None:
+    check_range("target_epsilon", target_epsilon, lower=0.0, allow_inf=True)
+  if sampler is not None:
     return _sampled.make_sampled_step(
       loss_fn,
       optimizer,
@@ -404,14 +402,8 @@ def make_dpsgd_step(
       target_epsilon=target_epsilon,
       orders=orders,
       guard=_guard,
-      apply_updates=_apply_updates,
       step_info=StepInfo,
     )
-  if q is None:
-    raise ValueError("q (the Poisson rate, or a schedule) or sampler is required")
-  check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
-  if target_epsilon is not None:
-    check_range("target_epsilon", target_epsilon, lower=0.0, allow_inf=True)
   if not callable(q):
     check_range("q", q, lower=0.0, upper=1.0, lower_open=True)
   if not callable(sigma):
@@ -427,11 +419,7 @@ def make_dpsgd_step(
     n = jax.tree.leaves(data)[0].shape[0]
     q_t = _evaluate(q, state.step)
     sigma_t = _evaluate(sigma, state.step)
-    if state.accountant.orders != orders_t:  # static metadata: checked when traced
-      raise ValueError(
-        f"the state's accountant has {len(state.accountant.orders)} orders, other than "
-        f"the {len(orders_t)} orders this step was built with"
-      )
+    check_state_orders(state, orders_t)
     if constant:
       step_rdp = curve_c
       cache = state.sgm_cache
@@ -447,22 +435,17 @@ def make_dpsgd_step(
     def apply(s: DPSGDState) -> DPSGDState:
       key, k_sample, k_noise = jax.random.split(s.key, 3)
       mask = poisson_sample_mask(k_sample, n, q_t)
-      grads = dp_gradient(
+      return noisy_update(
         loss_fn,
-        s.params,
+        optimizer,
+        s,
         data,
         mask,
         k_noise,
+        key,
         clip_norm=clip_norm,
-        noise_multiplier=sigma_t,
+        sigma=sigma_t,
         expected_batch_size=expected_batch_size,
-      )
-      updates, opt_state = optimizer.update(grads, s.opt_state, s.params)
-      return s._replace(
-        params=_apply_updates(s.params, updates),
-        opt_state=opt_state,
-        key=key,
-        step=s.step + 1,
       )
 
     new_state = lax.cond(guard.allowed, apply, lambda s: s, state)
