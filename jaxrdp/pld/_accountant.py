@@ -312,6 +312,20 @@ def _sizes(need, max_grid_size):
   return np.minimum(n, max_grid_size), bool(np.all(n <= max_grid_size))
 
 
+def _rdp_epsilon(q, sigma, steps, delta):
+  """Renyi-DP epsilon of rows of phases (``(B, P)`` arrays), a certified upper bound."""
+  from ..events import Composed, Gaussian, PoissonSampled, SelfComposed
+  from ..rdp._accountant import RdpAccountant
+
+  event = Composed(
+    tuple(
+      SelfComposed(PoissonSampled(q[:, j], Gaussian(sigma[:, j])), steps[:, j])
+      for j in range(q.shape[1])
+    )
+  )
+  return RdpAccountant().epsilon(event, delta).epsilon
+
+
 def _run(phases, target, mode, rtol, grid_size, max_grid_size, memory_limit):
   _check_options(rtol, grid_size, max_grid_size, memory_limit)
   for i, (q, sigma, steps) in enumerate(phases):
@@ -363,6 +377,20 @@ def _run(phases, target, mode, rtol, grid_size, max_grid_size, memory_limit):
     invalid |= ~((tgt > 0) & (tgt < 1)) if mode == "epsilon" else ~(tgt[:size] >= 0)
     up = jnp.where(invalid, jnp.nan, up)
     low = jnp.where(invalid, jnp.nan, low)
+    if mode == "epsilon" and is_concrete(up):
+      lost = np.nonzero(np.isinf(np.asarray(up)) & ~np.asarray(invalid))[0]
+      if lost.size:
+        # The window cannot hold the answer (an epsilon in the tens of
+        # thousands: (1 + lam) W is limited by float64): the Renyi-DP bound,
+        # an upper bound of the tight epsilon, is finite there.
+        up = up.at[lost].set(_rdp_epsilon(q[lost], sigma[lost], steps[lost], tgt[lost]))
+        warnings.warn(
+          "the tight epsilon of some configurations is beyond what the PLD grid "
+          "can hold (epsilon in the tens of thousands); their Renyi-DP epsilon, "
+          "a valid but looser upper bound, is returned",
+          RuntimeWarning,
+          stacklevel=4,
+        )
     if is_concrete(ok) and not bool(np.all(np.asarray(ok) | np.asarray(invalid))):
       warnings.warn(
         "the PLD window missed the answer for some configurations; their "
