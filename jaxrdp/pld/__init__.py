@@ -65,12 +65,14 @@ Not in the certificate: the rounding of the single-step masses themselves
 mass, of either sign), which the upward discretization error dominates by
 orders of magnitude at the default accuracy.
 
-Known limits: when few steps include the example (``q T`` below about 1, or
-under about ten steps) and delta is tiny (below about 1e-9), the privacy-loss
-distribution is lumpy, the certified round-off bound of the FFT is not small
-next to delta, and the upper bound was measured up to 7e-5 relative above the
-truth for two steps and 0.7% for ``q = 1.3e-3, sigma = 1.87, T = 90,
-delta = 3.7e-12`` (still an upper bound; the lower bound shows the gap). An
+Known limits: when delta is tiny (below about 1e-9) and the privacy-loss
+distribution is lumpy or heavy-tailed (few steps include the example, ``q T``
+below about 1, or sigma below about 0.8), the certified round-off bound of the
+FFT is not small next to delta, and the upper bound can be looser than
+``rtol``: measured 7e-5 relative above the truth for two steps, 0.7% for
+``q = 1.3e-3, sigma = 1.87, T = 90, delta = 3.7e-12``, and a certified interval
+0.9% wide for ``q = 1.1e-4, sigma = 0.65, T = 2412, delta = 2.2e-12`` (still an
+upper bound; the lower bound shows the gap). An
 epsilon below about 1e-4 (one step, tiny q) is resolved to about 1e-4 relative:
 the window the tail bounds require is much wider than the answer, and the grid
 stops at ``max_grid_size``.
