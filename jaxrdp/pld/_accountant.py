@@ -92,12 +92,26 @@ def _check_options(rtol, grid_size, max_grid_size, memory_limit):
     raise ValueError(f"memory_limit must be a number of bytes >= 2**24, got {memory_limit!r}")
 
 
+# Jobs are planned in blocks of this many rows: one compiled shape, so that a
+# configuration gets the same plan (bit for bit), hence the same certified
+# answer, whatever batch it comes in (XLA's vectorized arithmetic can round
+# differently at different batch shapes).
+_PLAN_BLOCK = 8
+
+
 def _plan_jobs(q, sigma, steps, target, is_add, mode, rtol):
   """Plans (host arrays) and grid points needed for jobs (rows of ``q``..., direction)."""
   size = q.shape[0]
-  args = [jnp.asarray(x) for x in (q, sigma, steps, target, is_add)]
-  plans, need = _kernel.batch_plan_points(*_pad_rows(args, _next_pow2(size)), rtol, mode)
-  return jax.tree_util.tree_map(lambda x: np.asarray(x)[:size], plans), np.asarray(need)[:size]
+  rows = -(-size // _PLAN_BLOCK) * _PLAN_BLOCK
+  args = _pad_rows([jnp.asarray(x) for x in (q, sigma, steps, target, is_add)], rows)
+  parts = [
+    _kernel.batch_plan_points(*(a[i : i + _PLAN_BLOCK] for a in args), rtol, mode)
+    for i in range(0, rows, _PLAN_BLOCK)
+  ]
+  plans, need = jax.tree_util.tree_map(
+    lambda *x: np.concatenate([np.asarray(v) for v in x]), *parts
+  )
+  return jax.tree_util.tree_map(lambda x: x[:size], plans), need[:size]
 
 
 def _grid_sizes(q, sigma, steps, target, mode, rtol, grid_size, max_grid_size):
