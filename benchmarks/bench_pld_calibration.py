@@ -24,6 +24,12 @@ Correctness first, before anything is timed:
     the slope d epsilon / d sigma (``SIGMA_AGREEMENT`` x that, plus the 1e-6
     tolerance).
 
+Reported but not required: ``--alone`` sampled cells recomputed one per call.
+pld_epsilon's certified bound depends slightly (~1e-10 relative) on the batch a
+cell is computed in, so a sigma can come out a hair above its target alone; the
+privacy guarantee is unaffected (the true epsilon lies below every certified
+bound, among them the one the search computed).
+
 Timings: the first jaxrdp call (compilation included; the seconds JAX spent
 tracing, lowering and compiling are reported separately, from its compile
 duration events), then the median of ``--repeats`` calls; dp_accounting's
@@ -100,6 +106,9 @@ def main(argv=None) -> int:
   parser.add_argument("--quick", action="store_true", help="a 3 x 3 grid instead of 20 x 20")
   parser.add_argument("--repeats", type=int, default=1, help="timed jaxrdp calls after the first")
   parser.add_argument("--dp-repeats", type=int, default=3, help="timed dp_accounting calls")
+  parser.add_argument(
+    "--alone", type=int, default=20, help="cells recomputed one per call (reported, not checked)"
+  )
   parser.add_argument("--json", help="also write the results to this JSON file")
   args = parser.parse_args(argv)
 
@@ -162,6 +171,21 @@ def main(argv=None) -> int:
       )
       require(np.all(met), f"budget violated: {np.argwhere(~met).tolist()}")
       require(np.all(tight), f"not tight to 1e-5: {np.argwhere(~tight).tolist()}")
+      # Reported, not required: the same sigmas recomputed one cell per call. The
+      # certified bound depends on the batch a cell is computed in (its plan comes
+      # from one vectorized program whose rounding depends on the batch's shape), so
+      # a cell alone can land a hair above its target; the privacy guarantee stands
+      # (the true epsilon is below every certified bound, the search's included).
+      sample = np.random.default_rng(0).choice(qq.size, min(args.alone, qq.size), replace=False)
+      alone = np.array(
+        [float(pld_epsilon(qq.flat[c], sigma.flat[c], T, DELTA).epsilon) for c in sample]
+      )
+      excess = alone / tt.flat[sample] - 1
+      print(
+        f"recomputed alone: {int(np.sum(excess > 0))} of {sample.size} sampled cells above their "
+        f"target (largest excess {np.max(excess):+.1e} relative; batch-shape dependence of "
+        "pld_epsilon, reported only)"
+      )
 
       ours = float(sigma[i, j])
       ref = dp_accounting_calibration(cell_q, cell_t)
@@ -245,6 +269,11 @@ def main(argv=None) -> int:
         "budgets_met": int(met.sum()),
         "violated_at_sigma_times_1_minus_1e-5": int(tight.sum()),
         "max_rel_slack": float(np.max((tt - eps) / tt)),
+        "recomputed_alone": {
+          "cells": int(sample.size),
+          "above_target": int(np.sum(excess > 0)),
+          "max_rel_excess": float(np.max(excess)),
+        },
       },
       "sampled_cell": {
         "q": cell_q,
