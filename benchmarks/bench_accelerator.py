@@ -29,7 +29,25 @@ measured here with jitted sums of jnp.exp (compute-bound; see ``exp_throughput``
 Correctness first: before timing, a few cells of every batch are compared with
 unbatched ``jaxrdp.dpsgd_epsilon`` calls (relative tolerance 1e-10).
 
-    python benchmarks/bench_accelerator.py [--sizes 1000 10000 ...] [--tiny] [--json FILE]
+PLD path (``--pld-sizes``, off with ``--no-pld``): the tight epsilon
+``jaxrdp.pld.pld_epsilon`` on the same grid ranges (T = 10,000, delta = 1e-5),
+N configurations in one call, in configurations/s. Correctness first: the MNIST
+configuration (q = 256/60000, sigma = 1.1, T = 14,063, delta = 1e-5) must lie in
+[2.381690 (1 - 1e-7), 2.381690 (1 + 1e-5)] around its converged value, and a
+few cells of every batch must agree with unbatched calls to ``PLD_BATCH_RTOL``
+(1e-8 relative: each cell runs its own programs, but its plan -- window and
+grid origin -- comes from one vectorized program over the whole batch, whose
+rounding depends on the batch's padded shape, ~1e-12 relative; that moves the
+grid and the certified bound by up to ~1e-9 relative). The accountant picks an FFT length per cell and
+compiles one program per length, so compilation is reported apart from the
+first call: the seconds JAX spent tracing, lowering and compiling (its
+``/jax/core/compile/*`` duration events) during the reference calls and the
+first batched call of each N, with the number of XLA compilations (small eager
+operations included). The
+issue's target on an H100 is 10,000 configurations/s.
+
+    python benchmarks/bench_accelerator.py [--sizes 1000 10000 ...] [--pld-sizes 100 1000 ...]
+        [--no-pld] [--tiny] [--json FILE]
 """
 
 from __future__ import annotations
@@ -203,6 +221,126 @@ def exp_throughput(dtype_name):
   return n * passes / med  # (median; the machine may be shared)
 
 
+COMPILE_EVENTS = (
+  "/jax/core/compile/jaxpr_trace_duration",
+  "/jax/core/compile/jaxpr_to_mlir_module_duration",
+  "/jax/core/compile/backend_compile_duration",
+)
+MNIST = (256 / 60000, 1.1, 14063, 1e-5)
+MNIST_EPSILON = 2.381690  # converged value (bench_pld.py, dp_accounting at fine intervals)
+MNIST_BOUNDS = (MNIST_EPSILON * (1 - 1e-7), MNIST_EPSILON * (1 + 1e-5))
+# Batched against unbatched tight epsilons (see the module docstring): measured up
+# to 2e-10 on the standard grid's ranges, N = 100 to 1,000 (2026-11-27).
+PLD_BATCH_RTOL = 1e-8
+
+
+class CompileClock:
+  """Seconds JAX spends tracing, lowering and compiling, and XLA compilations.
+
+  Listens to JAX's compile duration events while registered (a context manager);
+  ``mark()`` returns the totals so far, so that a phase's share is a difference.
+  """
+
+  def __init__(self):
+    self.seconds = 0.0
+    self.compilations = 0
+
+  def _listen(self, event, duration, **kwargs):
+    if event in COMPILE_EVENTS:
+      self.seconds += duration
+      self.compilations += event == COMPILE_EVENTS[-1]
+
+  def __enter__(self):
+    import jax.monitoring
+
+    jax.monitoring.register_event_duration_secs_listener(self._listen)
+    return self
+
+  def __exit__(self, *exc):
+    import jax.monitoring
+
+    jax.monitoring.unregister_event_duration_listener(self._listen)
+
+  def mark(self):
+    return self.seconds, self.compilations
+
+
+def pld_section(sizes):
+  """Tight epsilon throughput on ``sizes`` configurations of the standard grid's ranges.
+
+  Returns ``(report, ok)``: the MNIST check, one row per size, and the warnings the
+  accountant raised. Nothing is timed unless the MNIST check passes, and a size's
+  steady-state time is taken only after its cells match the unbatched calls.
+  """
+  import warnings
+
+  import jax
+
+  from jaxrdp.pld import pld_epsilon
+
+  def epsilons(q, s):
+    r = jax.block_until_ready(pld_epsilon(q, s, STEPS, DELTA))
+    return np.asarray(r.epsilon, np.float64), np.asarray(r.epsilon_lower, np.float64)
+
+  report = {"rows": []}
+  with warnings.catch_warnings(record=True) as caught, CompileClock() as clock:
+    warnings.simplefilter("always")
+    t0 = time.perf_counter()
+    r = pld_epsilon(*MNIST)
+    mnist = float(r.epsilon)
+    seconds = time.perf_counter() - t0
+    lo, hi = MNIST_BOUNDS
+    report["mnist"] = {
+      "configuration": dict(zip(("q", "sigma", "steps", "delta"), MNIST)),
+      "epsilon": mnist,
+      "epsilon_lower": float(r.epsilon_lower),
+      "reference": MNIST_EPSILON,
+      "bounds": [lo, hi],
+      "first_call_s": seconds,
+      "compile_s": clock.seconds,
+      "ok": bool(lo <= mnist <= hi),
+    }
+    ok = report["mnist"]["ok"]
+    for n in sizes if ok else []:
+      q, s = grid(n)
+      check = np.unique(np.linspace(0, n - 1, min(n, 4)).astype(int))
+      c0, p0 = clock.mark()
+      ref = np.array([epsilons(q[i], s[i])[0] for i in check])
+      t0 = time.perf_counter()
+      eps, low = epsilons(q, s)
+      first = time.perf_counter() - t0
+      c1, p1 = clock.mark()
+      cell_err = float(np.max(np.abs(eps[check] - ref) / ref))
+      good = bool(
+        np.all(np.isfinite(eps))
+        and np.all(low <= eps)
+        and np.all(low > 0)
+        and cell_err <= PLD_BATCH_RTOL
+      )
+      row = {
+        "configurations": n,
+        "first_call_s": first,
+        "compile_s": c1 - c0,
+        "xla_compilations": p1 - p0,
+        "max_rel_err_unbatched": cell_err,
+        "max_rel_gap_lower": float(np.max((eps - low) / eps)),
+        "epsilon_range": [float(np.min(eps)), float(np.max(eps))],
+        "ok": good,
+      }
+      if good:
+        _, med, _ = timed(lambda q=q, s=s: epsilons(q, s), min_total=1.0, max_repeats=3)
+        _, p2 = clock.mark()
+        row.update(
+          median_s=med,
+          configurations_per_s=n / med,
+          xla_compilations_after_first_call=p2 - p1,
+        )
+      ok &= good
+      report["rows"].append(row)
+  report["warnings"] = sorted({f"{w.category.__name__}: {w.message}" for w in caught})
+  return report, bool(ok)
+
+
 def main(argv=None):
   p = argparse.ArgumentParser(
     description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -214,7 +352,19 @@ def main(argv=None):
     default=[1e3, 1e4, 1e5, 1e6],
     help="numbers of configurations (default 1e3 1e4 1e5 1e6)",
   )
-  p.add_argument("--tiny", action="store_true", help="CI smoke run: sizes 10 and 100 only")
+  p.add_argument(
+    "--pld-sizes",
+    type=float,
+    nargs="+",
+    default=[1e2, 1e3, 1e4],
+    help="numbers of configurations for the tight (PLD) epsilon (default 1e2 1e3 1e4)",
+  )
+  p.add_argument("--no-pld", action="store_true", help="skip the tight (PLD) epsilon")
+  p.add_argument(
+    "--tiny",
+    action="store_true",
+    help="CI smoke run: sizes 10 and 100 only, PLD on 2 configurations",
+  )
   p.add_argument(
     "--dtypes", nargs="+", default=["float64", "float32"], choices=["float64", "float32"]
   )
@@ -227,6 +377,9 @@ def main(argv=None):
   p.add_argument("--json", help="also write the results to this JSON file")
   args = p.parse_args(argv)
   sizes = [10, 100] if args.tiny else [int(s) for s in args.sizes]
+  # Tiny PLD: two cells (and the MNIST check); each FFT length is a program to compile.
+  pld_sizes = [] if args.no_pld else [2] if args.tiny else [int(s) for s in args.pld_sizes]
+  load_start = os.getloadavg()
 
   import jax
   import jax.numpy as jnp
@@ -325,6 +478,10 @@ def main(argv=None):
         if r["configurations"] == n and r["dtype"] == "float32":
           r["float32_max_rel_err_vs_float64"] = err
 
+  pld, pld_ok = pld_section(pld_sizes) if pld_sizes else (None, True)
+  ok &= pld_ok
+  load_end = os.getloadavg()
+
   print(
     f"device: {device} ({device.platform}), jax {jax.__version__}, "
     f"{platform.machine()} {os.cpu_count()} cores; T={STEPS}, delta={DELTA}, {n_orders} orders"
@@ -361,9 +518,39 @@ def main(argv=None):
       f"| {100 * r['fraction_of_exp_throughput']:.1f}% | {'' if f32 is None else f'{f32:.1e}'} "
       f"| {'ok' if r['ok'] else 'FAILED'} |"
     )
+  print(f"load average (1 min) {load_start[0]:.1f} at the start, {load_end[0]:.1f} at the end")
+  if pld is not None:
+    m = pld["mnist"]
+    print()
+    print(
+      f"tight epsilon (jaxrdp.pld.pld_epsilon), T={STEPS}, delta={DELTA}; MNIST check: "
+      f"{m['epsilon']:.7f} in [{m['bounds'][0]:.7f}, {m['bounds'][1]:.7f}] "
+      f"{'ok' if m['ok'] else 'FAILED'} ({m['first_call_s']:.2f} s, compile {m['compile_s']:.2f} s)"
+    )
+    print(
+      "compile = JAX trace + lower + compile seconds in the reference calls and first call; "
+      "XLA compilations include small eager operations"
+    )
+    print()
+    print(
+      "| PLD configurations | first call (s) | compile (s) | XLA compilations | median (s) | configs/s "
+      "| max rel err vs single | check |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---|")
+    for r in pld["rows"]:
+      med = r.get("median_s")
+      print(
+        f"| {r['configurations']:,} | {r['first_call_s']:.2f} | {r['compile_s']:.2f} "
+        f"| {r['xla_compilations']} | {'' if med is None else f'{med:.3f}'} "
+        f"| {'' if med is None else format(r['configurations_per_s'], '.3g')} "
+        f"| {r['max_rel_err_unbatched']:.1e} | {'ok' if r['ok'] else 'FAILED'} |"
+      )
+    for w in pld["warnings"]:
+      print(f"warning from the PLD accountant: {w}")
   if args.json:
     report = {
       "date": datetime.date.today().isoformat(),
+      "load_average": {"start": list(load_start), "end": list(load_end)},
       "device": str(device),
       "platform": device.platform,
       "jax": jax.__version__,
@@ -379,6 +566,7 @@ def main(argv=None):
       },
       "exp_per_s": rates,
       "rows": rows,
+      "pld": pld,
     }
     with open(args.json, "w") as f:
       json.dump(report, f, indent=2)

@@ -26,12 +26,18 @@ def test_bench_accelerator_tiny(tmp_path):
     ],
     capture_output=True,
     text=True,
-    timeout=600,  # a guard against a hang: it compiles four programs, slow on a busy machine
+    timeout=600,  # a guard against a hang: it compiles many programs, slow on a busy machine
     env=env,
     cwd=tmp_path,
   )
   assert proc.returncode == 0, proc.stdout + proc.stderr
-  lines = [l for l in proc.stdout.splitlines() if l.startswith("|")]
+  tables = [[]]
+  for l in proc.stdout.splitlines():
+    if l.startswith("|"):
+      tables[-1].append(l)
+    elif tables[-1]:
+      tables.append([])
+  lines, pld_lines = tables[0], tables[1]
   # Header, separator, and one row per (size, dtype).
   assert lines[0].startswith("| configurations | dtype |")
   rows = [l.split("|")[1:-1] for l in lines[2:]]
@@ -64,6 +70,18 @@ def test_bench_accelerator_tiny(tmp_path):
   f32 = [r for r in report["rows"] if r["dtype"] == "float32"]
   # float32 output: epsilon rounded to float32 from float32-rounded inputs.
   assert all(0 <= r["float32_max_rel_err_vs_float64"] < 1e-5 for r in f32)
+  # The tight (PLD) path: the MNIST check, then two cells equal to unbatched calls.
+  assert pld_lines[0].startswith("| PLD configurations |")
+  assert [l.split("|")[1].strip() for l in pld_lines[2:]] == ["2"]
+  assert pld_lines[2].split("|")[-2].strip() == "ok"
+  pld = report["pld"]
+  lo, hi = pld["mnist"]["bounds"]
+  assert pld["mnist"]["ok"] and lo <= pld["mnist"]["epsilon"] <= hi
+  assert abs(lo - 2.381690 * (1 - 1e-7)) < 1e-12 and abs(hi - 2.381690 * (1 + 1e-5)) < 1e-12
+  (row,) = pld["rows"]
+  assert row["configurations"] == 2 and row["ok"] and row["max_rel_err_unbatched"] <= 1e-8
+  assert row["configurations_per_s"] == 2 / row["median_s"] and row["compile_s"] > 0
+  assert pld["warnings"] == []
 
 
 def test_scaling_chunked_pass_equals_one_call():
