@@ -442,7 +442,7 @@ def pld_epsilon(
   ``rtol`` it is within about ``1e-5`` relative of it (the grid is chosen per
   batch from an error model of connect-the-dots, ``err ~ T d^2 (1 + lam) / 8``).
   ``epsilon_lower`` is a certified lower bound (Hoeffding coupling), looser,
-  typically ``1e-3`` relative below.
+  typically ``1e-3`` to ``1e-2`` relative below.
 
   Args:
     q: sampling rate in (0, 1].
