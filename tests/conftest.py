@@ -30,11 +30,11 @@ sys.path.insert(0, os.path.dirname(__file__))
 
 # Heaviest files first (measured on the 2-core machine, 2026-11-25; mostly XLA
 # compilation, and the long single tests that run a subprocess). pytest-xdist's
-# --dist loadgroup (--no-loadscope-reorder) hands tests to the two workers one
-# at a time in collection order, and a file marked xdist_group (one whose module
-# fixtures are expensive) as one unit, so that its fixtures run once; starting
-# with the long ones keeps one worker from finishing minutes after the other, and
-# the persistent cache above keeps the two from compiling the same program twice.
+# --dist loadfile (--no-loadscope-reorder) hands whole files to the two workers
+# in collection order, so that a file's module fixtures run once and its programs
+# compile once; starting with the long ones keeps one worker from finishing
+# minutes after the other, and the persistent cache above lets a file read back
+# what another file compiled before it.
 _HEAVY_FIRST = (
   "test_notebook_quickstart.py",
   "test_notebooks_reproductions.py",

@@ -14,9 +14,6 @@ import pytest
 
 from helpers import run_fresh_python
 
-# One worker runs the whole file, so its module fixtures are computed once.
-pytestmark = pytest.mark.xdist_group("grad_x64_off")
-
 _SCRIPT = r"""
 import json
 import jax, jax.numpy as jnp, numpy as np, jaxrdp

@@ -15,9 +15,6 @@ import jaxrdp
 from helpers import run_fresh_python
 from jaxrdp.sweeps import _sweep
 
-# One worker runs the whole file, so its module fixtures are computed once.
-pytestmark = pytest.mark.xdist_group("sweep")
-
 ORDERS = np.array([1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0, 64.0])
 
 
