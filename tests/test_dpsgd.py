@@ -66,20 +66,26 @@ def test_order_search_equals_exhaustive_minimum():
 
 
 def test_edges_and_broadcasting():
-  res = jaxrdp.dpsgd_epsilon(
-    np.array([0.0, 0.01, 0.01]), np.array([1.0, 0.0, 1.0]), np.array([100, 100, 0]), 1e-5
-  )
-  eps = np.asarray(res.epsilon)
-  assert eps[0] == 0.0 and np.isinf(eps[1]) and eps[2] == 0.0
-  assert jaxrdp.dpsgd_epsilon(np.ones((2, 1)) * 0.01, np.ones(3), 10, 1e-5).epsilon.shape == (2, 3)
+  # One broadcast call (one compiled search) holds the edge cells: q = 0 spends
+  # nothing, sigma = 0 is infinite, 0 steps spend nothing (integer steps).
+  q = np.array([[0.0], [0.01]])  # (2, 1)
+  sigma = np.array([1.0, 0.0, 1.0])  # (3,)
+  steps = np.array([100, 100, 0])  # (3,)
+  eps = np.asarray(jaxrdp.dpsgd_epsilon(q, sigma, steps, 1e-5).epsilon)
+  assert eps.shape == (2, 3)
+  assert np.all(eps[0] == 0.0)
+  assert 0.0 < eps[1, 0] < np.inf and np.isinf(eps[1, 1]) and eps[1, 2] == 0.0
 
 
 def test_monotone_in_steps_and_delta():
-  t = np.array([1, 10, 100, 1000, 10000])
-  eps = np.asarray(jaxrdp.dpsgd_epsilon(0.01, 1.0, t, 1e-5).epsilon)
-  assert np.all(np.diff(eps) > 0)
-  eps = np.asarray(jaxrdp.dpsgd_epsilon(0.01, 1.0, 1000, np.array([1e-3, 1e-5, 1e-7])).epsilon)
-  assert np.all(np.diff(eps) > 0)
+  # One call on a (steps, delta) grid: epsilon rises with the steps at every delta,
+  # and as delta falls at every number of steps.
+  t = np.array([1, 10, 100, 1000, 10000])[:, None]
+  d = np.array([1e-3, 1e-5, 1e-7])[None, :]
+  eps = np.asarray(jaxrdp.dpsgd_epsilon(0.01, 1.0, t, d).epsilon)
+  assert eps.shape == (5, 3)
+  assert np.all(np.diff(eps, axis=0) > 0)
+  assert np.all(np.diff(eps, axis=1) > 0)
 
 
 def test_delta_round_trip():
@@ -103,7 +109,9 @@ def test_bad_arguments(args, match):
 
 
 def test_no_recompilation_for_same_shapes():
-  f = jax.jit(lambda q, s: jaxrdp.dpsgd_epsilon(q, s, 1000, 1e-5).epsilon)
+  # Integer orders: the cache is the subject, not the quadrature (cheap to compile).
+  orders = np.array([2.0, 3.0, 4.0, 8.0, 16.0, 32.0])
+  f = jax.jit(lambda q, s: jaxrdp.dpsgd_epsilon(q, s, 1000, 1e-5, orders).epsilon)
   f(jnp.full(3, 0.01), jnp.full(3, 1.0)).block_until_ready()
   f(jnp.full(3, 0.02), jnp.full(3, 2.0)).block_until_ready()
   assert f._cache_size() == 1
@@ -159,11 +167,10 @@ def test_search_estimate_is_the_cubic_through_the_nearest_known_points():
   f = 0.1 * xs**3 + 0.5 * xs**2 - 0.6 * xs  # convex for x >= 0, f(0) = f(1) = 0
   with jax.enable_x64(True):
     fv = jnp.asarray(np.where(known, f, 0.0))[None]
+    # Jitted: op by op, the bounds dispatch about ninety small programs.
+    bounds = jax.jit(lambda fv, known, s: _order_search._bounds(xs, fv, known, s, estimate=True))
     lower, upper, est = (
-      np.asarray(v)[0]
-      for v in _order_search._bounds(
-        xs, fv, jnp.asarray(known)[None], jnp.asarray([0.01]), estimate=True
-      )
+      np.asarray(v)[0] for v in bounds(fv, jnp.asarray(known)[None], jnp.asarray([0.01]))
     )
   inner = np.array([2, 4])
   np.testing.assert_allclose(est[inner], f[inner], rtol=1e-13)
