@@ -39,16 +39,35 @@ def test_mnist_example_both_conversions():
   assert round(float(classic.epsilon), 2) == 3.01
 
 
-def test_never_looser_than_dp_accounting():
-  qs = np.array([1e-3, 0.01, 0.05, 0.1])
-  ss = np.array([0.6, 0.9, 1.5, 3.0])
-  ours = np.asarray(jaxrdp.dpsgd_epsilon(qs[:, None], ss[None, :], 1000, 1e-5).epsilon)
-  for i, q in enumerate(qs):
-    for j, s in enumerate(ss):
-      theirs = _dpa_epsilon(float(q), float(s), 1000, 1e-5)
-      assert np.isfinite(ours[i, j])
+# One broadcast grid, q x sigma x steps x delta (540 cells, integer steps), searched once
+# for the dp_accounting comparison, the monotonicity and the edge cells below.
+GRID_Q = np.array([0.0, 1e-3, 0.01, 0.05, 0.1])
+GRID_SIGMA = np.array([0.0, 0.6, 0.9, 1.0, 1.5, 3.0])
+GRID_STEPS = np.array([0, 1, 10, 100, 1000, 10000])
+GRID_DELTA = np.array([1e-3, 1e-5, 1e-7])
+
+
+@pytest.fixture(scope="module")
+def grid_epsilon():
+  res = jaxrdp.dpsgd_epsilon(
+    GRID_Q[:, None, None, None],
+    GRID_SIGMA[None, :, None, None],
+    GRID_STEPS[None, None, :, None],
+    GRID_DELTA[None, None, None, :],
+  )
+  return np.asarray(res.epsilon)
+
+
+def test_never_looser_than_dp_accounting(grid_epsilon):
+  qs, ss = [1e-3, 0.01, 0.05, 0.1], [0.6, 0.9, 1.5, 3.0]
+  t, d = list(GRID_STEPS).index(1000), list(GRID_DELTA).index(1e-5)
+  for q in qs:
+    for s in ss:
+      ours = grid_epsilon[list(GRID_Q).index(q), list(GRID_SIGMA).index(s), t, d]
+      theirs = _dpa_epsilon(q, s, 1000, 1e-5)
+      assert np.isfinite(ours)
       # dp_accounting itself rounds by up to ~3e-12 relative (checked with mpmath).
-      assert ours[i, j] <= theirs * (1 + 1e-10)
+      assert ours <= theirs * (1 + 1e-10)
 
 
 def test_order_search_equals_exhaustive_minimum():
@@ -65,27 +84,26 @@ def test_order_search_equals_exhaustive_minimum():
   np.testing.assert_allclose(traced.epsilon, exhaustive.epsilon, rtol=1e-12)
 
 
-def test_edges_and_broadcasting():
-  # One broadcast call (one compiled search) holds the edge cells: q = 0 spends
-  # nothing, sigma = 0 is infinite, 0 steps spend nothing (integer steps).
-  q = np.array([[0.0], [0.01]])  # (2, 1)
-  sigma = np.array([1.0, 0.0, 1.0])  # (3,)
-  steps = np.array([100, 100, 0])  # (3,)
-  eps = np.asarray(jaxrdp.dpsgd_epsilon(q, sigma, steps, 1e-5).epsilon)
-  assert eps.shape == (2, 3)
+def test_edges_and_broadcasting(grid_epsilon):
+  # q = 0 spends nothing (even at sigma = 0), 0 steps spend nothing, sigma = 0 with
+  # q > 0 and steps > 0 is infinite; everything else is finite, in one batch.
+  eps = grid_epsilon
+  assert eps.shape == (5, 6, 6, 3)
   assert np.all(eps[0] == 0.0)
-  assert 0.0 < eps[1, 0] < np.inf and np.isinf(eps[1, 1]) and eps[1, 2] == 0.0
+  assert np.all(eps[:, :, 0] == 0.0)
+  assert np.all(np.isinf(eps[1:, 0, 1:]))
+  assert np.all((eps[1:, 1:, 1:] >= 0.0) & np.isfinite(eps[1:, 1:, 1:]))
+  assert 0.0 < eps[2, 3, 3, 1] < np.inf  # q = 0.01, sigma = 1, 100 steps, delta = 1e-5
 
 
-def test_monotone_in_steps_and_delta():
-  # One call on a (steps, delta) grid: epsilon rises with the steps at every delta,
-  # and as delta falls at every number of steps.
-  t = np.array([1, 10, 100, 1000, 10000])[:, None]
-  d = np.array([1e-3, 1e-5, 1e-7])[None, :]
-  eps = np.asarray(jaxrdp.dpsgd_epsilon(0.01, 1.0, t, d).epsilon)
-  assert eps.shape == (5, 3)
+def test_monotone_in_steps_and_delta(grid_epsilon):
+  # q = 0.01, sigma = 1: epsilon rises with the steps at every delta, and as delta
+  # falls at every number of steps; over the whole grid it never falls.
+  eps = grid_epsilon[2, 3, 1:]  # steps 1 .. 10000 by delta
   assert np.all(np.diff(eps, axis=0) > 0)
   assert np.all(np.diff(eps, axis=1) > 0)
+  live = grid_epsilon[1:, 1:]  # q > 0, sigma > 0
+  assert np.all(np.diff(live, axis=2) >= 0) and np.all(np.diff(live, axis=3) >= 0)
 
 
 def test_delta_round_trip():
