@@ -28,35 +28,51 @@ jax.config.update("jax_enable_x64", True)
 # The mpmath oracle lives beside the tests.
 sys.path.insert(0, os.path.dirname(__file__))
 
-# Heaviest files first (measured on the 2-core machine, 2026-11-25; mostly XLA
-# compilation, and the long single tests that run a subprocess). pytest-xdist's
-# --dist loadgroup (--no-loadscope-reorder) hands tests to the two workers one
-# at a time in collection order, and a file marked xdist_group (one whose module
-# fixtures are expensive) as one unit, so that its fixtures run once; starting
-# with the long ones keeps one worker from finishing minutes after the other, and
-# the persistent cache above keeps the two from compiling the same program twice.
+# Heaviest files first (single-process times measured on the 2-core machine,
+# 2026-11-27; mostly XLA compilation, and the subprocess checks). pytest-xdist's
+# --dist loadfile (--no-loadscope-reorder) hands whole files to the two workers
+# in collection order, so that a file's module fixtures run once and its programs
+# compile once; starting with the long ones keeps one worker from finishing
+# minutes after the other (the short files at the end fill the gaps). The
+# persistent cache above lets a file read back what another file compiled before
+# it: test_dpsgd compiles the scalar epsilon and delta searches that
+# test_grad_x64_off's subprocess then reads for its finite differences.
 _HEAVY_FIRST = (
-  "test_notebook_quickstart.py",
-  "test_notebooks_reproductions.py",
-  "test_notebook_dpsgd.py",
-  "test_docs_build.py",
-  "test_grad_x64_off.py",
-  "test_bench_scripts.py",
-  "test_precision.py",
-  "test_kernel_table.py",
-  "test_cli.py",
-  "test_doctests.py",
   "test_calibration.py",
   "test_dpsgd.py",
-  "test_soundness.py",
-  "test_sweep.py",
-  "test_sampling_schemes.py",
-  "test_events.py",
-  "test_regression_guard.py",
-  "test_pld_api.py",
-  "test_training.py",
-  "test_sampled_step.py",
+  "test_grad_x64_off.py",
   "test_sgm.py",
+  "test_accuracy.py",
+  "test_kernel_table.py",
+  "test_soundness.py",
+  "test_cli.py",
+  "test_doctests.py",
+  "test_regression_guard.py",
+  "test_sampling_schemes.py",
+  "test_training.py",
+  "test_pld_api.py",
+  "test_events.py",
+  "test_sweep.py",
+  "test_rdp_curves.py",
+  "test_tight_epsilon.py",
+  "test_pld_exact.py",
+  "test_docs_build.py",
+  "test_quadrature_layouts.py",
+  "test_pld_accuracy.py",
+  "test_accountant.py",
+  "test_bench_scripts.py",
+  "test_notebook_quickstart.py",
+  "test_notebooks_reproductions.py",
+  "test_precision.py",
+  "test_stored_programs.py",
+  "test_sgm_single_step.py",
+  "test_wor_rdp.py",
+  "test_batch_size.py",
+  "test_pld_robustness.py",
+  "test_oracle.py",
+  "test_pld_calibration.py",
+  "test_sampled_step.py",
+  "test_notebook_dpsgd.py",
 )
 
 

@@ -2,6 +2,9 @@
 
 The calibrations are written out by hand here (only their q, epsilon, delta and
 feasible fields are read), so these tests compile the accountant, not a calibration.
+The reference values are computed at the argument shapes floor_to_batch_size passes
+to the accountant (four cells: q and delta of shape (4,), scalar sigma and steps), so
+that the file compiles one epsilon and one delta program.
 """
 
 import numpy as np
@@ -29,9 +32,11 @@ def test_floors_the_batch_and_recomputes_epsilon_at_its_rate():
   np.testing.assert_array_equal(res.batch_size, [256, NAN, NAN, N])
   np.testing.assert_array_equal(res.q, [256 / N, NAN, NAN, 1.0])
   np.testing.assert_array_equal(res.feasible, [True, False, False, True])
-  want = jaxrdp.dpsgd_epsilon(np.array([256 / N, 1.0]), SIGMA, STEPS, 1e-5)
-  np.testing.assert_array_equal(res.epsilon[[0, 3]], np.asarray(want.epsilon))
-  np.testing.assert_array_equal(res.order[[0, 3]], np.asarray(want.order))
+  want = jaxrdp.dpsgd_epsilon(
+    np.array([256 / N, 256 / N, 1.0, 1.0]), SIGMA, STEPS, np.full(4, 1e-5)
+  )
+  np.testing.assert_array_equal(res.epsilon[[0, 3]], np.asarray(want.epsilon)[[0, 3]])
+  np.testing.assert_array_equal(res.order[[0, 3]], np.asarray(want.order)[[0, 3]])
   assert np.isnan(res.epsilon[[1, 2]]).all() and np.isnan(res.order[[1, 2]]).all()
   # The given delta passes through (NaN where the calibration was infeasible).
   np.testing.assert_array_equal(res.delta, [1e-5, 1e-5, NAN, 1e-5])
@@ -41,14 +46,14 @@ def test_floors_the_batch_and_recomputes_epsilon_at_its_rate():
 def test_for_delta_recomputes_delta_and_passes_epsilon_through():
   cal = _calibration([256.9 / N, NAN], 2.6, 1e-5)
   res = floor_to_batch_size(cal, np.array([N, N]), SIGMA, STEPS, for_delta=True)
-  want = jaxrdp.dpsgd_delta(256 / N, SIGMA, STEPS, 2.6)
-  np.testing.assert_array_equal(res.delta, [float(want.delta), NAN])
+  want = jaxrdp.dpsgd_delta(np.full(2, 256 / N), SIGMA, STEPS, np.full(2, 2.6))
+  np.testing.assert_array_equal(res.delta, [float(want.delta[0]), NAN])
   np.testing.assert_array_equal(res.epsilon, [2.6, NAN])
   np.testing.assert_array_equal(res.batch_size, [256, NAN])
 
 
 def test_dataset_sizes_broadcast():
   cal = _calibration([0.01], 3.0, 1e-5)
-  res = floor_to_batch_size(cal, np.array([1000, 60000, 99]), SIGMA, STEPS)
-  np.testing.assert_array_equal(res.batch_size, [10, 600, NAN])
-  np.testing.assert_array_equal(res.feasible, [True, True, False])
+  res = floor_to_batch_size(cal, np.array([1000, 60000, 99, 150]), SIGMA, STEPS)
+  np.testing.assert_array_equal(res.batch_size, [10, 600, NAN, 1])
+  np.testing.assert_array_equal(res.feasible, [True, True, False, True])

@@ -17,9 +17,6 @@ from jaxrdp._core.precision import x64_context
 from jaxrdp.calibration import _calibration
 from jaxrdp.calibration._core import Budget, Domain, Evaluator, Known, calibrate
 
-# One worker runs the whole file, so its module fixtures are computed once.
-pytestmark = pytest.mark.xdist_group("calibration")
-
 DELTA = 1e-5
 N = 32
 

@@ -39,16 +39,35 @@ def test_mnist_example_both_conversions():
   assert round(float(classic.epsilon), 2) == 3.01
 
 
-def test_never_looser_than_dp_accounting():
-  qs = np.array([1e-3, 0.01, 0.05, 0.1])
-  ss = np.array([0.6, 0.9, 1.5, 3.0])
-  ours = np.asarray(jaxrdp.dpsgd_epsilon(qs[:, None], ss[None, :], 1000, 1e-5).epsilon)
-  for i, q in enumerate(qs):
-    for j, s in enumerate(ss):
-      theirs = _dpa_epsilon(float(q), float(s), 1000, 1e-5)
-      assert np.isfinite(ours[i, j])
+# One broadcast grid, q x sigma x steps x delta (540 cells, integer steps), searched once
+# for the dp_accounting comparison, the monotonicity and the edge cells below.
+GRID_Q = np.array([0.0, 1e-3, 0.01, 0.05, 0.1])
+GRID_SIGMA = np.array([0.0, 0.6, 0.9, 1.0, 1.5, 3.0])
+GRID_STEPS = np.array([0, 1, 10, 100, 1000, 10000])
+GRID_DELTA = np.array([1e-3, 1e-5, 1e-7])
+
+
+@pytest.fixture(scope="module")
+def grid_epsilon():
+  res = jaxrdp.dpsgd_epsilon(
+    GRID_Q[:, None, None, None],
+    GRID_SIGMA[None, :, None, None],
+    GRID_STEPS[None, None, :, None],
+    GRID_DELTA[None, None, None, :],
+  )
+  return np.asarray(res.epsilon)
+
+
+def test_never_looser_than_dp_accounting(grid_epsilon):
+  qs, ss = [1e-3, 0.01, 0.05, 0.1], [0.6, 0.9, 1.5, 3.0]
+  t, d = list(GRID_STEPS).index(1000), list(GRID_DELTA).index(1e-5)
+  for q in qs:
+    for s in ss:
+      ours = grid_epsilon[list(GRID_Q).index(q), list(GRID_SIGMA).index(s), t, d]
+      theirs = _dpa_epsilon(q, s, 1000, 1e-5)
+      assert np.isfinite(ours)
       # dp_accounting itself rounds by up to ~3e-12 relative (checked with mpmath).
-      assert ours[i, j] <= theirs * (1 + 1e-10)
+      assert ours <= theirs * (1 + 1e-10)
 
 
 def test_order_search_equals_exhaustive_minimum():
@@ -65,21 +84,26 @@ def test_order_search_equals_exhaustive_minimum():
   np.testing.assert_allclose(traced.epsilon, exhaustive.epsilon, rtol=1e-12)
 
 
-def test_edges_and_broadcasting():
-  res = jaxrdp.dpsgd_epsilon(
-    np.array([0.0, 0.01, 0.01]), np.array([1.0, 0.0, 1.0]), np.array([100, 100, 0]), 1e-5
-  )
-  eps = np.asarray(res.epsilon)
-  assert eps[0] == 0.0 and np.isinf(eps[1]) and eps[2] == 0.0
-  assert jaxrdp.dpsgd_epsilon(np.ones((2, 1)) * 0.01, np.ones(3), 10, 1e-5).epsilon.shape == (2, 3)
+def test_edges_and_broadcasting(grid_epsilon):
+  # q = 0 spends nothing (even at sigma = 0), 0 steps spend nothing, sigma = 0 with
+  # q > 0 and steps > 0 is infinite; everything else is finite, in one batch.
+  eps = grid_epsilon
+  assert eps.shape == (5, 6, 6, 3)
+  assert np.all(eps[0] == 0.0)
+  assert np.all(eps[:, :, 0] == 0.0)
+  assert np.all(np.isinf(eps[1:, 0, 1:]))
+  assert np.all((eps[1:, 1:, 1:] >= 0.0) & np.isfinite(eps[1:, 1:, 1:]))
+  assert 0.0 < eps[2, 3, 3, 1] < np.inf  # q = 0.01, sigma = 1, 100 steps, delta = 1e-5
 
 
-def test_monotone_in_steps_and_delta():
-  t = np.array([1, 10, 100, 1000, 10000])
-  eps = np.asarray(jaxrdp.dpsgd_epsilon(0.01, 1.0, t, 1e-5).epsilon)
-  assert np.all(np.diff(eps) > 0)
-  eps = np.asarray(jaxrdp.dpsgd_epsilon(0.01, 1.0, 1000, np.array([1e-3, 1e-5, 1e-7])).epsilon)
-  assert np.all(np.diff(eps) > 0)
+def test_monotone_in_steps_and_delta(grid_epsilon):
+  # q = 0.01, sigma = 1: epsilon rises with the steps at every delta, and as delta
+  # falls at every number of steps; over the whole grid it never falls.
+  eps = grid_epsilon[2, 3, 1:]  # steps 1 .. 10000 by delta
+  assert np.all(np.diff(eps, axis=0) > 0)
+  assert np.all(np.diff(eps, axis=1) > 0)
+  live = grid_epsilon[1:, 1:]  # q > 0, sigma > 0
+  assert np.all(np.diff(live, axis=2) >= 0) and np.all(np.diff(live, axis=3) >= 0)
 
 
 def test_delta_round_trip():
@@ -103,7 +127,9 @@ def test_bad_arguments(args, match):
 
 
 def test_no_recompilation_for_same_shapes():
-  f = jax.jit(lambda q, s: jaxrdp.dpsgd_epsilon(q, s, 1000, 1e-5).epsilon)
+  # Integer orders: the cache is the subject, not the quadrature (cheap to compile).
+  orders = np.array([2.0, 3.0, 4.0, 8.0, 16.0, 32.0])
+  f = jax.jit(lambda q, s: jaxrdp.dpsgd_epsilon(q, s, 1000, 1e-5, orders).epsilon)
   f(jnp.full(3, 0.01), jnp.full(3, 1.0)).block_until_ready()
   f(jnp.full(3, 0.02), jnp.full(3, 2.0)).block_until_ready()
   assert f._cache_size() == 1
@@ -159,11 +185,10 @@ def test_search_estimate_is_the_cubic_through_the_nearest_known_points():
   f = 0.1 * xs**3 + 0.5 * xs**2 - 0.6 * xs  # convex for x >= 0, f(0) = f(1) = 0
   with jax.enable_x64(True):
     fv = jnp.asarray(np.where(known, f, 0.0))[None]
+    # Jitted: op by op, the bounds dispatch about ninety small programs.
+    bounds = jax.jit(lambda fv, known, s: _order_search._bounds(xs, fv, known, s, estimate=True))
     lower, upper, est = (
-      np.asarray(v)[0]
-      for v in _order_search._bounds(
-        xs, fv, jnp.asarray(known)[None], jnp.asarray([0.01]), estimate=True
-      )
+      np.asarray(v)[0] for v in bounds(fv, jnp.asarray(known)[None], jnp.asarray([0.01]))
     )
   inner = np.array([2, 4])
   np.testing.assert_allclose(est[inner], f[inner], rtol=1e-13)

@@ -569,8 +569,6 @@ def x64_off():
   return json.loads(line[len("RESULT") :])
 
 
-# One worker runs these (the interpreter once); the other checks spread over both.
-@pytest.mark.xdist_group("kernel_table_x64_off")
 @pytest.mark.parametrize("name", NAMES)
 def test_float32_is_rounded_up_from_float64(x64_off, name):
   row = BY_NAME[name]

@@ -16,9 +16,6 @@ from scipy.optimize import brentq
 import jaxrdp
 from jaxrdp.pld import pld_delta, pld_epsilon
 
-# One worker runs the whole file, so its module fixtures are computed once.
-pytestmark = pytest.mark.xdist_group("pld_accuracy")
-
 REF = json.loads((Path(__file__).parent / "data" / "pld_reference.json").read_text())
 
 

@@ -10,9 +10,6 @@ import pytest
 import jaxrdp
 from jaxrdp.pld import pld_delta, pld_delta_phases, pld_epsilon, pld_epsilon_phases
 
-# One worker runs the whole file, so its module fixtures are computed once.
-pytestmark = pytest.mark.xdist_group("pld_api")
-
 N = 2**12  # a small fixed grid: these tests check plumbing, not the last digit
 
 

@@ -8,6 +8,8 @@ check the margin against the node values themselves, and that a batch whose
 shift is off takes the full layout. Elements that do not allow the light layout
 take the full one, gathered in chunks (_full_where): their values and
 derivatives are checked element by element.
+
+The batches all have 60 elements, so that the tests share the compiled layouts.
 """
 
 from __future__ import annotations
@@ -57,8 +59,8 @@ def test_midpoint_shift_is_near_the_largest_node_value():
 def test_an_inexact_shift_takes_the_full_layout(monkeypatch, offset):
   """With the shift moved far off, the light layout reports its sums inexact
   and the batch's result is the full layout's, still exact."""
-  q, sigma, alpha = np.meshgrid(
-    np.geomspace(1e-3, 0.1, 4), np.linspace(0.6, 3.0, 3), [1.5, 6.3, 11.0]
+  q, sigma, alpha = np.meshgrid(  # 60 elements, as _mixed_batch()
+    np.geomspace(1e-3, 0.1, 5), np.linspace(0.6, 3.0, 4), [1.5, 6.3, 11.0]
   )
   with _precision.x64_context():
     q, sigma, alpha = (jnp.asarray(v.ravel()) for v in (q, sigma, alpha))
@@ -75,7 +77,7 @@ def test_an_inexact_shift_takes_the_full_layout(monkeypatch, offset):
   np.testing.assert_array_equal(after, full)
 
 
-def _mixed_batch(n=60, seed=7):
+def _mixed_batch(n=60, seed=7):  # 20 elements in the full layout: two chunks of 16
   """q, sigma, alpha with every third element below the light layout's sigma."""
   rng = np.random.default_rng(seed)
   q = 10.0 ** rng.uniform(-3, -1, n)
@@ -108,14 +110,15 @@ def test_mixed_batch_takes_each_layout_per_element():
 def test_reverse_mode_derivative_through_the_chunks():
   """jax.grad through the chunked full layout: against forward mode, and against
   a central difference."""
-  q, sigma, alpha = _mixed_batch(n=30)
+  q, sigma, alpha = _mixed_batch()
   with _precision.x64_context():
     q, sigma, alpha = (jnp.asarray(v) for v in (q, sigma, alpha))
     f = lambda s: m.log_a_minus_1_quadrature(q, s, alpha)
     rev = np.asarray(jax.jit(jax.grad(lambda s: jnp.sum(f(s))))(sigma))
     fwd = np.asarray(jax.jit(lambda s: jax.jvp(f, (s,), (jnp.ones_like(s),))[1])(sigma))
     h = 1e-6 * np.asarray(sigma)
-    fd = (np.asarray(jax.jit(f)(sigma + h)) - np.asarray(jax.jit(f)(sigma - h))) / (2 * h)
+    value = jax.jit(m.log_a_minus_1_quadrature)  # the program of the tests above
+    fd = (np.asarray(value(q, sigma + h, alpha)) - np.asarray(value(q, sigma - h, alpha))) / (2 * h)
   assert np.all(np.isfinite(rev)) and np.all(rev < 0)  # log A decreases with more noise
   np.testing.assert_allclose(rev, fwd, rtol=1e-12)
   np.testing.assert_allclose(rev, fd, rtol=1e-6)

@@ -108,7 +108,7 @@ def test_closed_form_upper_bounds_core_sgm_rdp():
   # (Small grid: the mpmath tests above cover the parameter space.)
   q = np.array([1e-3, 0.05])[:, None, None]
   s = np.array([4.0, 10.0])[None, :, None]
-  a = np.asarray(jaxrdp.DEFAULT_ORDERS)[None, None, :]
+  a = np.asarray(jaxrdp.DEFAULT_ORDERS)  # on the last axis: the order search's layout
   bound = np.asarray(jaxrdp.mechanisms.sgm_rdp_closed_form(q, s, a))
   exact = np.asarray(jaxrdp.mechanisms.sgm_rdp(q, s, a))
   finite = np.isfinite(bound)

@@ -212,13 +212,15 @@ def test_tiny_sigma_fractional_orders_finite_where_finite():
 
 def test_small_sigma_fractional_orders_not_below_lower_bound():
   # The quadrature is verified for sigma >= 0.1; below, a certified bound is used.
-  q = np.array([1e-8, 1e-2, 0.5, 0.9])[:, None]
-  s = np.array([1e-4, 1e-3, 0.01, 0.03, 0.05, 0.09])[None, :]
-  for a in (1.01, 1.5, 3.7, 100.5):
-    v = np.asarray(jaxrdp.mechanisms.sgm_rdp(q, s, a))
-    lb = a / (2 * s * s) + a * np.log(q) / (a - 1)
-    assert np.all(v >= lb * (1 - 1e-13))
-    assert np.all(v <= a / (2 * s * s) * (1 + 1e-12))
+  # The orders on a third axis: one compiled program for the whole grid.
+  q = np.array([1e-8, 1e-2, 0.5, 0.9])[:, None, None]
+  s = np.array([1e-4, 1e-3, 0.01, 0.03, 0.05, 0.09])[None, :, None]
+  a = np.array([1.01, 1.5, 3.7, 100.5])
+  v = np.asarray(jaxrdp.mechanisms.sgm_rdp(q, s, a))
+  assert v.shape == (4, 6, 4)
+  lb = a / (2 * s * s) + a * np.log(q) / (a - 1)
+  assert np.all(v >= lb * (1 - 1e-13))
+  assert np.all(v <= a / (2 * s * s) * (1 + 1e-12))
 
 
 def test_subnormal_delta():

@@ -15,10 +15,9 @@ import jaxrdp
 from helpers import run_fresh_python
 from jaxrdp.sweeps import _sweep
 
-# One worker runs the whole file, so its module fixtures are computed once.
-pytestmark = pytest.mark.xdist_group("sweep")
-
-ORDERS = np.array([1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0, 64.0])
+# Integer orders: the sweep's programs and the reference searches compile without the
+# quadrature. The default orders, fractional ones included, have their own test below.
+ORDERS = np.array([2.0, 3.0, 4.0, 6.0, 8.0, 12.0, 16.0, 32.0, 64.0])
 
 
 @pytest.fixture(scope="module")
@@ -131,6 +130,20 @@ def test_json_round_trip(data_sweep, tmp_path):
   assert data_sweep.to_dict()["order"] == back["order"]
 
 
+def test_default_orders_match_dpsgd_epsilon():
+  # The default orders, fractional ones included: the MNIST cell (REFERENCE.md) is
+  # optimal at order 8.1, so the quadrature in the sweep's program is read. (A 4 x 4
+  # reference grid: test_dpsgd's dp_accounting comparison compiles the same search.)
+  q, sigma = np.array([256 / 60000, 0.001, 0.01, 0.1]), np.array([1.1, 0.8, 2.0, 3.0])
+  res = jaxrdp.sweep(q=q, sigma=sigma, steps=[14063], delta=1e-5, progress=False)
+  ref = jaxrdp.dpsgd_epsilon(q[:, None], sigma[None, :], 14063, 1e-5)
+  eps, order = res.epsilon.reshape(4, 4), res.order.reshape(4, 4)
+  np.testing.assert_allclose(eps, np.asarray(ref.epsilon), rtol=1e-12)
+  np.testing.assert_array_equal(order, np.asarray(ref.order))
+  assert order[0, 0] == 8.1 and round(float(eps[0, 0]), 3) == 2.597
+  assert np.any(order != np.round(order))
+
+
 def test_json_non_finite_becomes_null():
   res = jaxrdp.sweep(q=[0.5], sigma=[0.0, 1.0], steps=10, orders=ORDERS)
   assert np.isinf(res.epsilon[0, 0, 0, 0])
@@ -229,7 +242,7 @@ def test_devices_argument(q_sweep):
 _SHARD_SCRIPT = textwrap.dedent("""
     import numpy as np, jax, jaxrdp
     assert jax.device_count() == 4, jax.devices()
-    orders = np.array([1.5, 2.0, 3.0, 4.0, 8.0, 16.0, 64.0])
+    orders = np.array([2.0, 3.0, 4.0, 8.0, 16.0, 64.0])  # integer: no quadrature to compile
     # 15 (q, sigma) pairs, 240 cells: with chunk_size=8 the 4 devices take 2 chunks
     # of 4 x 32 cells, 2 devices 4 chunks of 2 x 32, the single device 8 chunks of 32.
     kw = dict(q=np.geomspace(1e-3, 0.2, 5), sigma=[0.7, 1.0, 2.0],
