@@ -484,11 +484,11 @@ def main(argv=None):
     f"{platform.machine()} {os.cpu_count()} cores; T={STEPS}, delta={DELTA}, {n_orders} orders"
   )
   print(
-    f"measured exp throughput: " + ", ".join(f"{dt} {r / 1e9:.2f} G/s" for dt, r in rates.items())
+    "measured exp throughput: " + ", ".join(f"{dt} {r / 1e9:.2f} G/s" for dt, r in rates.items())
   )
   per_config = {n: quadratures[n] / n for n in sizes}
   print(
-    f"work model: quadrature orders per configuration (counted by the order search: "
+    "work model: quadrature orders per configuration (counted by the order search: "
     + ", ".join(f"{v:.2f} at {n:,}" for n, v in per_config.items())
     + "); integrand nodes "
     "evaluated by the light / full layout (recorded per search round): "

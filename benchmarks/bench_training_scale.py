@@ -55,7 +55,6 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-import jaxrdp
 from jaxrdp.train import (
   PoissonSampler,
   default_capacity,

@@ -32,7 +32,6 @@ import platform
 import statistics
 import time
 
-import numpy as np
 
 import jaxrdp
 

@@ -328,7 +328,7 @@ def plot():
     ax.set_yscale("log")
     ax.set_xlabel(xlabel)
     ax.set_ylabel("wall time (s)")
-    ax.set_title(f"epsilon, T=10^4, delta=1e-5 (shared 2-core CPU)", fontsize=9)
+    ax.set_title("epsilon, T=10^4, delta=1e-5 (shared 2-core CPU)", fontsize=9)
     ax.grid(True, which="major", alpha=0.3)
     ax.legend(fontsize=7)
     fig.tight_layout()

@@ -1,7 +1,5 @@
 """jaxrdp.pld: validation, broadcasting, phases, invariants, jit / vmap / grad."""
 
-import math
-
 import jax
 import jax.numpy as jnp
 import numpy as np

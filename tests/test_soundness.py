@@ -18,7 +18,6 @@ from __future__ import annotations
 import decimal
 import fractions
 import os
-import zipfile
 
 import mpmath
 import numpy as np

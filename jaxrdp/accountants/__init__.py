@@ -11,7 +11,7 @@ from ..rdp._accountant import RdpAccountant as RdpAccountant
 from ..rdp._accountant import RdpState as RdpState
 from ..pld._event_accountant import PldAccountant as PldAccountant
 from ..pld._event_accountant import PldState as PldState
-from .. import pld as _pld  # registers accountant='pld'
+from .. import pld as _pld  # noqa: F401 (registers accountant='pld')
 
 __all__ = [
   "Accountant",

@@ -37,7 +37,6 @@ import json
 import os
 import re
 import tempfile
-import zipfile
 from typing import Any
 
 import jax
