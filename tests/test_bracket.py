@@ -95,6 +95,26 @@ def test_start_within_tol_costs_two_evaluations():
   assert int(res.iterations) == 2
 
 
+def test_expansion_from_a_zero_value_region_reaches_the_threshold():
+  # A budgeted value of 0 (the total-variation rule) has f = log 0 = -inf, and the
+  # value can jump from 0 to a positive plateau. The expansion from such a start
+  # must keep doubling its steps: a secant through -inf once gave a zero Newton
+  # step, the search crawled at first_min, ran out of expansion steps and returned
+  # the start's neighbourhood, 1.4e5 times below the largest sampling rate.
+  roots = jnp.asarray([-2.0, 0.5, 3.0])
+
+  def f(v):
+    finite = -(v - roots[: v.shape[0]])  # decreasing, root at roots
+    return jnp.where(v >= 5.0, -jnp.inf, finite)
+
+  v0 = jnp.full(3, 5.0 + 1e-3)  # in the zero-value region, as the proxy hands it over
+  res = _solve(f, v0, slope=1.0, first_min=1.99 * TOL, overshoot=1.1, k1=0.02)
+  v = np.asarray(res.v)
+  assert not np.any(np.asarray(res.infeasible))
+  np.testing.assert_array_less(np.asarray(roots) - 1e-12, v)
+  assert np.all(v - np.asarray(roots) <= 2 * TOL + 1e-12), v
+
+
 def test_infeasible_and_inactive_elements():
   # f > 0 everywhere in range: no acceptable point; inactive elements are reported too.
   def score(v, live):

@@ -152,11 +152,16 @@ def bracket_update(
   if slope is not None:
     # Later expansion steps: a secant step through the last two points (same
     # overshoot), at most the doubled step.
+    # An infinite f at either point (a value of 0, as the total-variation rule
+    # gives, has f = -inf) carries no slope: the step then doubles. (An infinite
+    # secant would give a zero Newton step, and the expansion would crawl at
+    # first_min until it ran out of steps short of the threshold.)
     prev_x = jnp.where(up, s.b, s.a)
     prev_f = jnp.where(up, s.fb, s.fa)
     secant = jnp.abs(fx - prev_f) / jnp.where(x != prev_x, jnp.abs(x - prev_x), 1.0)
     newton = jnp.clip(overshoot * jnp.abs(fx) / secant, first_min, step)
-    step = jnp.where((up | down) & jnp.isfinite(newton) & (secant > 0), newton, step)
+    informative = jnp.isfinite(fx) & jnp.isfinite(prev_f) & (secant > 0)
+    step = jnp.where((up | down) & informative & jnp.isfinite(newton), newton, step)
     first = jnp.clip(overshoot * jnp.abs(fx) / slope, first_min, _EXPAND_START)
     step = jnp.where(is_init, jnp.where(jnp.isfinite(first), first, _EXPAND_START), step)
   count = s.count + (up | down).astype(jnp.int32)
