@@ -20,6 +20,9 @@ import pytest
 _OWN_CACHE = "JAX_COMPILATION_CACHE_DIR" not in os.environ
 if _OWN_CACHE:
   os.environ["JAX_COMPILATION_CACHE_DIR"] = tempfile.mkdtemp(prefix="jaxrdp-tests-xla-")
+# Every program, not only those that take a second to compile: the subprocesses
+# (CLI, notebooks, examples) compile many small ones that another process has.
+os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
 # The suite is mostly XLA compilation. LLVM's optimization level sets how long
 # that takes, not what the programs compute (IEEE arithmetic, no fast-math, at
