@@ -113,6 +113,13 @@ def _plan_jobs(q, sigma, steps, target, is_add, mode, rtol):
   return jax.tree_util.tree_map(lambda x: x[:size], plans), need[:size]
 
 
+def _each_direction(*arrays):
+  """The rows twice, remove direction first: ``(*arrays, is_add)``, each ``(2 size, ...)``."""
+  size = arrays[0].shape[0]
+  is_add = jnp.concatenate([jnp.zeros(size, bool), jnp.ones(size, bool)])
+  return (*(jnp.concatenate([a, a]) for a in arrays), is_add)
+
+
 def _grid_sizes(q, sigma, steps, target, mode, rtol, grid_size, max_grid_size):
   """FFT lengths and plans: ``(sizes, plans, reached)``.
 
@@ -125,9 +132,7 @@ def _grid_sizes(q, sigma, steps, target, mode, rtol, grid_size, max_grid_size):
   if not all(is_concrete(x) for x in (q, sigma, steps, target)):
     return (TRACED_GRID_SIZE if grid_size is None else grid_size), None, True
   size = q.shape[0]
-  is_add = np.concatenate([np.zeros(size, bool), np.ones(size, bool)])
-  both = [jnp.concatenate([x, x]) for x in (q, sigma, steps, target)]
-  plans, need = _plan_jobs(*both, is_add, mode, rtol)
+  plans, need = _plan_jobs(*_each_direction(q, sigma, steps, target), mode, rtol)
   plans = [
     jax.tree_util.tree_map(lambda x, i=i: x[i * size : (i + 1) * size], plans) for i in (0, 1)
   ]
@@ -183,11 +188,8 @@ def _batched(q, sigma, steps, tgt, is_add, mode, n, memory_limit):
 
 def _both_directions(q, sigma, steps, tgt, mode, n, memory_limit):
   """Both directions of every row on one FFT length ``n``: ``(2, size)`` results."""
-  size = q.shape[0]
-  is_add = jnp.concatenate([jnp.zeros(size, bool), jnp.ones(size, bool)])
-  twice = [jnp.concatenate([a, a]) for a in (q, sigma, steps, tgt)]
-  out = _batched(*twice, is_add, mode, n, memory_limit)
-  return tuple(x.reshape(2, size) for x in out)
+  out = _batched(*_each_direction(q, sigma, steps, tgt), mode, n, memory_limit)
+  return tuple(x.reshape(2, q.shape[0]) for x in out)
 
 
 def _run_jobs(jobs, q, sigma, steps, tgt, plans, mode):

@@ -102,8 +102,7 @@ def compose(x, steps, n: int):
   band = k if n < 16 * _BAND else n // _BAND
 
   def full(c):
-    total, err_inf, err_l2 = _power(c, t, dc, l1, g, n, weight)
-    return total, err_inf, err_l2
+    return _power(c, t, dc, l1, g, n, weight)
 
   if band >= k:
     total, err_inf, err_l2 = full(c)

@@ -14,6 +14,10 @@ compositions, is an upper bound. With ``delta_i = delta(e_i)``:
 * ``p_{n-1} = (delta_{n-1} - delta_{n-2}) / (e^{-d} - 1)``,
 * the mass at ``+inf`` is ``delta_{n-1}``.
 
+These are the uniform special case of :func:`connect_the_dots_general`, which
+takes any finite support (the accountant uses a thinned lattice,
+:func:`support_points`).
+
 Equivalently, every atom ``s`` of the exact PLD in ``[e_i, e_{i+1}]`` is split
 onto the two neighbours so that its P-mass and its Q-mass ``E_P[e^{-L}]`` are
 kept; mass below ``e_0`` is moved up to ``e_0`` and mass above ``e_{n-1}``
@@ -33,7 +37,14 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax.scipy.special import log_ndtr
 
-__all__ = ["log_delta_curve", "connect_the_dots", "loss_remove", "support"]
+__all__ = [
+  "log_delta_curve",
+  "connect_the_dots_general",
+  "loss_remove",
+  "support",
+  "segments",
+  "support_points",
+]
 
 
 def loss_remove(x, q, sigma):
@@ -120,28 +131,6 @@ def log_delta_curve(eps, q, sigma, direction):
   return jnp.where(is_add, jnp.where(positive, out, -jnp.inf), jnp.where(full, special_r, out))
 
 
-def connect_the_dots(log_delta, d):
-  """Connect-the-dots masses from ``log delta`` on an equispaced grid (last axis).
-
-  Args:
-    log_delta: ``(..., n)`` log of the exact delta curve at ``e_i = a + i d``.
-    d: grid spacing, broadcastable to ``(...)``.
-
-  Returns:
-    ``(p, p_inf)``: finite masses ``(..., n)`` (non-negative) and the mass at
-    ``+inf`` ``(...)``.
-  """
-  delta = jnp.exp(log_delta)
-  d = jnp.asarray(d)[..., None]
-  em1 = jnp.expm1(d)  # e^d - 1
-  step = jnp.diff(delta, axis=-1)  # delta_{i+1} - delta_i, (..., n-1), <= 0
-  first = 1.0 - delta[..., :1] + step[..., :1] / em1
-  middle = (step[..., 1:] - (1.0 + em1) * step[..., :-1]) / em1
-  last = step[..., -1:] / jnp.expm1(-d)
-  p = jnp.concatenate([first, middle, last], axis=-1)
-  return jnp.maximum(p, 0.0), delta[..., -1]
-
-
 def connect_the_dots_general(delta, gaps, count):
   """Connect-the-dots masses on a non-uniform support (last axis), with padding.
 
@@ -156,8 +145,8 @@ def connect_the_dots_general(delta, gaps, count):
   * ``p_t = R_t - L_t`` for ``0 < t < K - 1``,
   * ``p_{K-1} = -L_{K-1}``, and the mass at ``+inf`` is ``delta_{K-1}``.
 
-  On a uniform support this is :func:`connect_the_dots`. Negative rounding
-  residues are raised to 0 (that only adds mass, so every delta read later only
+  On a uniform support these are the formulas of the module docstring.
+  Negative rounding residues are raised to 0 (that only adds mass, so every delta read later only
   grows).
 
   Args:
@@ -184,13 +173,6 @@ def connect_the_dots_general(delta, gaps, count):
   k = jnp.clip(last, 0, big_n - 1).astype(jnp.int32)
   p_inf = jnp.take_along_axis(delta, k, axis=-1)[..., 0]
   return p, p_inf
-
-
-def support_traced(q, sigma, z, is_add):
-  """:func:`support` with a traced direction flag (True: add)."""
-  ar, br = support(q, sigma, z, "remove")
-  aa, ba = support(q, sigma, z, "add")
-  return jnp.where(is_add, aa, ar), jnp.where(is_add, ba, br)
 
 
 def segments(n: int):

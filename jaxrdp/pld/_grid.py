@@ -19,7 +19,8 @@ planned on its own (the add direction's function is the remove direction's at
   is relative to delta. Folding then weighs a P-mass ``p`` below the window
   ``p e^{-lam W}`` where it is read, and a mass above ``s + W`` lands on ``s``
   with weight ``p e^{lam W}``. The window must make both harmless (at most
-  ``1e-6 delta``) at the reading point ``s_r = 0.7 eps_c``: by Chernoff, mass
+  ``1e-6 delta``) at the reading point ``s_r = 0.8 eps_est`` (``eps_est`` the
+  saddle-point estimate of the answer; given epsilon: itself): by Chernoff, mass
   above: ``K(nu) - nu (s_r + W) + lam W <= log(1e-6 delta)`` for some
   ``nu > lam``; mass below: ``lam W >= log(1e6 / delta)``, or the window
   reaches down to where the lower tail (``nu < 0``) is below ``1e-6 delta``. A
@@ -27,8 +28,8 @@ planned on its own (the add direction's function is the remove direction's at
   losses (small sigma) the tilted composition spreads far to the right, so
   ``lam`` is the largest candidate ``lam_read x {1, 0.85, ..., 0.05}`` whose
   window is within 10% of the narrowest;
-* the window also reaches down to ``eps_c / 2`` (the answer lies below
-  ``eps_c``);
+* the window also reaches down to ``eps_est / 2`` (the answer lies near
+  ``eps_est`` and below ``eps_c``);
 * the single-step support holds all but ``1e-12 delta / T`` of each step's mass
   on each side (Gaussian tails of the output, or Chernoff on one step,
   whichever is shorter).
@@ -236,15 +237,14 @@ def plan(q, sigma, steps, target, mode: str, is_add=False) -> Plan:
 SUPPORT_FOLDS = 8
 
 
-def spacing(p: Plan, n: int, is_add=None):
+def spacing(p: Plan, n: int, is_add):
   """Grid spacing: the window ``[lo, hi]`` in ``n`` points, the support in ``8 n``.
 
-  ``is_add`` (a traced bool) picks the direction whose support counts; ``None``
-  takes the wider of the two.
+  ``is_add`` (a traced bool) picks the direction whose support counts.
   """
   d_window = (p.hi - p.lo) / (n - 1)
   widths = p.b - p.a  # (2, P)
-  width = jnp.max(widths) if is_add is None else jnp.max(jnp.where(is_add, widths[1], widths[0]))
+  width = jnp.max(jnp.where(is_add, widths[1], widths[0]))
   return jnp.maximum(d_window, width / (SUPPORT_FOLDS * n - 1))
 
 
