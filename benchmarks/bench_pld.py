@@ -30,6 +30,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import jaxrdp  # noqa: E402
 from jaxrdp.pld import pld_epsilon  # noqa: E402
+from _dp_accounting import pld_epsilon as dp_accounting_epsilon  # noqa: E402
 
 DELTA = 1e-5
 STEPS = 10_000
@@ -37,18 +38,6 @@ STEPS = 10_000
 
 def maxrss_mb():
   return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def dp_accounting_epsilon(q, sigma, steps, delta, interval):
-  import dp_accounting
-  from dp_accounting import dp_event
-  from dp_accounting.pld import pld_privacy_accountant
-
-  acc = pld_privacy_accountant.PLDAccountant(
-    dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE, value_discretization_interval=interval
-  )
-  acc.compose(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)), int(steps))
-  return acc.get_epsilon(delta)
 
 
 def check_correctness():

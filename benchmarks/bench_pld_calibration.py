@@ -54,6 +54,8 @@ import warnings
 
 import numpy as np
 
+from _dp_accounting import pld_epsilon as dp_accounting_epsilon
+
 T = 10_000
 DELTA = 1e-5
 DP_TOL = 1e-6  # calibrate_dp_mechanism's default tolerance for a continuous parameter
@@ -75,15 +77,6 @@ def dp_accounting_calibration(q: float, target: float) -> float:
       pld_privacy_accountant.PLDAccountant, make_event, target, DELTA
     )
   )
-
-
-def dp_accounting_epsilon(q: float, sigma: float) -> float:
-  from dp_accounting import dp_event
-  from dp_accounting.pld import pld_privacy_accountant
-
-  acc = pld_privacy_accountant.PLDAccountant()
-  acc.compose(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)), T)
-  return float(acc.get_epsilon(DELTA))
 
 
 def require(condition, message):
@@ -189,7 +182,7 @@ def main(argv=None) -> int:
 
       ours = float(sigma[i, j])
       ref = dp_accounting_calibration(cell_q, cell_t)
-      eps_dp_at_ours = dp_accounting_epsilon(cell_q, ours)
+      eps_dp_at_ours = dp_accounting_epsilon(cell_q, ours, T, DELTA)
       eps_ours_at_ref = float(pld_epsilon(cell_q, ref, T, DELTA).epsilon)
       # dp_accounting's accounting error, as an error in sigma: its epsilon above
       # the tight one at jaxrdp's sigma, over the slope of epsilon in sigma.

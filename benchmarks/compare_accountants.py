@@ -34,6 +34,7 @@ import time
 
 
 import jaxrdp
+from _dp_accounting import pld_epsilon as dp_accounting_pld
 
 # (name, q, sigma, steps, delta): public configurations.
 CONFIGS = [
@@ -57,15 +58,6 @@ def dp_accounting_rdp(q, sigma, steps, delta):
   from dp_accounting import dp_event, rdp
 
   acc = rdp.RdpAccountant()
-  acc.compose(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)), steps)
-  return acc.get_epsilon(delta)
-
-
-def dp_accounting_pld(q, sigma, steps, delta):
-  from dp_accounting import dp_event
-  from dp_accounting.pld import pld_privacy_accountant
-
-  acc = pld_privacy_accountant.PLDAccountant()
   acc.compose(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(sigma)), steps)
   return acc.get_epsilon(delta)
 
