@@ -98,19 +98,22 @@ def _check_options(rtol, grid_size, max_grid_size, memory_limit):
 _PLAN_BLOCK = 8
 
 
-def _plan_jobs(q, sigma, steps, target, is_add, mode, rtol):
-  """Plans (host arrays) and grid points needed for jobs (rows of ``q``..., direction)."""
+def _plan_jobs(q, sigma, steps, target, mode, rtol):
+  """Plans (host arrays) and grid points needed: ``(2 size, ...)``, remove rows first."""
   size = q.shape[0]
   rows = -(-size // _PLAN_BLOCK) * _PLAN_BLOCK
-  args = _pad_rows([jnp.asarray(x) for x in (q, sigma, steps, target, is_add)], rows)
+  # Host arrays: slicing them costs nothing (slicing a device array dispatches an op).
+  args = [np.asarray(x) for x in (q, sigma, steps, target)]
+  args = [np.concatenate([a, np.repeat(a[-1:], rows - size, axis=0)]) for a in args]
   parts = [
     _kernel.batch_plan_points(*(a[i : i + _PLAN_BLOCK] for a in args), rtol, mode)
     for i in range(0, rows, _PLAN_BLOCK)
   ]
-  plans, need = jax.tree_util.tree_map(
-    lambda *x: np.concatenate([np.asarray(v) for v in x]), *parts
+  (remove, add), need = jax.tree_util.tree_map(
+    lambda *x: np.concatenate([np.asarray(v) for v in x])[:size], *parts
   )
-  return jax.tree_util.tree_map(lambda x: x[:size], plans), need[:size]
+  plans = jax.tree_util.tree_map(lambda r, a: np.concatenate([r, a]), remove, add)
+  return plans, np.concatenate(need)
 
 
 def _each_direction(*arrays):
@@ -132,7 +135,7 @@ def _grid_sizes(q, sigma, steps, target, mode, rtol, grid_size, max_grid_size):
   if not all(is_concrete(x) for x in (q, sigma, steps, target)):
     return (TRACED_GRID_SIZE if grid_size is None else grid_size), None, True
   size = q.shape[0]
-  plans, need = _plan_jobs(*_each_direction(q, sigma, steps, target), mode, rtol)
+  plans, need = _plan_jobs(q, sigma, steps, target, mode, rtol)
   plans = [
     jax.tree_util.tree_map(lambda x, i=i: x[i * size : (i + 1) * size], plans) for i in (0, 1)
   ]
@@ -202,20 +205,14 @@ def _run_jobs(jobs, q, sigma, steps, tgt, plans, mode):
   """
   rows, is_add, sizes = jobs
   q, sigma, steps, tgt = (np.asarray(x) for x in (q, sigma, steps, tgt))
+  both = [_kernel.pack_jobs(q, sigma, steps, tgt, p)[rows] for p in plans]
+  packed = np.where(is_add[:, None], both[1], both[0])
+  phases = q.shape[1]
   outs = [
-    _kernel.run_job(
-      q[r],
-      sigma[r],
-      steps[r],
-      tgt[r],
-      bool(a),
-      jax.tree_util.tree_map(lambda x, r=r: x[r], plans[int(a)]),
-      mode,
-      int(n_b),
-    )
-    for r, a, n_b in zip(rows, is_add, sizes)
+    _kernel.run_job(row, bool(a), mode, int(n_b), phases)
+    for row, a, n_b in zip(packed, is_add, sizes)
   ]
-  return np.array([[np.asarray(o[i]) for o in outs] for i in range(4)]).reshape(4, -1)
+  return np.stack([np.asarray(o) for o in outs], axis=1).reshape(4, -1)
 
 
 # The add direction is first run on an FFT this many times shorter: its answer

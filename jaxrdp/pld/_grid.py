@@ -49,7 +49,7 @@ import numpy as np
 
 from . import _discretize
 
-__all__ = ["Plan", "plan", "required_points", "LAMBDAS"]
+__all__ = ["Plan", "plan", "plan_both", "required_points", "LAMBDAS"]
 
 # Exponents (Renyi orders minus one) searched for the Chernoff bounds: positive
 # ones for the upper tail and the tilt, negative ones for the lower tail.
@@ -152,6 +152,18 @@ def _saddle_point_epsilon(lam, k, log_delta):
   return jnp.where(jnp.any(below), out, jnp.inf)
 
 
+def _one_step_mgf(q, sigma):
+  """``log_mgf`` of one step of each phase at every exponent either direction needs.
+
+  Columns: ``LAMBDAS``, ``-1 - LAMBDAS``, ``NEGATIVE``, ``-1 - NEGATIVE`` (the
+  add direction's function at ``nu`` is the remove direction's at ``-1 - nu``).
+  """
+  lam = jnp.asarray(LAMBDAS)
+  neg = jnp.asarray(NEGATIVE)
+  args = jnp.concatenate([lam, -1.0 - lam, neg, -1.0 - neg])
+  return log_mgf(q[:, None], sigma[:, None], args[None, :])  # (P, 2 L + 2 N)
+
+
 def plan(q, sigma, steps, target, mode: str, is_add=False) -> Plan:
   """Plans one direction of one configuration of ``P`` phases (``q, sigma, steps``: ``(P,)``).
 
@@ -159,18 +171,33 @@ def plan(q, sigma, steps, target, mode: str, is_add=False) -> Plan:
   its moment-generating function at ``nu`` is the remove direction's at
   ``-1 - nu``, so both directions are planned from :func:`log_mgf`.
   """
+  m = _one_step_mgf(q, sigma)
+  return _plan_direction(q, sigma, steps, target, mode, jnp.asarray(is_add), m)
+
+
+def plan_both(q, sigma, steps, target, mode: str) -> tuple[Plan, Plan]:
+  """``(remove, add)`` plans of one configuration, from one evaluation of the MGF."""
+  m = _one_step_mgf(q, sigma)
+  return tuple(
+    _plan_direction(q, sigma, steps, target, mode, jnp.asarray(is_add), m)
+    for is_add in (False, True)
+  )
+
+
+def _plan_direction(q, sigma, steps, target, mode, is_add, m) -> Plan:
   lam = jnp.asarray(LAMBDAS)
   neg = jnp.asarray(NEGATIVE)
-  is_add = jnp.asarray(is_add)
+  n_l, n_n = lam.shape[0], neg.shape[0]
+  k1 = m[:, :n_l]  # (P, L) remove direction, one step
+  m_lam = jnp.where(is_add, m[:, n_l : 2 * n_l], k1)
+  m_neg = jnp.where(is_add, m[:, 2 * n_l + n_n :], m[:, 2 * n_l : 2 * n_l + n_n])
 
-  def cumulant(x):  # K(x) of this direction, summed over phases
-    arg = jnp.where(is_add, -1.0 - x, x)
-    out = jnp.sum(steps[:, None] * log_mgf(q[:, None], sigma[:, None], arg[None, :]), axis=0)
+  def cumulant(m1):  # K of this direction, summed over phases
+    out = jnp.sum(steps[:, None] * m1, axis=0)
     return jnp.where(jnp.isfinite(out), out, jnp.inf)
 
-  k1 = log_mgf(q[:, None], sigma[:, None], lam[None, :])  # (P, L) remove direction, one step
-  k = cumulant(lam)  # (L,)
-  k_neg = cumulant(neg)
+  k = cumulant(m_lam)  # (L,)
+  k_neg = cumulant(m_neg)
   if mode == "epsilon":
     log_delta_c = jnp.log(target)
     eps_c, lam_read = _argmin((k - log_delta_c) / lam, lam)

@@ -21,6 +21,7 @@ __all__ = [
   "job_delta",
   "batch_plan_points",
   "batch_required_points",
+  "pack_jobs",
   "run_job",
   "run_jobs",
   "n_eval",
@@ -132,17 +133,19 @@ def job_delta(q, sigma, steps, epsilon, is_add, *, n, pl=None):
   return up, jnp.clip(low, 0.0, up), epsilon >= c["lo"], jnp.zeros_like(up)
 
 
-def _plan_points(q, sigma, steps, target, is_add, mode, rtol):
-  pl = _grid.plan(q, sigma, steps, target, mode, is_add)
-  return pl, _grid.required_points(pl, steps, rtol)
+def _plan_points(q, sigma, steps, target, mode, rtol):
+  plans = _grid.plan_both(q, sigma, steps, target, mode)
+  return plans, tuple(_grid.required_points(pl, steps, rtol) for pl in plans)
 
 
 @functools.partial(jax.jit, static_argnames=("mode",))
-def batch_plan_points(q, sigma, steps, target, is_add, rtol, mode):
-  """Plans and grid points needed per job (``q, sigma, steps``: ``(B, P)``; the rest ``(B,)``)."""
-  return jax.vmap(_plan_points, in_axes=(0, 0, 0, 0, 0, None, None))(
-    q, sigma, steps, target, is_add, mode, rtol
-  )
+def batch_plan_points(q, sigma, steps, target, rtol, mode):
+  """Plans and grid points needed, ``((remove, add), (remove, add))``, per configuration.
+
+  ``q, sigma, steps``: ``(B, P)``; ``target``: ``(B,)``. Both directions share
+  one evaluation of the moment-generating function.
+  """
+  return jax.vmap(_plan_points, in_axes=(0, 0, 0, 0, None, None))(q, sigma, steps, target, mode, rtol)
 
 
 @jax.jit
@@ -151,11 +154,34 @@ def batch_required_points(plans, steps, rtol):
   return jax.vmap(_grid.required_points, in_axes=(0, 0, None))(plans, steps, rtol)
 
 
-@functools.partial(jax.jit, static_argnames=("mode", "n"))
-def run_job(q, sigma, steps, target, is_add, pl, mode, n):
-  """One job (``(P,)`` phases, one direction) with its precomputed plan."""
+def pack_jobs(q, sigma, steps, target, plans):
+  """Host array ``(jobs, F)``: one row per job, everything :func:`run_job` reads.
+
+  ``q, sigma, steps``: ``(jobs, P)``; ``target``: ``(jobs,)``; ``plans``: a
+  :class:`_grid.Plan` of host arrays with a leading jobs axis. One row is one
+  transfer to the device per job, not sixteen.
+  """
+  cols = [q, sigma, steps, np.asarray(target)[:, None]]
+  cols += [np.asarray(x).reshape(len(target), -1) for x in plans]
+  return np.concatenate([np.asarray(c, np.float64) for c in cols], axis=1)
+
+
+def _unpack(row, phases):
+  """Inverse of :func:`pack_jobs` for one row: ``(q, sigma, steps, target, plan)``."""
+  p = phases
+  q, sigma, steps, target = row[:p], row[p : 2 * p], row[2 * p : 3 * p], row[3 * p]
+  scalars = row[3 * p + 1 : 3 * p + 11]
+  a = row[3 * p + 11 : 5 * p + 11].reshape(2, p)
+  b = row[5 * p + 11 : 7 * p + 11].reshape(2, p)
+  return q, sigma, steps, target, _grid.Plan(*scalars, a, b)
+
+
+@functools.partial(jax.jit, static_argnames=("mode", "n", "phases"))
+def run_job(row, is_add, mode, n, phases):
+  """One job (``P = phases`` phases, one direction) from its row of :func:`pack_jobs`."""
+  q, sigma, steps, target, pl = _unpack(row, phases)
   fn = job_epsilon if mode == "epsilon" else job_delta
-  return fn(q, sigma, steps, target, is_add, n=n, pl=pl)
+  return jnp.stack(fn(q, sigma, steps, target, is_add, n=n, pl=pl))
 
 
 @functools.partial(jax.jit, static_argnames=("mode", "n", "chunk"))
