@@ -35,6 +35,7 @@ kernels), both directions: remove ``(P, Q) = (mu, mu0)``, add
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 from jax.scipy.special import log_ndtr
 
 __all__ = [
@@ -231,13 +232,15 @@ def support_points(a, b, d, lam, s_cap, q, sigma, is_add, *, n: int, n_eval: int
   mass = w[:-1] + w[1:]  # (J,) tilted mass of each segment, over-estimated
   length = jnp.clip(m - j[:-1] * seg, 0.0, float(seg))  # lattice points per segment
   # Thinning exponents for tau = tau0 4^c, c = 0..k_max; the first that fits.
+  # floor(0.5 log2(tau0 4^c / mass)) = floor(0.5 log2(tau0 / mass)) + c exactly,
+  # so one log2 per segment serves every c, and 2^k is a table lookup.
   c = jnp.arange(k_max + 1, dtype=dt)[:, None]
-  tau = (_ETA / n_seg) * 4.0**c
+  pow2 = jnp.asarray(2.0 ** np.arange(k_max + 1), dt)
   safe = jnp.where(mass > 0, mass, 1.0)
-  k = jnp.where(mass > 0, jnp.floor(0.5 * jnp.log2(tau / safe)), float(k_max))
+  k_base = jnp.floor(0.5 * jnp.log2((_ETA / n_seg) / safe))
+  k = jnp.where(mass > 0, k_base + c, float(k_max))
   k = jnp.clip(k, 0.0, float(k_max))
-  step = 2.0**k
-  counts = jnp.ceil(length / step)  # (C, J)
+  counts = jnp.ceil(length / jnp.take(pow2, k.astype(jnp.int32)))  # (C, J)
   total = jnp.sum(counts, axis=-1) + 1.0  # room for the end point m - 1
   fits = total <= n_eval
   pick = jnp.min(jnp.where(fits, c[:, 0], jnp.inf))
@@ -248,16 +251,21 @@ def support_points(a, b, d, lam, s_cap, q, sigma, is_add, *, n: int, n_eval: int
   # one point per segment: J + 1 <= n_eval).
   k_min = jnp.arange(k_max + 1, dtype=dt)[:, None]
   k_low = jnp.maximum(k[-1][None, :], k_min)  # (C, J)
-  fits_low = jnp.sum(jnp.ceil(length / 2.0**k_low), axis=-1) + 1.0 <= n_eval
+  fits_low = (
+    jnp.sum(jnp.ceil(length / jnp.take(pow2, k_low.astype(jnp.int32))), axis=-1) + 1.0 <= n_eval
+  )
   pick_low = jnp.min(jnp.where(fits_low, k_min[:, 0], float(k_max)))
   k = jnp.where(jnp.any(fits), k_tau, jnp.maximum(k[-1], pick_low))
-  step = 2.0**k
+  step = jnp.take(pow2, k.astype(jnp.int32))
   counts = jnp.ceil(length / step)
   ends = jnp.cumsum(counts)  # exclusive end of each segment's slots
   n_pts = ends[-1]
   slot = jnp.arange(n_eval, dtype=dt)
-  jj = jnp.searchsorted(ends, slot, side="right")  # segment of each slot
-  jj_c = jnp.minimum(jj, n_seg - 1)
+  # Segment of each slot, searchsorted(ends, slot, side="right"): the number
+  # of ends at or below the slot, by marking the ends and a cumulative sum.
+  marks = jnp.zeros(n_eval + 1, dt).at[jnp.minimum(ends, float(n_eval)).astype(jnp.int32)].add(1.0)
+  jj = jnp.cumsum(marks[:-1])
+  jj_c = jnp.minimum(jj, n_seg - 1).astype(jnp.int32)
   start = jnp.take(ends - counts, jj_c)
   idx = jj_c * seg + (slot - start) * jnp.take(step, jj_c)
   # The last point of the thinned lattice, and whether m - 1 must be appended.
