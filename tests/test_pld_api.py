@@ -133,3 +133,34 @@ def test_float32_callers_rounded_up_and_traced_invalid_is_nan():
   e64 = float(pld_epsilon(0.01, 1.3, 500, 1e-5, grid_size=N).epsilon)
   assert np.isnan(out[0])
   assert float(out[1]) >= e64 and float(out[1]) - e64 <= 1e-6 * e64
+
+
+def test_answer_does_not_depend_on_the_batch_or_the_threads(monkeypatch):
+  # A configuration gets the same plan and the same grid, hence bit for bit the
+  # same certified epsilon, whatever batch it comes in and however many jobs
+  # run at once.
+  # Calibration relies on it: a budget met in a batch is met when recomputed.
+  from jaxrdp.pld import _accountant
+
+  q = np.geomspace(2e-3, 0.2, 20)  # >= 16 rows: the add direction goes coarse first
+  sigma = np.linspace(0.7, 2.5, 20)
+  kw = dict(rtol=1e-3)
+  batch = np.asarray(pld_epsilon(q, sigma, 300, 1e-6, **kw).epsilon)
+  for i in (0, 7, 19):
+    alone = float(pld_epsilon(q[i], sigma[i], 300, 1e-6, **kw).epsilon)
+    assert alone == batch[i], (i, alone, batch[i])
+  monkeypatch.setattr(_accountant, "_WORKERS", 1)
+  serial = np.asarray(pld_epsilon(q, sigma, 300, 1e-6, **kw).epsilon)
+  np.testing.assert_array_equal(serial, batch)
+  # Float64 is a thread-local setting that the workers enter themselves: the
+  # same bits with x64 off globally (JAX's default; this session turns it on).
+  monkeypatch.setattr(_accountant, "_WORKERS", 4)
+  jax.config.update("jax_enable_x64", False)
+  try:
+    off = np.asarray(pld_epsilon(q, sigma, 300, 1e-6, **kw).epsilon)
+  finally:
+    jax.config.update("jax_enable_x64", True)
+  np.testing.assert_array_equal(off, batch)
+  # Under a default-device context the workers use the caller's device.
+  with jax.default_device(jax.devices()[0]):
+    np.testing.assert_array_equal(np.asarray(pld_epsilon(q, sigma, 300, 1e-6, **kw).epsilon), batch)

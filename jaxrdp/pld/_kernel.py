@@ -145,7 +145,9 @@ def batch_plan_points(q, sigma, steps, target, rtol, mode):
   ``q, sigma, steps``: ``(B, P)``; ``target``: ``(B,)``. Both directions share
   one evaluation of the moment-generating function.
   """
-  return jax.vmap(_plan_points, in_axes=(0, 0, 0, 0, None, None))(q, sigma, steps, target, mode, rtol)
+  return jax.vmap(_plan_points, in_axes=(0, 0, 0, 0, None, None))(
+    q, sigma, steps, target, mode, rtol
+  )
 
 
 @jax.jit
