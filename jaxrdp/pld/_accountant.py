@@ -486,7 +486,8 @@ def pld_epsilon(
       meeting ``rtol`` for the whole batch (needs concrete arguments; under a
       trace ``TRACED_GRID_SIZE`` is used).
     max_grid_size: cap of the automatic grid (a warning says when it binds).
-    memory_limit: working-memory budget in bytes; the batch runs in chunks.
+    memory_limit: working-memory budget in bytes: under a trace the batch runs in
+      chunks; otherwise it bounds how many jobs (up to four) run at once.
 
   Returns:
     :class:`PldEpsilon` of float64 arrays of the broadcast shape (float32 rounded
