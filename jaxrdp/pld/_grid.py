@@ -58,6 +58,13 @@ NEGATIVE = -np.geomspace(1e-2, 1e3, 20)
 # Candidate tilts, as multiples of lam_read (the narrowest window wins).
 _TILTS = np.array([1.0, 0.85, 0.7, 0.55, 0.4, 0.3, 0.2, 0.1, 0.05])
 _MGF_POINTS = 1536
+# Orders 1 + lam with |1 + lam| and |lam| at most _SMALL_ORDER integrate over
+# at most _SMALL_ORDER + 24 sigma with this many points (a spacing of sigma / 9
+# or finer for sigma >= 0.3: the trapezoid rule on these Gaussian-like
+# integrands is then far more accurate than the plan needs; the other orders
+# keep _MGF_POINTS). Measured against 6,144 points: see the tests.
+_SMALL_ORDER = 5.0
+_SMALL_POINTS = 384
 _LOG_TAIL = math.log(1e8)  # top of the window: tail <= 1e-8 delta
 _LOG_ALIAS = math.log(1e6)  # folded mass weighs <= 1e-6 delta where read
 _LOG_SUPPORT = math.log(1e12)  # single step: lost mass <= 1e-12 delta / T
@@ -88,7 +95,7 @@ class Plan(NamedTuple):
   b: jnp.ndarray  # (2, P) single-step support tops
 
 
-def log_mgf(q, sigma, lam):
+def log_mgf(q, sigma, lam, points: int = _MGF_POINTS):
   """Estimate of ``log E_P[e^{lam L}] = lam D_{1+lam}(mu || mu0)`` of one step, any real ``lam``.
 
   ``E_{x ~ mu0}[(mu(x)/mu0(x))^{1+lam}]`` by the trapezoid rule in log space on
@@ -98,14 +105,14 @@ def log_mgf(q, sigma, lam):
   jaxrdp's exact ``sgm_rdp`` is the reference.
   """
   alpha = 1.0 + lam
-  u = jnp.linspace(0.0, 1.0, _MGF_POINTS)
+  u = jnp.linspace(0.0, 1.0, points)
   lo = jnp.minimum(alpha, 0.0) - 12.0 * sigma
   hi = jnp.maximum(alpha, 0.0) + 12.0 * sigma
   x = lo[..., None] + (hi - lo)[..., None] * u
   z = (2.0 * x - 1.0) / (2.0 * sigma[..., None] ** 2)
   ratio = jnp.logaddexp(jnp.log1p(-q[..., None]), jnp.log(q[..., None]) + z)  # log(mu/mu0)
   f = -0.5 * (x / sigma[..., None]) ** 2 + alpha[..., None] * ratio
-  h = (hi - lo) / (_MGF_POINTS - 1)
+  h = (hi - lo) / (points - 1)
   out = jax.nn.logsumexp(f, axis=-1) + jnp.log(h) - jnp.log(sigma) - 0.5 * math.log(2 * math.pi)
   # Holder: E_Q[(P/Q)^alpha] >= 1 outside (0, 1) and <= 1 inside.
   return jnp.where((alpha > 0) & (alpha < 1), jnp.minimum(out, 0.0), jnp.maximum(out, 0.0))
@@ -158,10 +165,14 @@ def _one_step_mgf(q, sigma):
   Columns: ``LAMBDAS``, ``-1 - LAMBDAS``, ``NEGATIVE``, ``-1 - NEGATIVE`` (the
   add direction's function at ``nu`` is the remove direction's at ``-1 - nu``).
   """
-  lam = jnp.asarray(LAMBDAS)
-  neg = jnp.asarray(NEGATIVE)
-  args = jnp.concatenate([lam, -1.0 - lam, neg, -1.0 - neg])
-  return log_mgf(q[:, None], sigma[:, None], args[None, :])  # (P, 2 L + 2 N)
+  args = np.concatenate([LAMBDAS, -1.0 - LAMBDAS, NEGATIVE, -1.0 - NEGATIVE])
+  small = np.maximum(np.abs(args), np.abs(1.0 + args)) <= _SMALL_ORDER
+  parts = [
+    log_mgf(q[:, None], sigma[:, None], jnp.asarray(args[sel])[None, :], points)
+    for sel, points in ((small, _SMALL_POINTS), (~small, _MGF_POINTS))
+  ]
+  order = np.argsort(np.concatenate([np.nonzero(small)[0], np.nonzero(~small)[0]]))
+  return jnp.concatenate(parts, axis=-1)[:, order]  # (P, 2 L + 2 N)
 
 
 def plan(q, sigma, steps, target, mode: str, is_add=False) -> Plan:
