@@ -112,3 +112,17 @@ def test_planning_mgf_matches_the_exact_renyi_divergence(q):
     # its spacing exceeds sigma: a planning estimate, documented as such).
     mid = ~small & (1.0 + lam <= 50.0)
     assert np.all(err[mid] <= 1e-9 * np.abs(exact[mid]) + 1e-12), (sigma, err[mid].max())
+
+
+def test_log_ndtr_matches_scipy_with_finite_derivatives():
+  # The one-step curve's log Phi: values against scipy's log_ndtr, derivatives
+  # against phi / Phi, across the three branches and their switches.
+  from scipy.special import log_ndtr
+
+  from jaxrdp.pld._discretize import _log_ndtr
+
+  x = np.concatenate([np.linspace(-60.0, 12.0, 20001), [-30.0, -30.0 - 1e-9, 0.0, -1e-300, 40.0]])
+  v = np.asarray(jax.jit(_log_ndtr)(jnp.asarray(x)))
+  np.testing.assert_allclose(v, log_ndtr(x), rtol=1e-13, atol=0)
+  g = np.asarray(jax.jit(jax.vmap(jax.grad(_log_ndtr)))(jnp.asarray(x)))
+  np.testing.assert_allclose(g, np.exp(norm.logpdf(x) - log_ndtr(x)), rtol=1e-11, atol=1e-300)
