@@ -40,7 +40,11 @@ Error terms, each an upper bound (``u = 2^-53``, ``n`` bins):
   ``nu > lam``, with ``K(nu) = sum_j T_j log M_j(nu)`` the discrete
   moment-generating function;
 * summation round-off: ``8 n u`` times the P-mass above ``eps`` (sums of
-  non-negative terms, and their difference).
+  non-negative terms, and their difference; each term's weight
+  ``e^{c (top - s)}``, a product of two tabulated exponentials, is within
+  about ``(4 + |c (top - s)|) u <= 660 u`` relative of exact, mostly from the
+  rounding of its exponent, which the margin covers with room to spare since
+  ``n >= 1024``).
 """
 
 from __future__ import annotations
@@ -94,12 +98,20 @@ def curve(w, lo, d, lam, log_c, fft_l2, tail, tau, top):
   n = w.shape[-1]
   blk = min(_BLOCK, n)
   nb = n // blk
-  s = lo + d * jnp.arange(n, dtype=w.dtype)
-  wc = jnp.maximum(w, 0.0)
-  e1 = wc * jnp.exp(jnp.minimum(lam * (top - s), 700.0))
-  e2 = wc * jnp.exp(jnp.minimum((1.0 + lam) * (top - s), 700.0))
-  b1 = e1.reshape(nb, blk)
-  b2 = e2.reshape(nb, blk)
+  wc = jnp.maximum(w, 0.0).reshape(nb, blk)
+  # e^{c (top - s_k)} for k = i blk + j as e^{c (top - lo - d blk i)} e^{-c d j}: two
+  # short tables of exponentials and a product per bin, in place of an
+  # exponential per bin (the error is within the summation round-off bound).
+  dist = top - lo - d * blk * jnp.arange(nb, dtype=w.dtype)  # top - (start of block i)
+  within = d * jnp.arange(blk, dtype=w.dtype)
+
+  def weighted(c):
+    return wc * jnp.exp(jnp.minimum(c * dist, 700.0))[:, None] * jnp.exp(-c * within)[None, :]
+
+  b1 = weighted(lam)
+  b2 = weighted(1.0 + lam)
+  e1 = b1.reshape(n)
+  e2 = b2.reshape(n)
   zero = jnp.zeros((1,), w.dtype)
   # Sums over the blocks after each block (exclusive suffix sums over blocks).
   after1 = jnp.concatenate([jnp.cumsum(jnp.sum(b1, -1)[::-1])[::-1][1:], zero])
