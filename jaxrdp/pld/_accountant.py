@@ -128,8 +128,7 @@ def _plan_jobs(q, sigma, steps, target, mode, rtol):
   size = q.shape[0]
   rows = -(-size // _PLAN_BLOCK) * _PLAN_BLOCK
   # Host arrays: slicing them costs nothing (slicing a device array dispatches an op).
-  args = [np.asarray(x) for x in (q, sigma, steps, target)]
-  args = [np.concatenate([a, np.repeat(a[-1:], rows - size, axis=0)]) for a in args]
+  args = _pad_rows([np.asarray(x) for x in (q, sigma, steps, target)], rows)
 
   def one(i):
     out = _kernel.batch_plan_points(*(a[i : i + _PLAN_BLOCK] for a in args), rtol, mode)
@@ -175,10 +174,16 @@ def _next_pow2(x):
 
 
 def _pad_rows(arrays, rows):
+  """The arrays grown to ``rows`` rows by repeating the last one.
+
+  Host (numpy) arrays stay on the host, where slicing them costs nothing;
+  anything else (device arrays, tracers) is padded with ``jnp``.
+  """
   size = arrays[0].shape[0]
   if rows == size:
     return arrays
-  return [jnp.concatenate([a, jnp.repeat(a[-1:], rows - size, axis=0)], axis=0) for a in arrays]
+  xp = np if all(isinstance(a, np.ndarray) for a in arrays) else jnp
+  return [xp.concatenate([a, xp.repeat(a[-1:], rows - size, axis=0)], axis=0) for a in arrays]
 
 
 def _batched(q, sigma, steps, tgt, is_add, mode, n, memory_limit):

@@ -169,13 +169,16 @@ def pack_jobs(q, sigma, steps, target, plans):
 
 
 def _unpack(row, phases):
-  """Inverse of :func:`pack_jobs` for one row: ``(q, sigma, steps, target, plan)``."""
+  """Inverse of :func:`pack_jobs` for one row: ``(q, sigma, steps, target, plan)``.
+
+  The plan's fields are scalars except the last two (``a``, ``b``: ``(2, P)``).
+  """
   p = phases
   q, sigma, steps, target = row[:p], row[p : 2 * p], row[2 * p : 3 * p], row[3 * p]
-  scalars = row[3 * p + 1 : 3 * p + 11]
-  a = row[3 * p + 11 : 5 * p + 11].reshape(2, p)
-  b = row[5 * p + 11 : 7 * p + 11].reshape(2, p)
-  return q, sigma, steps, target, _grid.Plan(*scalars, a, b)
+  k = 3 * p + 1 + len(_grid.Plan._fields) - 2  # end of the scalar fields
+  a = row[k : k + 2 * p].reshape(2, p)
+  b = row[k + 2 * p : k + 4 * p].reshape(2, p)
+  return q, sigma, steps, target, _grid.Plan(*row[3 * p + 1 : k], a, b)
 
 
 @functools.partial(jax.jit, static_argnames=("mode", "n", "phases"))
