@@ -13,7 +13,7 @@ from jax.typing import ArrayLike
 
 from .._core import precision as _precision
 from .._core.validation import check_range, is_concrete
-from . import _kernel
+from . import _kernel, _single_step
 
 __all__ = [
   "PldEpsilon",
@@ -212,9 +212,9 @@ def _batched(q, sigma, steps, tgt, is_add, mode, n, memory_limit):
       )
       for i in range(0, rows, chunk)
     ]
-    up, low, ok, _ = (jnp.concatenate(parts)[:size] for parts in zip(*outs))
+    up, low, ok, _, _ = (jnp.concatenate(parts)[:size] for parts in zip(*outs))
   else:
-    up, low, ok, _ = _kernel.run_jobs(q, sigma, steps, tgt, is_add, mode, n, chunk)
+    up, low, ok, _, _ = _kernel.run_jobs(q, sigma, steps, tgt, is_add, mode, n, chunk)
     up, low, ok = up[:size], low[:size], ok[:size]
   return up, low, ok
 
@@ -225,15 +225,17 @@ def _both_directions(q, sigma, steps, tgt, mode, n, memory_limit):
   return tuple(x.reshape(2, q.shape[0]) for x in out)
 
 
-def _run_jobs(jobs, q, sigma, steps, tgt, plans, mode, memory_limit):
+def _run_jobs(jobs, q, sigma, steps, tgt, plans, mode, memory_limit, double_word=False):
   """Runs ``jobs`` (rows, is_add, n: host arrays), one compiled program per FFT length.
 
   ``plans`` is the pair (remove, add) of host plans. Each job is its own call
   of one compiled program (so its result does not depend on the batch); up to
   ``_WORKERS`` jobs run at once from a pool of threads, as many as
   ``memory_limit`` holds: one job's dispatch overlaps another's computation,
-  and the FFTs of different jobs run on different cores. Returns ``(4, jobs)``:
-  upper and lower bounds, ok, and the slope of ``-log delta`` at the answer.
+  and the FFTs of different jobs run on different cores. Returns ``(5, jobs)``:
+  upper and lower bounds, ok, the slope of ``-log delta`` at the answer, and
+  the FFT round-off's share of delta there (see :func:`_kernel.job_epsilon`).
+  ``double_word`` composes in double-word arithmetic (``sizes`` powers of two).
   """
   rows, is_add, sizes = jobs
   q, sigma, steps, tgt = (np.asarray(x) for x in (q, sigma, steps, tgt))
@@ -243,11 +245,13 @@ def _run_jobs(jobs, q, sigma, steps, tgt, plans, mode, memory_limit):
 
   def one(job):
     row, a, n_b = job
-    return np.asarray(_kernel.run_job(row, bool(a), mode, int(n_b), phases))
+    return np.asarray(_kernel.run_job(row, bool(a), mode, int(n_b), phases, double_word))
 
-  per_job = _BYTES_PER_POINT * int(np.max(sizes)) * phases
+  per_job = (
+    _BYTES_PER_POINT * int(np.max(sizes)) * phases * (_DOUBLE_WORD_BYTES if double_word else 1)
+  )
   outs = _host_map(one, list(zip(packed, is_add, sizes)), min(_WORKERS, memory_limit // per_job))
-  return np.stack(outs, axis=1).reshape(4, -1)
+  return np.stack(outs, axis=1).reshape(5, -1)
 
 
 # The add direction is first run on an FFT this many times shorter: its answer
@@ -281,7 +285,7 @@ def _directions(rows, q, sigma, steps, tgt, plans, mode, n, coarse_first, memory
     np.concatenate([n[0][rows], coarse[asym]]),
   )
   res = _run_jobs(jobs, q, sigma, steps, tgt, plans, mode, memory_limit)
-  out = np.zeros((4, 2, size))
+  out = np.zeros((5, 2, size))
   out[:, 0] = res[:, :size]
   out[:, 1] = out[:, 0]  # symmetric rows: the add direction is the remove one
   out[:, 1, asym] = res[:, size:]
@@ -312,6 +316,9 @@ def _per_row_sizes(
     rows, q, sigma, steps, tgt, plans, mode, n, size >= _COARSE_MIN_ROWS, memory_limit
   )
   if mode != "epsilon":
+    out = _double_word_pass(
+      out, q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, memory_limit
+    )
     return out[0], out[1], out[2].astype(bool)
   plans = [jax.tree_util.tree_map(np.copy, p) for p in plans]
   n = [np.copy(x) for x in n]
@@ -345,7 +352,50 @@ def _per_row_sizes(
     if not todo.size:
       break
     out[:, :, todo] = _directions(todo, q, sigma, steps, tgt, plans, mode, n, False, memory_limit)
+  out = _double_word_pass(
+    out, q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, memory_limit
+  )
   return out[0], out[1], out[2].astype(bool)
+
+
+# A direction is composed again in double-word arithmetic where the float64
+# FFT's certified round-off moves its answer by more than this share of rtol.
+_DOUBLE_WORD_SHARE = 0.1
+# Its working memory per grid point, relative to a float64 job.
+_DOUBLE_WORD_BYTES = 4
+
+
+def _double_word_pass(out, q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, memory_limit):
+  """Recomposes in double-word arithmetic the directions limited by FFT round-off.
+
+  The float64 round-off bound is relative to the total tilted mass; where delta
+  is tiny and the composition lumpy, it is not small next to delta and the
+  upper bound is loose by more than ``rtol``. Those directions run again on a
+  power-of-two grid (the next one up, unless that exceeds ``max_grid_size``)
+  with :func:`_compose.compose_double_word`; the tighter of the two certified
+  bounds is kept. The add direction is redone only where it could be the
+  larger one.
+  """
+  symmetric = np.all(np.asarray(q) >= 1.0, axis=-1)
+  top = 1 << (int(max_grid_size).bit_length() - 1)
+  for i in (0, 1):
+    up, slope, share = out[0, i], out[3, i], out[4, i]
+    with np.errstate(divide="ignore", invalid="ignore"):
+      effect = share / np.maximum(slope * up, 1e-300) if mode == "epsilon" else share
+    flag = np.isfinite(up) & (up > 0) & (effect > _DOUBLE_WORD_SHARE * rtol)
+    if i == 1:
+      flag &= ~symmetric & (out[0, 1] >= out[0, 0])
+    rows = np.nonzero(flag)[0]
+    if not rows.size:
+      continue
+    sizes = np.array([min(_next_pow2(x), top) for x in n[i][rows]], np.int64)
+    jobs = (rows, np.full(rows.size, i == 1), sizes)
+    res = _run_jobs(jobs, q, sigma, steps, tgt, plans, mode, memory_limit, double_word=True)
+    better = res[0] <= out[0, i, rows]
+    out[:, i, rows[better]] = res[:, better]
+    if i == 0:
+      out[:, 1, symmetric] = out[:, 0, symmetric]
+  return out
 
 
 def _sizes(need, max_grid_size):
@@ -417,6 +467,9 @@ def _run(phases, target, mode, rtol, grid_size, max_grid_size, memory_limit):
     if mode == "epsilon":
       up = jnp.maximum(up, 0.0)
     low = jnp.clip(jnp.max(jnp.asarray(low2), axis=0), 0.0, up)
+    if q.shape[1] == 1 and not (is_concrete(steps) and not np.any(np.asarray(steps) == 1.0)):
+      # One step: the exact interval from the closed-form curve.
+      up, low = _single_step.refine(q[:, 0], sigma[:, 0], steps[:, 0], tgt, up, low, mode)
     ok = jnp.all(jnp.asarray(ok2), axis=0)
     invalid = jnp.zeros(size, bool)
     for a in cols[:-1:3]:

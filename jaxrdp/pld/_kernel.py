@@ -50,7 +50,7 @@ def n_eval(n: int) -> int:
   return min(_N_EVAL_MAX, max(2048, n // 2, 2 * _discretize.segments(n)[0] + 2))
 
 
-def _curves(q, sigma, steps, target, is_add, mode, n, pl=None):
+def _curves(q, sigma, steps, target, is_add, mode, n, pl=None, double_word=False):
   if pl is None:
     pl = _grid.plan(q, sigma, steps, target, mode, is_add)
   pl = jax.tree_util.tree_map(jax.lax.stop_gradient, pl)
@@ -88,7 +88,8 @@ def _curves(q, sigma, steps, target, is_add, mode, n, pl=None):
   phases = jnp.arange(q.shape[0])[:, None]
   slot = jnp.mod(idx, float(n)).astype(jnp.int32)
   x = jnp.zeros((q.shape[0], n), x.dtype).at[phases, slot].add(x)
-  y, err_l2 = _compose.compose(x, steps, n)  # (n,), ()
+  compose = _compose.compose_double_word if double_word else _compose.compose
+  y, err_l2 = compose(x, steps, n)  # (n,), ()
   origin = jnp.sum(steps * a)
   k0 = jnp.floor((pl.lo - origin) / d)
   lo = origin + k0 * d
@@ -113,24 +114,31 @@ def _shift(d, t_total, eta):
   return mean + d * jnp.sqrt(t_total * jnp.log(1.0 / eta) / 2.0)
 
 
-def job_epsilon(q, sigma, steps, delta, is_add, *, n, pl=None):
-  """``(epsilon, epsilon_lower, ok, slope)`` of one direction of one configuration."""
-  c, d, t_total = _curves(q, sigma, steps, delta, is_add, "epsilon", n, pl)
-  up, ok, slope = _read.epsilon_upper(c, delta)
+def job_epsilon(q, sigma, steps, delta, is_add, *, n, pl=None, double_word=False):
+  """``(epsilon, epsilon_lower, ok, slope, fft)`` of one direction of one configuration.
+
+  ``fft``: the round-off term of delta at the answer, relative to ``delta``.
+  """
+  c, d, t_total = _curves(q, sigma, steps, delta, is_add, "epsilon", n, pl, double_word)
+  up, ok, slope, fft = _read.epsilon_upper(c, delta)
   eta = _ETA * delta
   # failure events: Hoeffding (eta) and the support cuts (<= 2e-12 delta).
   low = _read.epsilon_lower(c, delta + eta * (1.0 + 1e-8)) - _shift(d, t_total, eta)
-  return up, low, ok | (up <= 0), slope
+  return up, low, ok | (up <= 0), slope, fft / delta
 
 
-def job_delta(q, sigma, steps, epsilon, is_add, *, n, pl=None):
-  """``(delta, delta_lower, ok, 0)`` of one direction of one configuration."""
-  c, d, t_total = _curves(q, sigma, steps, epsilon, is_add, "delta", n, pl)
-  up = _read.delta_upper(c, epsilon)
+def job_delta(q, sigma, steps, epsilon, is_add, *, n, pl=None, double_word=False):
+  """``(delta, delta_lower, ok, 0, fft)`` of one direction of one configuration.
+
+  ``fft``: the round-off term of delta, relative to the upper bound.
+  """
+  c, d, t_total = _curves(q, sigma, steps, epsilon, is_add, "delta", n, pl, double_word)
+  up, fft = _read.delta_upper(c, epsilon)
   eta = _ETA * jnp.maximum(up, 1e-300)
   shifted = epsilon + _shift(d, t_total, eta)
   low = _read.delta_lower(c, shifted) - eta * (1.0 + 1e-8)
-  return up, jnp.clip(low, 0.0, up), epsilon >= c["lo"], jnp.zeros_like(up)
+  share = jnp.where(up > 0, fft / jnp.where(up > 0, up, 1.0), 0.0)
+  return up, jnp.clip(low, 0.0, up), epsilon >= c["lo"], jnp.zeros_like(up), share
 
 
 def _plan_points(q, sigma, steps, target, mode, rtol):
@@ -181,12 +189,17 @@ def _unpack(row, phases):
   return q, sigma, steps, target, _grid.Plan(*row[3 * p + 1 : k], a, b)
 
 
-@functools.partial(jax.jit, static_argnames=("mode", "n", "phases"))
-def run_job(row, is_add, mode, n, phases):
-  """One job (``P = phases`` phases, one direction) from its row of :func:`pack_jobs`."""
+@functools.partial(jax.jit, static_argnames=("mode", "n", "phases", "double_word"))
+def run_job(row, is_add, mode, n, phases, double_word=False):
+  """One job (``P = phases`` phases, one direction) from its row of :func:`pack_jobs`.
+
+  Returns ``(5,)``: upper and lower bounds, ok, slope, and the round-off share
+  (see :func:`job_epsilon`, :func:`job_delta`); ``double_word`` composes in
+  double-word arithmetic (``n`` a power of two).
+  """
   q, sigma, steps, target, pl = _unpack(row, phases)
   fn = job_epsilon if mode == "epsilon" else job_delta
-  return jnp.stack(fn(q, sigma, steps, target, is_add, n=n, pl=pl))
+  return jnp.stack(fn(q, sigma, steps, target, is_add, n=n, pl=pl, double_word=double_word))
 
 
 @functools.partial(jax.jit, static_argnames=("mode", "n", "chunk"))

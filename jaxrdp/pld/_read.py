@@ -210,7 +210,8 @@ def epsilon_upper(c, delta):
   ``A + extra - e^eps B`` with sums over ``j >= k``. ``ok`` is False when the
   answer is below the window (then ``eps`` is the window's bottom, still a valid
   upper bound) or above it (``inf``). ``slope`` is ``-d log delta / d eps``
-  there (it sets the discretization error of epsilon).
+  there (it sets the discretization error of epsilon). ``fft`` is the
+  round-off term of delta there.
   """
   below = _up(c, c["after1"], c["after2"], _block_ends(c)) <= delta
   found = jnp.any(below)
@@ -232,7 +233,7 @@ def epsilon_upper(c, delta):
   eps = jnp.where(found, eps, jnp.inf)
   # -d log delta / d eps at the answer: the reading curve is A + extra - e^eps B.
   slope = jnp.where(good, jnp.exp(jnp.minimum(eps + log_b, 700.0)) / delta, 0.0)
-  return eps, found & (k > 0), slope
+  return eps, found & (k > 0), slope, fft
 
 
 def epsilon_lower(c, delta):
@@ -274,10 +275,10 @@ def _at(c, x):
 
 
 def delta_upper(c, x):
-  """Upper bound of the discrete delta at ``x`` (1 below the window)."""
+  """Upper bound of the discrete delta at ``x`` (1 below the window), and its round-off term."""
   read, rounding, fft, _ = _at(c, x)
   out = read + rounding + fft + c["tail"]
-  return jnp.where(x < c["lo"], 1.0, jnp.minimum(out, 1.0))
+  return jnp.where(x < c["lo"], 1.0, jnp.minimum(out, 1.0)), fft
 
 
 def delta_lower(c, x):
