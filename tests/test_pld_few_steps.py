@@ -78,3 +78,15 @@ def test_one_step_delta_is_exact():
     assert float(r.delta_lower[j]) <= with_oracle * (1 + ORACLE_RTOL)
     assert float(r.delta[j]) >= with_oracle * (1 - ORACLE_RTOL)
     assert float(r.delta[j]) <= with_oracle * (1 + 1e-10)
+
+
+def test_one_step_derivative_matches_finite_differences():
+  import jax
+
+  f = lambda s: pld_epsilon(1e-2, s, 1, 1e-4).epsilon  # noqa: E731
+  with jax.enable_x64(True):
+    grad = float(jax.grad(f)(5.0))
+    h = 1e-4
+    fd = (float(f(5.0 + h)) - float(f(5.0 - h))) / (2 * h)
+  assert grad < 0
+  assert abs(grad - fd) <= 1e-5 * abs(fd), (grad, fd)

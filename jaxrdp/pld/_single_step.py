@@ -57,10 +57,12 @@ def refine(q, sigma, steps, target, up, low, mode):
     floor = hi * jnp.exp(-_LOG_SPAN)
     lo = jnp.where(one & (low > floor), low, floor)
     upper = rootfind.smallest_feasible(log_delta, log_t - _LOG_MARGIN, lo, hi)
-    # Just below the smallest point whose delta is at most delta e^m, the
-    # computed delta exceeds delta e^m, so the true one exceeds delta.
+    # At the float just below the smallest point whose delta is at most
+    # delta e^m, the computed delta exceeds delta e^m, so the true one exceeds
+    # delta: the true epsilon is above it. root (1 - 2^-52) is at or below that
+    # float (and, unlike nextafter, differentiable).
     root = rootfind.smallest_feasible(log_delta, log_t + _LOG_MARGIN, lo, hi)
-    lower = jnp.where(root > lo, jnp.nextafter(root, 0.0), low)
+    lower = jnp.where(root > lo, root * (1.0 - 2.0**-52), low)
     zero = log_delta(jnp.zeros_like(hi)) <= log_t - _LOG_MARGIN
     # A PLD answer of 0 or inf, or one whose bracket misses the root, keeps the PLD value.
     usable = (up > 0) & jnp.isfinite(up)
