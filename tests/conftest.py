@@ -65,6 +65,7 @@ _HEAVY_FIRST = (
   "test_sampling_schemes.py",
   "test_training.py",
   "test_pld_api.py",
+  "test_pld_few_steps.py",
   "test_events.py",
   "test_sweep.py",
   "test_rdp_curves.py",
@@ -85,6 +86,7 @@ _HEAVY_FIRST = (
   "test_pld_robustness.py",
   "test_oracle.py",
   "test_pld_calibration.py",
+  "test_pld_double_word.py",
   "test_sampled_step.py",
   "test_notebook_dpsgd.py",
 )
