@@ -23,9 +23,10 @@ basic building blocks of double-word arithmetic", ACM TOMS 44(2)):
 * multiplication: their Alg. 10 (no fused multiply-add), relative error at most
   ``7 u^2``.
 
-This module charges a complex multiplication ``16 u^2 |x| |y|`` (two real
-products and one sum per part: ``(7 + 7 + 3) u^2`` relative to ``|ac| + |bd|``,
-times ``sqrt 2``, rounded up) and a complex addition ``3 sqrt 2 u^2 (|x| + |y|)``.
+This module charges a complex multiplication ``16 u^2 |x| |y|`` (per part, two
+real products of error ``7 u^2`` each and one sum of error ``3 u^2``: at most
+``10 u^2 (|ac| + |bd|)``, and the two parts together at most ``10 sqrt 2 u^2
+|x| |y|``, rounded up) and a complex addition ``3 u^2 |x + y|`` (per part).
 
 Underflow: below ``2^-969`` the low word loses bits (and is flushed to zero where
 the hardware flushes subnormals), so every operation also carries an absolute
@@ -45,9 +46,9 @@ import numpy as np
 __all__ = ["fft", "power", "twiddles", "STAGE_ERROR", "MUL_ERROR", "TINY"]
 
 U = 2.0**-53
-# Relative error of one complex multiplication and of one butterfly
-# ``a +- w b`` relative to ``|a| + |b|`` (product 16 u^2, twiddle <= 34 u^2, two
-# complex sums 2 x 3 sqrt 2 u^2, rounded up with room to spare).
+# Relative error of one complex multiplication, and of one butterfly ``a +- w b``
+# relative to ``|a| + |b|``: the twiddle's 18 u^2 (see twiddles) and the
+# product's 16 u^2 on ``|b|``, the sum's 3 u^2, 37 u^2 in all, rounded up.
 MUL_ERROR = 16.0 * U * U
 STAGE_ERROR = 64.0 * U * U
 # Absolute error per operation from underflow of the low word.
