@@ -27,21 +27,21 @@ def _pair(q, s, direction):
   """``(A, Abar, B, Bbar, loss, loss range, inverse loss)`` of one step."""
   one = mp.mpf(1)
   if direction == "remove":
-    a = lambda y: (1 - q) * mp.npdf(y, 0, s) + q * mp.npdf(y, 1, s)  # noqa: E731
-    abar = lambda t: (1 - q) * mp.ncdf(-t / s) + q * mp.ncdf((1 - t) / s)  # noqa: E731
-    b = lambda y: mp.npdf(y, 0, s)  # noqa: E731
-    bbar = lambda t: mp.ncdf(-t / s)  # noqa: E731
-    loss = lambda y: mp.log((1 - q) + q * mp.exp((2 * y - 1) / (2 * s**2)))  # noqa: E731
+    a = lambda y: (1 - q) * mp.npdf(y, 0, s) + q * mp.npdf(y, 1, s)
+    abar = lambda t: (1 - q) * mp.ncdf(-t / s) + q * mp.ncdf((1 - t) / s)
+    b = lambda y: mp.npdf(y, 0, s)
+    bbar = lambda t: mp.ncdf(-t / s)
+    loss = lambda y: mp.log((1 - q) + q * mp.exp((2 * y - 1) / (2 * s**2)))
     lmin, lmax = (mp.log(1 - q) if q < 1 else -mp.inf), mp.inf
-    inv = lambda v: s**2 * mp.log((mp.exp(v) - (1 - q)) / q) + one / 2  # noqa: E731
+    inv = lambda v: s**2 * mp.log((mp.exp(v) - (1 - q)) / q) + one / 2
   else:
-    a = lambda y: mp.npdf(y, 1, s)  # noqa: E731
-    abar = lambda t: mp.ncdf((1 - t) / s)  # noqa: E731
-    b = lambda y: (1 - q) * mp.npdf(y, 1, s) + q * mp.npdf(y, 0, s)  # noqa: E731
-    bbar = lambda t: (1 - q) * mp.ncdf((1 - t) / s) + q * mp.ncdf(-t / s)  # noqa: E731
-    loss = lambda y: -mp.log((1 - q) + q * mp.exp((1 - 2 * y) / (2 * s**2)))  # noqa: E731
+    a = lambda y: mp.npdf(y, 1, s)
+    abar = lambda t: mp.ncdf((1 - t) / s)
+    b = lambda y: (1 - q) * mp.npdf(y, 1, s) + q * mp.npdf(y, 0, s)
+    bbar = lambda t: (1 - q) * mp.ncdf((1 - t) / s) + q * mp.ncdf(-t / s)
+    loss = lambda y: -mp.log((1 - q) + q * mp.exp((1 - 2 * y) / (2 * s**2)))
     lmin, lmax = -mp.inf, (-mp.log(1 - q) if q < 1 else mp.inf)
-    inv = lambda v: one / 2 - s**2 * mp.log((mp.exp(-v) - (1 - q)) / q)  # noqa: E731
+    inv = lambda v: one / 2 - s**2 * mp.log((mp.exp(-v) - (1 - q)) / q)
   return a, abar, b, bbar, loss, (lmin, lmax), inv
 
 

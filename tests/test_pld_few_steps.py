@@ -11,9 +11,9 @@ import functools
 
 import numpy as np
 import pytest
+from pld_oracle import tight_delta
 
 from jaxrdp.pld import _accountant, pld_delta, pld_epsilon
-from pld_oracle import tight_delta
 
 # (q, sigma, steps, delta)
 CASES = [
@@ -34,7 +34,7 @@ IDS = [f"q{c[0]:g}-s{c[1]:g}-T{c[2]}-d{c[3]:g}" for c in CASES]
 ORACLE_RTOL = 1e-9
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _oracle(i, eps):
   q, sigma, steps, _ = CASES[i]
   return tight_delta(q, sigma, steps, eps)
@@ -83,7 +83,7 @@ def test_one_step_delta_is_exact():
 def test_one_step_derivative_matches_finite_differences():
   import jax
 
-  f = lambda s: pld_epsilon(1e-2, s, 1, 1e-4).epsilon  # noqa: E731
+  f = lambda s: pld_epsilon(1e-2, s, 1, 1e-4).epsilon
   with jax.enable_x64(True):
     grad = float(jax.grad(f)(5.0))
     h = 1e-4

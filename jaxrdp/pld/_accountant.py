@@ -467,7 +467,8 @@ def _run(phases, target, mode, rtol, grid_size, max_grid_size, memory_limit):
     if mode == "epsilon":
       up = jnp.maximum(up, 0.0)
     low = jnp.clip(jnp.max(jnp.asarray(low2), axis=0), 0.0, up)
-    if q.shape[1] == 1 and not (is_concrete(steps) and not np.any(np.asarray(steps) == 1.0)):
+    may_have_one_step = not is_concrete(steps) or bool(np.any(np.asarray(steps) == 1.0))
+    if q.shape[1] == 1 and may_have_one_step:
       # One step: the exact interval from the closed-form curve.
       up, low = _single_step.refine(q[:, 0], sigma[:, 0], steps[:, 0], tgt, up, low, mode)
     ok = jnp.all(jnp.asarray(ok2), axis=0)

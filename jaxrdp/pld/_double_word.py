@@ -43,7 +43,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-__all__ = ["fft", "power", "twiddles", "STAGE_ERROR", "MUL_ERROR", "TINY"]
+__all__ = ["MUL_ERROR", "STAGE_ERROR", "TINY", "fft", "power", "twiddles"]
 
 U = 2.0**-53
 # Relative error of one complex multiplication, and of one butterfly ``a +- w b``
@@ -60,7 +60,15 @@ _HALF = 0x4000000  # half of the 27 dropped bits' range: rounds to nearest
 
 
 def _split(a):
-  """``a = hi + lo`` exactly, ``hi`` = ``a`` rounded to 26 significant bits, ``|lo|`` < 2^26 ulp."""
+  """``a = hi + lo`` exactly, ``hi`` = ``a`` rounded to 26 significant bits, ``|lo|`` < 2^26 ulp.
+
+  On numpy arrays (the twiddle tables, built on the host) with numpy's bit
+  view, on anything else with JAX's bitcast; every other operation of this
+  module is plain arithmetic, so it serves both.
+  """
+  if isinstance(a, np.ndarray):
+    hi = ((a.view(np.uint64) + np.uint64(_HALF)) & np.uint64(_KEEP)).view(np.float64)
+    return hi, a - hi
   bits = jax.lax.bitcast_convert_type(a, jnp.uint64)
   hi = jax.lax.bitcast_convert_type((bits + jnp.uint64(_HALF)) & jnp.uint64(_KEEP), jnp.float64)
   return hi, a - hi
@@ -169,30 +177,8 @@ def twiddles(n: int):
   x = ((coarse[0][:, None], coarse[1][:, None]), (coarse[2][:, None], coarse[3][:, None]))
   y = ((fine[0][None, :], fine[1][None, :]), (fine[2][None, :], fine[3][None, :]))
   with np.errstate(all="ignore"):
-    w = _np_cmul(x, y)
+    w = cmul(x, y)
   return tuple(tuple(np.ascontiguousarray(p.reshape(-1)[:half]) for p in part) for part in w)
-
-
-def _np_cmul(x, y):
-  """:func:`cmul` on numpy arrays (the split reads the float64 bits)."""
-
-  def split(a):
-    hi = ((a.view(np.uint64) + np.uint64(_HALF)) & np.uint64(_KEEP)).view(np.float64)
-    return hi, a - hi
-
-  def tp(a, b):
-    p = a * b
-    ah, al = split(a)
-    bh, bl = split(b)
-    return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
-
-  def m(x, y):
-    ch, cl1 = tp(x[0], y[0])
-    return fast_two_sum(ch, cl1 + (x[0] * y[1] + x[1] * y[0]))
-
-  (a, b), (c, d) = x, y
-  a, b, c, d = (tuple(np.broadcast_arrays(*p)) for p in (a, b, c, d))
-  return add(m(a, c), neg(m(b, d))), add(m(a, d), m(b, c))
 
 
 def fft(x, inverse: bool = False):
