@@ -31,6 +31,7 @@ import jax
 import numpy as np
 from jax.typing import ArrayLike
 
+from .._core.pytrees import register_dataclass_pytree
 from .._core.validation import check_range
 
 __all__ = [
@@ -73,7 +74,7 @@ def event_type(*, ranges: dict[str, dict[str, Any]] | None = None, children: tup
     cls._ranges = dict(ranges or {})
     cls._children = tuple(children)
     names = [f.name for f in dataclasses.fields(cls)]
-    return jax.tree_util.register_dataclass(cls, data_fields=names, meta_fields=[])
+    return register_dataclass_pytree(cls, data_fields=names)
 
   return wrap
 

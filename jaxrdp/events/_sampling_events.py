@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import dataclasses
 
-import jax
 from jax.typing import ArrayLike
 
+from .._core.pytrees import register_dataclass_pytree
 from ..mechanisms._sampled_without_replacement import RELATIONS
 from ._events import Event, Gaussian
 
@@ -55,7 +55,7 @@ def _event_with_relation(*, ranges, children):
     cls._ranges = dict(ranges)
     cls._children = tuple(children)
     names = [f.name for f in dataclasses.fields(cls) if f.name != "relation"]
-    return jax.tree_util.register_dataclass(cls, data_fields=names, meta_fields=["relation"])
+    return register_dataclass_pytree(cls, data_fields=names, meta_fields=["relation"])
 
   return wrap
 

@@ -22,6 +22,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from .._core import precision as _precision
+from .._core.pytrees import register_dataclass_pytree
 from .._core.validation import StaticArray, check_range
 from ..events._events import Event, validate_event
 from ..rdp._conversions import (
@@ -40,7 +41,7 @@ __all__ = ["RdpAccountant", "RdpState", "add_rdp_curve", "state_to_dict", "state
 _FORMAT = "jaxrdp.AccountantState/1"
 
 
-@functools.partial(jax.tree_util.register_dataclass, data_fields=["rdp"], meta_fields=["orders"])
+@functools.partial(register_dataclass_pytree, data_fields=["rdp"], meta_fields=["orders"])
 @dataclasses.dataclass(frozen=True, eq=False)
 class RdpState:
   """Running RDP curve of an :class:`RdpAccountant` (a pytree).
