@@ -8,6 +8,7 @@ import mpmath
 import numpy as np
 import pytest
 
+from helpers import run_fresh_python
 from jaxrdp.pld import _compose
 from jaxrdp.pld import _double_word as dw
 
@@ -132,3 +133,18 @@ def test_double_word_composition_matches_exact_convolution():
     assert abs(Fraction(float(r[k])) - exact[k]) <= Fraction(float(err_inf)) + Fraction(
       2.0**-52
     ) * abs(exact[k])
+
+
+def test_the_checks_above_hold_at_xla_default_optimization_level():
+  """The suite compiles at XLA's optimization level 0 (conftest); users run at the
+  default level 2, where XLA:CPU contracts products and sums into fused
+  multiply-adds and XLA recomputes a value in each fusion that uses it. Before
+  ``_double_word._product``, that made the powering and the composition above
+  lose their low words at level 2 while passing at level 0."""
+  script = (
+    "import sys, pytest\n"
+    "sys.exit(pytest.main(['-q', '-n', '0', '-p', 'no:cacheprovider', "
+    f"{__file__!r}, '-k', 'not default_optimization_level']))\n"
+  )
+  out = run_fresh_python(script, env={"XLA_FLAGS": "--xla_backend_optimization_level=2"})
+  assert " passed" in out and "failed" not in out, out[-2000:]

@@ -14,10 +14,11 @@ basic building blocks of double-word arithmetic", ACM TOMS 44(2)):
   half is the factor rounded to 26 bits by integer operations on its bits
   (add half of the dropped range, then clear the low 27 bits of the
   significand), not Veltkamp's ``C a - (C a - a)``, so no contraction into
-  fused multiply-adds can change it; every partial product is then exact,
-  which makes contraction harmless everywhere else too. (Truncating instead of
-  rounding leaves a low half of 27 bits, whose square is not exact.) Valid for
-  ``|a| < 2^1023``;
+  fused multiply-adds can change it; every partial product is then exact, so
+  contraction cannot change those either. The rounded product ``fl(a b)`` is
+  the one inexact product, and it passes through its bits (``_product``) so
+  that no copy of it is contracted. (Truncating instead of rounding leaves a
+  low half of 27 bits, whose square is not exact.) Valid for ``|a| < 2^1023``;
 * addition: the accurate algorithm (their Alg. 6), relative error at most
   ``3 u^2 + 13 u^3``;
 * multiplication: their Alg. 10 (no fused multiply-add), relative error at most
@@ -74,6 +75,28 @@ def _split(a):
   return hi, a - hi
 
 
+def _product(a, b):
+  """``a b`` rounded once, in a form no fused multiply-add can absorb.
+
+  XLA recomputes a value in every fusion that uses it, and at its default
+  optimization level XLA:CPU contracts a product followed by a sum into one
+  fused multiply-add, in some copies and not in others. An error-free
+  transformation that sees ``a b`` rounded in one place and exact in another
+  is no longer exact (measured: a double-word square inside a loop lost its low
+  word). The product therefore passes through its bits, XORed with a flag
+  that is zero unless it is NaN (a NaN stays NaN): no compiler can fold that
+  away, so every copy of it is the rounded product. Every other product of this
+  module is exact (halves of at most 26 bits), so contraction cannot change
+  it. NumPy (the host-side twiddle tables) rounds every operation on its own.
+  """
+  p = a * b
+  if isinstance(p, (np.ndarray, np.floating, float)):
+    return p
+  bits = jax.lax.bitcast_convert_type(p, jnp.uint64)
+  flag = jnp.isnan(p).astype(jnp.uint64)
+  return jax.lax.bitcast_convert_type(bits ^ flag, jnp.float64)
+
+
 def two_sum(a, b):
   s = a + b
   bb = s - a
@@ -87,7 +110,7 @@ def fast_two_sum(a, b):
 
 
 def two_prod(a, b):
-  p = a * b
+  p = _product(a, b)
   ah, al = _split(a)
   bh, bl = _split(b)
   return p, ((ah * bh - p) + ah * bl + al * bh) + al * bl
@@ -108,7 +131,7 @@ def neg(x):
 def mul(x, y):
   """Double word ``x y``."""
   ch, cl1 = two_prod(x[0], y[0])
-  cl2 = x[0] * y[1] + x[1] * y[0]
+  cl2 = _product(x[0], y[1]) + _product(x[1], y[0])
   return fast_two_sum(ch, cl1 + cl2)
 
 
