@@ -266,7 +266,15 @@ def test_plain_jit_vmap_agree(name, by_delta, grid):
   def positional(*a):
     return fn(**dict(zip(keys, a)))
 
-  plain = np.asarray(getattr(fn(**kwargs), field))
+  full = fn(**kwargs)
+  # Eight of the N cells, four feasible and four not where there are: a vmapped
+  # calibration runs every cell until the slowest has converged (20 s for N cells
+  # of calibrate_sampling_rate under jit of vmap at the suite's XLA level, 5 s for 8).
+  feasible = np.asarray(full.feasible)
+  pick = np.concatenate([np.flatnonzero(feasible)[:4], np.flatnonzero(~feasible)[:4]])
+  pick = np.sort(np.concatenate([pick, np.setdiff1d(np.arange(N), pick)[: 8 - pick.size]]))
+  plain = np.asarray(getattr(full, field))[pick]
+  args = [a[pick] for a in args]
   with jax.enable_x64(True):  # float64 under the transformations, to compare at 1e-12
     # jit of vmap: both transformations in one compilation (the SGM kernel takes
     # seconds to compile).
