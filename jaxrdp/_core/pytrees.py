@@ -47,9 +47,8 @@ def register_dataclass_pytree(
     return tuple(getattr(x, name) for name in data), tuple(getattr(x, name) for name in meta)
 
   def flatten_with_keys(x):
-    return tuple(zip(keys, (getattr(x, name) for name in data))), tuple(
-      getattr(x, name) for name in meta
-    )
+    children, aux = flatten(x)
+    return tuple(zip(keys, children)), aux
 
   def unflatten(aux, children):
     return cls(**dict(zip(data, children)), **dict(zip(meta, aux)))

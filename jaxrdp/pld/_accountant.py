@@ -301,25 +301,39 @@ def _per_row_sizes(
 ):
   """Both directions with a grid size per row; ``(2, size)`` results (host arrays).
 
-  Epsilon mode, up to two more passes for the directions whose answer shows that
-  their plan was off: where the answer lies below the window (a valid but loose
-  bound), the window is extended down to 0, and where it was not found in the
-  window (infinite), the window is also doubled upwards; where the first answer (an upper
-  bound of the truth) and the slope of ``log delta`` there call for a finer
-  grid than the plan's estimates did (the saddle-point estimate is poor when
-  few steps include the example), the grid is refined. The add direction is
-  only revisited where it could be the larger one.
+  Epsilon mode first runs :func:`_epsilon_passes`; both modes end with
+  :func:`_double_word_pass`.
+  """
+  size = q.shape[0]
+  out = _directions(
+    np.arange(size), q, sigma, steps, tgt, plans, mode, n, size >= _COARSE_MIN_ROWS, memory_limit
+  )
+  if mode == "epsilon":
+    out, plans, n = _epsilon_passes(
+      out, q, sigma, steps, tgt, plans, n, rtol, max_grid_size, automatic, memory_limit
+    )
+  out = _double_word_pass(
+    out, q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, memory_limit
+  )
+  return out[0], out[1], out[2].astype(bool)
+
+
+def _epsilon_passes(
+  out, q, sigma, steps, tgt, plans, n, rtol, max_grid_size, automatic, memory_limit
+):
+  """Up to ``_PASSES`` more passes for the directions whose answer shows that their plan was off.
+
+  Where the answer lies below the window (a valid but loose bound), the window
+  is extended down to 0, and where it was not found in the window (infinite),
+  the window is also doubled upwards; where the first answer (an upper bound of
+  the truth) and the slope of ``log delta`` there call for a finer grid than the
+  plan's estimates did (the saddle-point estimate is poor when few steps include
+  the example), the grid is refined. The add direction is only revisited where
+  it could be the larger one. Returns ``(out, plans, n)``, the plans and grid
+  sizes as last used (copies: the caller's are unchanged).
   """
   size = q.shape[0]
   rows = np.arange(size)
-  out = _directions(
-    rows, q, sigma, steps, tgt, plans, mode, n, size >= _COARSE_MIN_ROWS, memory_limit
-  )
-  if mode != "epsilon":
-    out = _double_word_pass(
-      out, q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, memory_limit
-    )
-    return out[0], out[1], out[2].astype(bool)
   plans = [jax.tree_util.tree_map(np.copy, p) for p in plans]
   n = [np.copy(x) for x in n]
   todo = rows
@@ -351,11 +365,10 @@ def _per_row_sizes(
     todo = rows[again & np.isin(rows, todo)]
     if not todo.size:
       break
-    out[:, :, todo] = _directions(todo, q, sigma, steps, tgt, plans, mode, n, False, memory_limit)
-  out = _double_word_pass(
-    out, q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, memory_limit
-  )
-  return out[0], out[1], out[2].astype(bool)
+    out[:, :, todo] = _directions(
+      todo, q, sigma, steps, tgt, plans, "epsilon", n, False, memory_limit
+    )
+  return out, plans, n
 
 
 # A direction is composed again in double-word arithmetic where the float64

@@ -139,11 +139,18 @@ def compose(x, steps, n: int):
         jnp.where(pick[..., None] if a.ndim > pick.ndim else pick, a, b) for a, b in zip(lo_, hi_)
       )
   y = jnp.fft.irfft(total, n=n, axis=-1)
+  return _one_step_exact(x, steps, n, y, err_inf, err_l2)
+
+
+def _one_step_exact(x, steps, n, y, err_inf, err_l2):
+  """``(y, (err_inf, err_l2))``, where one phase of one step takes the PMF itself.
+
+  Its composition is ``x`` exactly (zero-padded to ``n``), with no round-off.
+  """
   if x.shape[-2] == 1:
-    # One phase of one step: the composition is the PMF itself, exactly.
     single = steps[..., 0] == 1.0
-    pad = [(0, 0)] * (x.ndim - 1) + [(0, n - x.shape[-1])]
-    y = jnp.where(single[..., None], jnp.pad(x[..., 0, :], pad[1:]), y)
+    pad = [(0, 0)] * (x.ndim - 2) + [(0, n - x.shape[-1])]
+    y = jnp.where(single[..., None], jnp.pad(x[..., 0, :], pad), y)
     err_inf = jnp.where(single, 0.0, err_inf)
     err_l2 = jnp.where(single, 0.0, err_l2)
   return y, (err_inf, err_l2)
@@ -189,10 +196,4 @@ def compose_double_word(x, steps, n: int):
   y = _double_word.fft(total, inverse=True)
   r = (y[0][0] + y[0][1]) / n
   err_inf = (jnp.sum(e) + g * jnp.sum(size)) / n + ops
-  err_l2 = math.sqrt(n) * err_inf
-  if p == 1:
-    single = steps[0] == 1.0
-    r = jnp.where(single, x[0], r)
-    err_inf = jnp.where(single, 0.0, err_inf)
-    err_l2 = jnp.where(single, 0.0, err_l2)
-  return r, (err_inf, err_l2)
+  return _one_step_exact(x, steps, n, r, err_inf, math.sqrt(n) * err_inf)
