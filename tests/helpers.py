@@ -54,3 +54,8 @@ def run_fresh_python(script, env=None, timeout=600):
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
   return proc.stdout
+
+
+def central_difference(f, x, h):
+  """``(f(x + h) - f(x - h)) / (2 h)``: a derivative from function values only."""
+  return (f(x + h) - f(x - h)) / (2 * h)

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 
 import jaxrdp
 from jaxrdp.rdp import _order_search
-from helpers import variants
+from helpers import central_difference, variants
 
 dp_accounting = pytest.importorskip("dp_accounting")
 
@@ -241,11 +241,6 @@ def test_floors_from_more_noise_prune_without_changing_the_minimum():
   )
 
 
-def _central_difference(f, x, rel=1e-6):
-  h = rel * x
-  return (f(x + h) - f(x - h)) / (2 * h)
-
-
 @pytest.mark.parametrize("kind", ["epsilon", "delta"])
 def test_derivatives_match_finite_differences(kind):
   # Oracle: central differences of float64 values (function values only). The
@@ -266,6 +261,6 @@ def test_derivatives_match_finite_differences(kind):
   )(*point.values())
   for name, g in zip(names, grads):
     x = point[name]
-    fd = _central_difference(lambda v: float(getattr(at(**{name: v}), field)), x)
+    fd = central_difference(lambda v: float(getattr(at(**{name: v}), field)), x, 1e-6 * x)
     assert float(at(**{name: x * (1 + 1e-6)}).order) == float(at(**{name: x * (1 - 1e-6)}).order)
     assert abs(float(g) - fd) <= 1e-6 * abs(fd), (name, float(g), fd)

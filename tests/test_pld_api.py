@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import jaxrdp
+from helpers import central_difference
 from jaxrdp.pld import pld_delta, pld_delta_phases, pld_epsilon, pld_epsilon_phases
 
 N = 2**12  # a small fixed grid: these tests check plumbing, not the last digit
@@ -117,8 +118,7 @@ def test_grad_matches_finite_differences():
   f = lambda s: pld_epsilon(0.01, s, 500, 1e-5, grid_size=n).epsilon
   with jax.enable_x64(True):
     g = float(jax.grad(f)(1.3))
-  h = 1e-3
-  fd = (float(f(1.3 + h)) - float(f(1.3 - h))) / (2 * h)
+  fd = central_difference(lambda s: float(f(s)), 1.3, 1e-3)
   assert g < 0
   assert abs(g - fd) <= 2e-3 * abs(fd), (g, fd)
 

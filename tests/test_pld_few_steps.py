@@ -11,6 +11,7 @@ import functools
 
 import numpy as np
 import pytest
+from helpers import central_difference
 from pld_oracle import tight_delta
 
 from jaxrdp.pld import _accountant, pld_delta, pld_epsilon
@@ -86,7 +87,6 @@ def test_one_step_derivative_matches_finite_differences():
   f = lambda s: pld_epsilon(1e-2, s, 1, 1e-4).epsilon
   with jax.enable_x64(True):
     grad = float(jax.grad(f)(5.0))
-    h = 1e-4
-    fd = (float(f(5.0 + h)) - float(f(5.0 - h))) / (2 * h)
+    fd = central_difference(lambda s: float(f(s)), 5.0, 1e-4)
   assert grad < 0
   assert abs(grad - fd) <= 1e-5 * abs(fd), (grad, fd)

@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import pytest
 
+from helpers import central_difference
 from jaxrdp._core import precision as _precision
 from jaxrdp.mechanisms import _sgm_quadrature as m
 
@@ -116,9 +117,10 @@ def test_reverse_mode_derivative_through_the_chunks():
     f = lambda s: m.log_a_minus_1_quadrature(q, s, alpha)
     rev = np.asarray(jax.jit(jax.grad(lambda s: jnp.sum(f(s))))(sigma))
     fwd = np.asarray(jax.jit(lambda s: jax.jvp(f, (s,), (jnp.ones_like(s),))[1])(sigma))
-    h = 1e-6 * np.asarray(sigma)
     value = jax.jit(m.log_a_minus_1_quadrature)  # the program of the tests above
-    fd = (np.asarray(value(q, sigma + h, alpha)) - np.asarray(value(q, sigma - h, alpha))) / (2 * h)
+    fd = central_difference(
+      lambda s: np.asarray(value(q, s, alpha)), sigma, 1e-6 * np.asarray(sigma)
+    )
   assert np.all(np.isfinite(rev)) and np.all(rev < 0)  # log A decreases with more noise
   np.testing.assert_allclose(rev, fwd, rtol=1e-12)
   np.testing.assert_allclose(rev, fd, rtol=1e-6)

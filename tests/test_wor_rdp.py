@@ -15,6 +15,7 @@ import pytest
 
 import jaxrdp
 from _oracle_helpers import mp_wor_log_a
+from helpers import central_difference
 from jaxrdp.mechanisms import (
   effective_noise_multiplier,
   sampled_without_replacement_gaussian_log_a,
@@ -126,8 +127,7 @@ def test_jit_vmap_grad():
   assert batched.shape == (2,)
   with jax.enable_x64(True):
     grad = jax.grad(lambda s: rdp(0.01, s, 8.0))(jnp.float64(1.5))
-    h = 1e-6
-    fd = (float(rdp(0.01, 1.5 + h, 8.0)) - float(rdp(0.01, 1.5 - h, 8.0))) / (2 * h)
+    fd = central_difference(lambda s: float(rdp(0.01, s, 8.0)), 1.5, 1e-6)
   assert np.isfinite(float(grad)) and float(grad) == pytest.approx(fd, rel=1e-5)
   gq = jax.grad(lambda g: rdp(g, 1.5, 8.0))(0.01)
   assert np.isfinite(float(gq)) and float(gq) > 0
