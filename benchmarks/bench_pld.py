@@ -91,10 +91,12 @@ def main():
   first = pld_epsilon(q, s, STEPS, DELTA)
   np.asarray(first.epsilon)
   t_first = time.perf_counter() - t
-  t = time.perf_counter()
-  res = pld_epsilon(q, s, STEPS, DELTA)
-  eps = np.asarray(res.epsilon)
-  t_run = time.perf_counter() - t
+  t_run = math.inf
+  for _ in range(2):  # the faster of two runs, as for dp_accounting below
+    t = time.perf_counter()
+    res = pld_epsilon(q, s, STEPS, DELTA)
+    eps = np.asarray(res.epsilon)
+    t_run = min(t_run, time.perf_counter() - t)
   grid = dict(
     cells=int(q.size),
     first_call_s=t_first,
