@@ -56,14 +56,34 @@ def draw(n, seed):
   return q, sigma, steps, delta
 
 
+def add_draw_arguments(parser):
+  """``--n``, ``--seed`` (the held-out draw) and ``--json``, shared by the validation scripts."""
+  parser.add_argument("--n", type=int, default=40, help="configurations drawn")
+  parser.add_argument("--seed", type=int, default=2026, help="seed of the draw (held out)")
+  parser.add_argument("--json", help="also write the results to this JSON file")
+
+
+def write_results(path, seed, fields):
+  """Writes ``fields`` to the JSON file ``path``, after the date, machine and versions."""
+  import jaxrdp
+
+  out = {
+    "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+    "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
+    "python": sys.version.split()[0],
+    "jaxrdp": jaxrdp.__version__,
+    "seed": seed,
+    **fields,
+  }
+  with open(path, "w") as f:
+    json.dump(out, f, indent=1)
+
+
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("--n", type=int, default=40, help="configurations drawn")
-  p.add_argument("--seed", type=int, default=2026, help="seed of the draw (held out)")
-  p.add_argument("--json", help="also write the results to this JSON file")
+  add_draw_arguments(p)
   args = p.parse_args(argv)
 
-  import jaxrdp
   from jaxrdp.pld import pld_epsilon
 
   q, sigma, steps, delta = draw(args.n, args.seed)
@@ -117,20 +137,12 @@ def main(argv=None):
   print(f"within {TOLERANCE:g} of the reference: {within} (largest excess {worst:.2e})")
   print(f"references converged to {CONVERGED:g}: {sum(r['converged'] for r in rows)} of {args.n}")
   if args.json:
-    out = {
-      "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-      "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
-      "python": sys.version.split()[0],
-      "jaxrdp": jaxrdp.__version__,
-      "seed": args.seed,
-      "seconds": {str(k): v[2] for k, v in runs.items()},
-      "sound": sound,
-      "within": within,
-      "largest_excess": worst,
-      "rows": rows,
-    }
-    with open(args.json, "w") as f:
-      json.dump(out, f, indent=1)
+    seconds = {str(k): v[2] for k, v in runs.items()}
+    write_results(
+      args.json,
+      args.seed,
+      dict(seconds=seconds, sound=sound, within=within, largest_excess=worst, rows=rows),
+    )
   return 0 if sound and within else 1
 
 

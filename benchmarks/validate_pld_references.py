@@ -36,11 +36,8 @@ Run: PYTHONPATH=. python benchmarks/validate_pld_references.py [--n 40] [--json 
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import multiprocessing as mp
 import os
-import platform
 import sys
 import time
 import warnings
@@ -49,7 +46,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from validate_pld import draw
+from validate_pld import add_draw_arguments, draw, write_results
 
 TOLERANCE = 1e-5
 NOT_LOOSER = 1e-6
@@ -97,12 +94,13 @@ def _run_all(tasks, workers, timeout, memory_gb):
   pending = list(tasks)
   while pending:
     pool = ctx.Pool(workers, initializer=_limit_memory, initargs=(memory_gb,), maxtasksperchild=1)
-    handles = [(kind, i, pool.apply_async(fn, (args,))) for kind, i, fn, args in pending]
+    handles = [(task, pool.apply_async(task[2], (task[3],))) for task in pending]
     pending = []
     hung = False
-    for kind, i, h in handles:
-      if hung:  # the pool was torn down below: resubmit the rest to a new one
-        pending.append(next(t for t in tasks if t[0] == kind and t[1] == i))
+    for task, h in handles:
+      kind, i = task[:2]
+      if hung:  # the pool is torn down below: the rest go to a new one
+        pending.append(task)
         continue
       try:
         out[(kind, i)] = h.get(timeout=timeout)
@@ -122,15 +120,12 @@ def _run_all(tasks, workers, timeout, memory_gb):
 
 def main(argv=None):
   p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  p.add_argument("--n", type=int, default=40, help="configurations drawn")
-  p.add_argument("--seed", type=int, default=2026, help="seed of the draw (held out)")
+  add_draw_arguments(p)
   p.add_argument("--workers", type=int, default=2, help="reference processes")
   p.add_argument("--timeout", type=float, default=300.0, help="seconds per reference")
   p.add_argument("--memory-gb", type=float, default=8.0, help="memory per reference process")
-  p.add_argument("--json", help="also write the results to this JSON file")
   args = p.parse_args(argv)
 
-  import jaxrdp
   from jaxrdp.pld import pld_epsilon
 
   q, sigma, steps, delta = draw(args.n, args.seed)
@@ -207,18 +202,7 @@ def main(argv=None):
   if widths:
     print(f"width of the independent bracket: {min(widths):.1e} to {max(widths):.1e} relative")
   if args.json:
-    out = {
-      "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-      "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
-      "python": sys.version.split()[0],
-      "jaxrdp": jaxrdp.__version__,
-      "seed": args.seed,
-      "sound": sound,
-      "tight": tight,
-      "rows": rows,
-    }
-    with open(args.json, "w") as f:
-      json.dump(out, f, indent=1)
+    write_results(args.json, args.seed, dict(sound=sound, tight=tight, rows=rows))
   return 0 if sound and tight else 1
 
 

@@ -25,6 +25,12 @@ if _OWN_CACHE:
 # (CLI, notebooks, examples) compile many small ones that another process has.
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 
+
+def _with_xla_flag(flag):
+  """The environment's XLA_FLAGS with ``flag`` appended."""
+  return (os.environ.get("XLA_FLAGS", "") + " " + flag).strip()
+
+
 # The suite is mostly XLA compilation. LLVM's optimization level sets how long
 # that takes, and almost never what the programs compute (IEEE arithmetic without
 # fast-math at every level; the whole suite passed at level 1 on 2026-11-28), so
@@ -34,9 +40,7 @@ os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
 # survive; test_pld_double_word.py reruns its checks at the default level in a
 # fresh process. Users and the benchmark scripts run at XLA's default level.
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-  os.environ["XLA_FLAGS"] = (
-    os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
-  ).strip()
+  os.environ["XLA_FLAGS"] = _with_xla_flag("--xla_backend_optimization_level=0")
 
 # XLA:CPU's older loop emitters compile the suite's programs in about half the time
 # of its default fusion emitters (the order search: 1.1 s against 2.3 s; the PLD
@@ -49,7 +53,7 @@ _LEGACY_EMITTERS = "--xla_cpu_use_fusion_emitters=false"
 
 
 def _xla_accepts(flag):
-  env = dict(os.environ, XLA_FLAGS=(os.environ.get("XLA_FLAGS", "") + " " + flag).strip())
+  env = dict(os.environ, XLA_FLAGS=_with_xla_flag(flag))
   env["JAX_PLATFORMS"] = "cpu"
   probe = "import jax.numpy as jnp; (jnp.zeros(2) + 1).block_until_ready()"
   try:
@@ -62,7 +66,7 @@ def _xla_accepts(flag):
 if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", "") and _xla_accepts(
   _LEGACY_EMITTERS
 ):
-  os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + _LEGACY_EMITTERS).strip()
+  os.environ["XLA_FLAGS"] = _with_xla_flag(_LEGACY_EMITTERS)
 
 import jax  # noqa: E402  (after the cache directory and XLA flags are in the environment)
 
