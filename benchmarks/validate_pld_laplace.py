@@ -27,19 +27,23 @@ Run: PYTHONPATH=. python benchmarks/validate_pld_laplace.py [--n 40] [--json FIL
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import time
-import warnings
 
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from validate_pld import add_draw_arguments, draw, write_results
-from validate_pld_references import DEFAULT_INTERVAL, _dp_accounting, _run_all
+from validate_pld import write_results
+from validate_pld_references import (
+  DEFAULT_INTERVAL,
+  _dp_accounting,
+  _run_all,
+  jaxrdp_on_draw,
+  parse_arguments,
+)
 
 TOLERANCE = 1e-5
 # Two resolutions of the reference must agree to this (relative).
@@ -57,22 +61,9 @@ def _laplace(args):
 
 
 def main(argv=None):
-  p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-  add_draw_arguments(p)
-  p.add_argument("--workers", type=int, default=2, help="reference processes")
-  p.add_argument("--timeout", type=float, default=900.0, help="seconds per reference")
-  p.add_argument("--memory-gb", type=float, default=8.0, help="memory per reference process")
-  args = p.parse_args(argv)
-
-  from jaxrdp.pld import pld_epsilon
-
-  q, sigma, steps, delta = draw(args.n, args.seed)
-  start = time.perf_counter()
-  with warnings.catch_warnings():
-    warnings.simplefilter("ignore", RuntimeWarning)
-    res = pld_epsilon(q, sigma, steps, delta)
+  args = parse_arguments(argv, __doc__.splitlines()[0], timeout=900.0)
+  q, sigma, steps, delta, res = jaxrdp_on_draw(args)
   ours, lower = np.asarray(res.epsilon), np.asarray(res.epsilon_lower)
-  print(f"jaxrdp: {time.perf_counter() - start:.1f} s for {args.n} configurations", flush=True)
 
   tasks = []
   for i in range(args.n):
