@@ -41,6 +41,7 @@ it knows of.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -73,6 +74,23 @@ N_MAX = 1 << 18
 WORK_MAX = 1e10
 
 
+def _points_per_unit_im(q, s, a_re, n):
+  """Quadrature points per unit of ``Im z`` for a step to turn ``Im(z) log R(x)`` by at most ``2 pi / 8``."""
+  x, hx = _x_grid(q, s, a_re, n)
+  slope = np.max(np.abs(np.diff(_log_r(x, q, s)))) / hx
+  return (x[-1] - x[0]) * 8.0 * slope / (2.0 * math.pi)
+
+
+def _grid_size(n, need, im):
+  """The least ``n 2^k`` of at least ``need`` points; ValueError beyond ``N_MAX``."""
+  m = n
+  while m < need:
+    m *= 2
+  if m > N_MAX:
+    raise ValueError(f"resolving Im z = {im:.3g} needs more than {N_MAX} points")
+  return m
+
+
 def log_mgf(z, q, s, direction, n=1 << 16):
   """``log M(z)`` (complex, principal branch) of one step for an array of ``z``.
 
@@ -85,24 +103,18 @@ def log_mgf(z, q, s, direction, n=1 << 16):
   a = (1.0 + z) if direction == "remove" else -z
   if np.ptp(a.real) > 0:
     raise ValueError("one real part of z per call")
+  a_re = float(a.real[0])
+  rate = _points_per_unit_im(q, s, a_re, n)
   grids = {}
   out = np.empty(z.shape, complex)
   for i0 in range(0, z.size, 64):
     ai = a[i0 : i0 + 64, None]
-    x, hx = _x_grid(q, s, float(a.real[0]), n)
-    slope = np.max(np.abs(np.diff(_log_r(x, q, s)))) / hx
-    need = (x[-1] - x[0]) * 8.0 * np.max(np.abs(ai.imag)) * slope / (2.0 * math.pi)
-    m = n
-    while m < need:
-      m *= 2
-    if m > N_MAX:
-      raise ValueError(
-        f"resolving Im z = {np.max(np.abs(ai.imag)):.3g} needs more than {N_MAX} points"
-      )
+    im = np.max(np.abs(ai.imag))
+    m = _grid_size(n, rate * im, im)
     if m not in grids:
-      x, hx = _x_grid(q, s, float(a.real[0]), m)
-      grids[m] = (x, hx, _log_r(x, q, s), -x * x / (2.0 * s * s))
-    x, hx, lr, w = grids[m]
+      x, hx = _x_grid(q, s, a_re, m)
+      grids[m] = (hx, _log_r(x, q, s), -x * x / (2.0 * s * s))
+    hx, lr, w = grids[m]
     re = w + ai.real * lr
     top = np.max(re, axis=1, keepdims=True)
     tot = np.sum(np.exp(re - top + 1j * ai.imag * lr), axis=1)
@@ -122,10 +134,15 @@ class _Contour:
   def __init__(self, q, s, steps, eps0, direction, refine=1):
     self.q, self.s, self.steps, self.direction = q, s, steps, direction
     n = (1 << 16) * refine
-    kt = lambda c: steps * log_mgf(c, q, s, direction, n)[0].real
-    obj = lambda c: kt(c) - c * eps0 - math.log(c * (c + 1.0))
+    self.n, self.refine = n, refine
+    # log M(c) of one step at real c, each evaluated once (a quadrature of n points).
+    self.log_m1 = functools.cache(lambda c: log_mgf(c, q, s, direction, n)[0].real)
+    self.obj = lambda c: steps * self.log_m1(c) - c * eps0 - math.log(c * (c + 1.0))
     res = optimize.minimize_scalar(
-      lambda t: obj(math.exp(t)), bounds=(-12.0, 16.0), method="bounded", options={"xatol": 1e-10}
+      lambda t: self.obj(math.exp(t)),
+      bounds=(-12.0, 16.0),
+      method="bounded",
+      options={"xatol": 1e-10},
     )
     c0 = math.exp(res.x)
     cap = (1 << 16) * refine * refine  # most y points
@@ -135,25 +152,25 @@ class _Contour:
     # otherwise ValueError.
     for k in range(12):
       c = c0 * 1.5**k
-      sd, period, y_end = self._scales(kt, obj, c, steps, q, s, direction, n, refine, cap)
-      if y_end is not None or obj(c * 1.5) - obj(c0) > 14.0:
+      period, y_end = self._scales(c, cap)
+      if y_end is not None or self.obj(c * 1.5) - self.obj(c0) > 14.0:
         break
     self.c = c
     self.h = 2.0 * math.pi / period / refine
     if y_end is None:
       raise ValueError(f"the inversion integrand does not decay within {cap} points")
     self.y = self.h * np.arange(int(math.ceil(y_end / self.h)) + 1)
-    log_mgf(c + 1j * self.y[-1:], q, s, direction, n)  # raises now if the end is unresolvable
-    x, hx = _x_grid(q, s, 1.0 + c if direction == "remove" else -c, n)
-    slope = np.max(np.abs(np.diff(_log_r(x, q, s)))) / hx
-    need = (x[-1] - x[0]) * 8.0 * self.y[-1] * slope / (2.0 * math.pi)
+    a_re = 1.0 + c if direction == "remove" else -c
+    need = _points_per_unit_im(q, s, a_re, n) * self.y[-1]
+    _grid_size(n, need, self.y[-1])  # raises now if the end is unresolvable
     if self.y.size * max(need, n) > WORK_MAX:
       raise ValueError(f"the inversion needs more than {WORK_MAX:.0e} integrand evaluations")
     self.log_mt = steps * log_mgf(c + 1j * self.y, q, s, direction, n)
 
-  @staticmethod
-  def _scales(kt, obj, c, steps, q, s, direction, n, refine, cap):
-    """``(sd, period, y_end)`` of the contour at ``c``; ``y_end`` is None if it decays too slowly."""
+  def _scales(self, c, cap):
+    """``(period, y_end)`` of the contour at ``c``; ``y_end`` is None if it decays too slowly."""
+    steps, n = self.steps, self.n
+    kt = lambda c: steps * self.log_m1(c)
     # Standard deviation of the tilted composed loss.
     hc = 1e-4 * c
     var = (kt(c + hc) - 2.0 * kt(c) + kt(c - hc)) / (hc * hc)
@@ -161,16 +178,16 @@ class _Contour:
     # Period 2 pi / h in the loss: above the answer, the tilted distribution
     # has decayed (40 sd); below it, e^{-c P} kills any mass: delta <= 1, and
     # the answer is about e^obj(c) (a Chernoff-type estimate).
-    period = max(40.0 * sd, (40.0 - obj(c)) / c)
-    h = 2.0 * math.pi / period / refine
+    period = max(40.0 * sd, (40.0 - self.obj(c)) / c)
+    h = 2.0 * math.pi / period / self.refine
     # y range: |M(c + iy) / M(c)|^T below e^-50 from there on, probed on a
     # geometric grid up to the cap.
     ys = np.geomspace(0.1 / sd, cap * h, 96)
-    log_m0 = log_mgf(c, q, s, direction, n)[0].real
+    log_m0 = self.log_m1(c)
     last, done = -1, 0
     for i0 in range(0, ys.size, 8):
       try:
-        lm = log_mgf(c + 1j * ys[i0 : i0 + 8], q, s, direction, n).real
+        lm = log_mgf(c + 1j * ys[i0 : i0 + 8], self.q, self.s, self.direction, n).real
       except ValueError:  # beyond what the quadrature resolves
         break
       big = np.nonzero(steps * (lm - log_m0) > -50.0)[0]
@@ -180,8 +197,8 @@ class _Contour:
       if done - last > 16:  # decayed over a factor of (cap h sd)^(16/96) in y
         break
     if last + 1 >= done:
-      return sd, period, None
-    return sd, period, ys[last + 1]
+      return period, None
+    return period, ys[last + 1]
 
   def delta(self, eps):
     if eps >= self.steps * _loss_max(self.q, self.direction):
