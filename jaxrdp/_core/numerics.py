@@ -224,6 +224,38 @@ def raise_subnormal(x):
   return jnp.where(positive_subnormal(x), TINY, x)
 
 
+def log1p_rate_expm1(r, x):
+  """``log(1 + r (e^x - 1)) = log(1 - r + r e^x)`` for ``r`` in ``[0, 1]`` and any real ``x``.
+
+  ``log1p(r expm1(x))`` up to ``x = 1`` (accurate for small ``x``), and
+  ``logaddexp(log(1 - r), log r + x)`` above, which never forms ``e^x`` (it
+  overflows beyond 709); ``x`` itself at ``r = 1``. It is the privacy loss of a
+  Poisson-subsampled mechanism at rate ``r`` whose loss is ``x``, and the
+  amplified epsilon of subsampling. Derivatives stay finite at both ends of ``r``.
+  """
+  low = x <= 1.0
+  near = jnp.log1p(r * jnp.expm1(jnp.where(low, x, 0.0)))
+  inner = (r > 0) & (r < 1)
+  r_s = jnp.where(inner, r, 0.5)
+  far = jnp.logaddexp(jnp.log1p(-r_s), jnp.log(r_s) + jnp.where(low, 1.0, x))
+  far = jnp.where(r >= 1, x, jnp.where(r <= 0, 0.0, far))
+  return jnp.where(r >= 1, x, jnp.where(low, near, far))
+
+
+# Sampling rates in (0, RATE_FLOOR) are computed at RATE_FLOOR. Privacy loss is
+# non-decreasing in the rate (the Sampled Gaussian at rate q is a post-processing
+# of the one at any q' > q: keep its output with probability q / q', else draw the
+# no-sample output afresh), so this is sound, and at 1e-300 every epsilon is 0 and
+# every delta below 1e-290; the kernels' products of rates stay normal floats.
+RATE_FLOOR = 1e-300
+
+
+def floor_rate(q):
+  """``q`` with values in ``(0, RATE_FLOOR)``, subnormals included, raised to RATE_FLOOR."""
+  low = positive_subnormal(q) | ((q > 0) & (q < RATE_FLOOR))
+  return jnp.where(low, RATE_FLOOR, q)
+
+
 def log_subnormal_safe(x):
   """log(x), exact for positive subnormal x too (x = m 2^-1074 with integer m < 2^52)."""
   sub = positive_subnormal(x)

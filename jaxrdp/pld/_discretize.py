@@ -39,6 +39,9 @@ import jax.numpy as jnp
 import jax.scipy.special
 import numpy as np
 
+from .._core.numerics import log1p_rate_expm1
+from ..mechanisms import _sgm_single_step
+
 __all__ = [
   "log_delta_curve",
   "connect_the_dots_general",
@@ -50,10 +53,13 @@ __all__ = [
 
 
 def loss_remove(x, q, sigma):
-  """Privacy loss of the remove direction at output ``x``: ``log(mu(x) / mu0(x))``."""
+  """Privacy loss of the remove direction at output ``x``: ``log(mu(x) / mu0(x))``.
+
+  ``log(1 - q + q e^z)`` with ``z = (2x - 1) / (2 sigma^2)``, formed without
+  ``e^z`` where it would overflow (:func:`jaxrdp._core.numerics.log1p_rate_expm1`).
+  """
   z = (2.0 * x - 1.0) / (2.0 * sigma * sigma)
-  # q = 1: the Gaussian's linear loss (log1p(expm1(z)) would round to -inf for z < -37).
-  return jnp.where(q >= 1.0, z, jnp.log1p(q * jnp.expm1(z)))
+  return log1p_rate_expm1(q, z)
 
 
 def support(q, sigma, z, direction):
@@ -141,25 +147,22 @@ def log_delta_curve(eps, q, sigma, direction):
     is_add = jnp.asarray(direction)
   inv = 1.0 / sigma
   log_q = jnp.log(q)
-  # Remove direction.
-  em1 = jnp.expm1(eps)
-  h = em1 + q
-  full = h <= 0
-  ell_r = jnp.log1p(jnp.where(full, 0.0, em1 / q))  # log(h / q)
+  # Remove direction (the ratio is formed in log space: the loss of a step with
+  # little noise reaches far beyond e^709).
+  full, ell_r = _sgm_single_step.log_remove_ratio(eps, q)  # h <= 0, log(h / q)
   special_r = jnp.log(-jnp.expm1(jnp.minimum(eps, -1e-300)))
   # Add direction.
-  c = jnp.where(q >= 0.5, jnp.exp(-eps) - (1.0 - q), q + jnp.expm1(-eps))
-  positive = c > 0
-  c_s = jnp.where(positive, c, q)
-  ell_a = jnp.where(c_s < 0.5 * q, jnp.log(c_s) - log_q, jnp.log1p((c_s - q) / q))  # log(c / q)
+  positive, log_c, ell_a = _sgm_single_step.log_add_weight(eps, q)  # log c, log(c / q)
+  log_c = jnp.where(positive, log_c, log_q)
+  ell_a = jnp.where(positive, ell_a, 0.0)
   if isinstance(is_add, bool):
     if not is_add:
       x = -sigma * ell_r + 0.5 * inv
       return jnp.where(full, special_r, _log_difference(log_q, x, ell_r, inv))
     x = sigma * ell_a + 0.5 * inv
-    return jnp.where(positive, _log_difference(eps + jnp.log(c_s), x, -ell_a, inv), -jnp.inf)
+    return jnp.where(positive, _log_difference(eps + log_c, x, -ell_a, inv), -jnp.inf)
   x = jnp.where(is_add, sigma * ell_a, -sigma * ell_r) + 0.5 * inv
-  log_w1 = jnp.where(is_add, eps + jnp.log(c_s), log_q)
+  log_w1 = jnp.where(is_add, eps + log_c, log_q)
   log_ratio = jnp.where(is_add, -ell_a, ell_r)
   out = _log_difference(log_w1, x, log_ratio, inv)
   return jnp.where(is_add, jnp.where(positive, out, -jnp.inf), jnp.where(full, special_r, out))
