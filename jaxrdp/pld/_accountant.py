@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from .._core import numerics as _numerics
 from .._core import precision as _precision
 from .._core.validation import check_range, is_concrete
 from . import _kernel, _single_step
@@ -70,15 +71,22 @@ class PldDelta(NamedTuple):
 
 
 def _check_phase(q, sigma, steps, where=""):
-  check_range(f"q{where}", q, lower=0.0, upper=1.0, lower_open=True)
+  check_range(f"q{where}", q, lower=0.0, upper=1.0)
   check_range(f"sigma{where}", sigma, lower=0.0, lower_open=True)
-  check_range(f"steps{where}", steps, lower=1.0, upper=MAX_STEPS)
+  check_range(f"steps{where}", steps, lower=0.0, upper=MAX_STEPS)
   arr = None if not is_concrete(steps) else np.asarray(steps, dtype=np.float64)
   if arr is not None and np.any(arr != np.round(arr)):
     raise ValueError(
-      f"steps{where} must be a whole number in [1, {MAX_STEPS:g}], got "
+      f"steps{where} must be a whole number in [0, {MAX_STEPS:g}], got "
       f"{arr[arr != np.round(arr)].flat[0]!r}"
     )
+
+
+# Epsilons above this are read at this epsilon in delta mode (delta is
+# non-increasing, so the upper bound holds), and the Renyi-DP delta at the real
+# epsilon is taken where smaller; lower bounds become 0. Beyond it the grid's
+# spacing would fall below float64's resolution of epsilon.
+EPS_CAP = 1e4
 
 
 def _check_options(rtol, grid_size, max_grid_size, memory_limit):
@@ -440,6 +448,95 @@ def _rdp_epsilon(q, sigma, steps, delta):
   return RdpAccountant().epsilon(event, delta).epsilon
 
 
+def _rdp_delta(q, sigma, steps, epsilon):
+  """Renyi-DP delta of rows of phases (``(B, P)`` arrays), a certified upper bound."""
+  from ..events import Composed, Gaussian, PoissonSampled, SelfComposed
+  from ..rdp._accountant import RdpAccountant
+
+  event = Composed(
+    tuple(
+      SelfComposed(PoissonSampled(q[:, j], Gaussian(sigma[:, j])), steps[:, j])
+      for j in range(q.shape[1])
+    )
+  )
+  return RdpAccountant().delta(event, epsilon).delta
+
+
+class _Edges(NamedTuple):
+  """Rows answered (partly) outside the composition; see :func:`_regularize`."""
+
+  nothing: jax.Array  # (B,) every phase empty: the answer is 0
+  floored: jax.Array  # (B,) some rate raised to RATE_FLOOR: the lower bound is 0
+  capped: jax.Array  # (B,) delta mode, epsilon above EPS_CAP
+
+
+def _regularize(q, sigma, steps, tgt, mode):
+  """Rows the composition can run, and what :func:`_edge_answers` must fix afterwards.
+
+  A phase with ``q = 0`` or ``steps = 0`` releases nothing: it runs with no steps
+  (its spectrum is 1). A row where every phase is empty runs a stand-in phase
+  and answers 0. Rates in ``(0, RATE_FLOOR)`` run at ``RATE_FLOOR``; epsilons (delta
+  mode) above ``EPS_CAP`` run at ``EPS_CAP``. Invalid values are left alone
+  (their rows become NaN).
+  """
+  # Rates below RATE_FLOOR (subnormals too, which XLA's CPU arithmetic reads as
+  # 0) run at RATE_FLOOR: sound for the upper bounds (see _numerics.floor_rate).
+  floored_q = _numerics.floor_rate(q)
+  empty = (floored_q == 0) | (steps == 0)
+  nothing = jnp.all(empty, axis=-1)
+  floored = jnp.any((floored_q != q) & ~empty, axis=-1)
+  q = jnp.where(empty, 1.0, floored_q)
+  steps = jnp.where(empty, 0.0, steps)
+  stand_in = nothing[:, None] & (jnp.arange(q.shape[1]) == 0)
+  q = jnp.where(stand_in, 1.0, q)
+  sigma = jnp.where(stand_in, 1.0, sigma)
+  steps = jnp.where(stand_in, 1.0, steps)
+  capped = (tgt > EPS_CAP) if mode == "delta" else jnp.zeros_like(nothing)
+  tgt = jnp.where(capped & jnp.isfinite(tgt), EPS_CAP, tgt)
+  if mode == "delta":
+    tgt = jnp.where(jnp.isinf(tgt), EPS_CAP, tgt)
+  return q, sigma, steps, tgt, _Edges(nothing, floored, capped)
+
+
+def _edge_answers(up, low, edges, q, sigma, steps, tgt, mode):
+  """The composed answers with the edge rows of :func:`_regularize` fixed."""
+  low = jnp.where(edges.floored | edges.capped, 0.0, low)
+  if mode == "delta" and is_concrete(tgt) and bool(np.any(np.asarray(edges.capped))):
+    rows = np.nonzero(np.asarray(edges.capped) & ~np.asarray(edges.nothing))[0]
+    if rows.size:
+      rdp = _rdp_delta(q[rows], sigma[rows], steps[rows], tgt[rows])
+      up = up.at[rows].set(jnp.minimum(up[rows], rdp))
+  up = jnp.where(edges.nothing, 0.0, up)
+  low = jnp.where(edges.nothing, 0.0, low)
+  return up, low
+
+
+def _compose_rows(q, sigma, steps, tgt, mode, options):
+  """Certified ``(up, low, ok)`` of rows of phases by composing their PLDs (both directions)."""
+  rtol, grid_size, max_grid_size, memory_limit = options
+  n, plans, reached = _grid_sizes(q, sigma, steps, tgt, mode, rtol, grid_size, max_grid_size)
+  if not reached:
+    warnings.warn(
+      f"the PLD grid needed for rtol={rtol:g} exceeds max_grid_size="
+      f"{max_grid_size}; the result is a certified bound at that size, less "
+      "tight (see the lower bound)",
+      RuntimeWarning,
+      stacklevel=5,
+    )
+  if plans is not None:
+    up2, low2, ok2 = _per_row_sizes(
+      q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, grid_size is None, memory_limit
+    )
+  else:
+    up2, low2, ok2 = _both_directions(q, sigma, steps, tgt, mode, n, memory_limit)
+  # The add/remove value is the larger of the two directions (both certified).
+  up = jnp.max(jnp.asarray(up2), axis=0)
+  if mode == "epsilon":
+    up = jnp.maximum(up, 0.0)
+  low = jnp.clip(jnp.max(jnp.asarray(low2), axis=0), 0.0, up)
+  return up, low, jnp.all(jnp.asarray(ok2), axis=0)
+
+
 def _run(phases, target, mode, rtol, grid_size, max_grid_size, memory_limit):
   _check_options(rtol, grid_size, max_grid_size, memory_limit)
   for i, (q, sigma, steps) in enumerate(phases):
@@ -460,39 +557,36 @@ def _run(phases, target, mode, rtol, grid_size, max_grid_size, memory_limit):
     sigma = jnp.stack(cols[1:-1:3], axis=-1)
     steps = jnp.round(jnp.stack(cols[2:-1:3], axis=-1))
     tgt = cols[-1]
-    n, plans, reached = _grid_sizes(q, sigma, steps, tgt, mode, rtol, grid_size, max_grid_size)
-    if not reached:
-      warnings.warn(
-        f"the PLD grid needed for rtol={rtol:g} exceeds max_grid_size="
-        f"{max_grid_size}; the result is a certified bound at that size, less "
-        "tight (see the lower bound)",
-        RuntimeWarning,
-        stacklevel=4,
-      )
-    if plans is not None:
-      up2, low2, ok2 = _per_row_sizes(
-        q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, grid_size is None, memory_limit
-      )
+    q, sigma, steps, tgt, edges = _regularize(q, sigma, steps, tgt, mode)
+    options = (rtol, grid_size, max_grid_size, memory_limit)
+    if all(is_concrete(x) for x in (q, sigma, steps, tgt)) and q.shape[1] == 1:
+      # One step needs no composition: those rows are solved from the closed form.
+      one = np.asarray(steps[:, 0] == 1.0)
+      up, low, ok = jnp.zeros(size), jnp.zeros(size), jnp.ones(size, bool)
+      rows = np.nonzero(~one)[0]
+      if rows.size:
+        parts = _compose_rows(q[rows], sigma[rows], steps[rows], tgt[rows], mode, options)
+        up, low, ok = (x.at[rows].set(y) for x, y in zip((up, low, ok), parts))
+      rows = np.nonzero(one)[0]
+      if rows.size:
+        parts = _single_step.exact(q[rows, 0], sigma[rows, 0], tgt[rows], mode)
+        up, low = (x.at[rows].set(y) for x, y in zip((up, low), parts))
     else:
-      up2, low2, ok2 = _both_directions(q, sigma, steps, tgt, mode, n, memory_limit)
-    # The add/remove value is the larger of the two directions (both certified).
-    up = jnp.max(jnp.asarray(up2), axis=0)
-    if mode == "epsilon":
-      up = jnp.maximum(up, 0.0)
-    low = jnp.clip(jnp.max(jnp.asarray(low2), axis=0), 0.0, up)
-    may_have_one_step = not is_concrete(steps) or bool(np.any(np.asarray(steps) == 1.0))
-    if q.shape[1] == 1 and may_have_one_step:
-      # One step: the exact interval from the closed-form curve.
-      up, low = _single_step.refine(q[:, 0], sigma[:, 0], steps[:, 0], tgt, up, low, mode)
-    ok = jnp.all(jnp.asarray(ok2), axis=0)
+      up, low, ok = _compose_rows(q, sigma, steps, tgt, mode, options)
+      if q.shape[1] == 1:
+        # One step: the exact interval from the closed-form curve.
+        up, low = _single_step.refine(q[:, 0], sigma[:, 0], steps[:, 0], tgt, up, low, mode)
+    up, low = _edge_answers(up, low, edges, q, sigma, steps, cols[-1], mode)
     invalid = jnp.zeros(size, bool)
     for a in cols[:-1:3]:
-      invalid |= ~((a > 0) & (a <= 1))
+      invalid |= ~((a >= 0) & (a <= 1))
     for a in cols[1:-1:3]:
       invalid |= ~(a > 0)
     for a in cols[2:-1:3]:
-      invalid |= ~((a >= 1) & (a <= MAX_STEPS))
-    invalid |= ~((tgt > 0) & (tgt < 1)) if mode == "epsilon" else ~(tgt[:size] >= 0)
+      # (a traced non-integer count of steps is invalid, not rounded to fewer steps)
+      invalid |= ~((a >= 0) & (a <= MAX_STEPS) & (a == jnp.round(a)))
+    t_in = cols[-1]
+    invalid |= ~((t_in > 0) & (t_in < 1)) if mode == "epsilon" else ~(t_in >= 0)
     up = jnp.where(invalid, jnp.nan, up)
     low = jnp.where(invalid, jnp.nan, low)
     if mode == "epsilon" and is_concrete(up):
@@ -518,9 +612,8 @@ def _run(phases, target, mode, rtol, grid_size, max_grid_size, memory_limit):
       )
     return up.reshape(shape), low.reshape(shape)
 
-  diff = tuple(leaves)
-  out = _precision.elementwise_float64(kernel, diff)
-  return out
+  # The lower bounds are rounded down, the upper ones up, when cast to float32.
+  return _precision.elementwise_float64(kernel, tuple(leaves), down=(False, True))
 
 
 def pld_epsilon(

@@ -21,6 +21,8 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
+from .._core import precision as _precision
+from .._core.validation import check_range
 from ..events._events import Composed, Gaussian, NoOp, PoissonSampled, SelfComposed, validate_event
 from ._accountant import (
   DEFAULT_RTOL,
@@ -32,6 +34,13 @@ from ._accountant import (
 )
 
 __all__ = ["PldAccountant", "PldState", "event_phases"]
+
+
+def _zeros(like):
+  """Upper and lower bound 0 (nothing released), float64 as every answer, of ``like``'s shape."""
+  with _precision.Float64Scope() as scope:
+    zero = jnp.zeros(jnp.shape(like), jnp.float64)
+  return scope.finalize((zero, zero), (False, True))
 
 
 class PldState(NamedTuple):
@@ -111,15 +120,15 @@ class PldAccountant:
   def get_epsilon(self, state: PldState, delta: ArrayLike) -> PldEpsilon:
     """Tight epsilon at ``delta`` of everything composed into ``state``."""
     if not state.phases:
-      zero = jnp.zeros(jnp.shape(delta))
-      return PldEpsilon(zero, zero)
+      check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
+      return PldEpsilon(*_zeros(delta))
     return pld_epsilon_phases(list(state.phases), delta, **self._options())
 
   def get_delta(self, state: PldState, epsilon: ArrayLike) -> PldDelta:
     """Tight delta at ``epsilon`` of everything composed into ``state``."""
     if not state.phases:
-      zero = jnp.zeros(jnp.shape(epsilon))
-      return PldDelta(zero, zero)
+      check_range("epsilon", epsilon, lower=0.0)
+      return PldDelta(*_zeros(epsilon))
     return pld_delta_phases(list(state.phases), epsilon, **self._options())
 
   def epsilon(self, event: Any, delta: ArrayLike) -> PldEpsilon:
