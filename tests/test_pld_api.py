@@ -15,12 +15,12 @@ N = 2**12  # a small fixed grid: these tests check plumbing, not the last digit
 @pytest.mark.parametrize(
   "kwargs, name",
   [
-    (dict(q=0.0), "q"),
+    (dict(q=-0.1), "q"),
     (dict(q=1.5), "q"),
     (dict(q=float("nan")), "q"),
     (dict(sigma=0.0), "sigma"),
     (dict(sigma=-1.0), "sigma"),
-    (dict(steps=0), "steps"),
+    (dict(steps=-1), "steps"),
     (dict(steps=2.5), "steps"),
     (dict(steps=1e8), "steps"),
     (dict(delta=0.0), "delta"),
