@@ -144,11 +144,13 @@ def test_default_orders_match_dpsgd_epsilon():
   assert np.any(order != np.round(order))
 
 
-def test_json_non_finite_becomes_null():
+def test_json_non_finite_is_named():
+  # Strict JSON has no inf: it is the string "inf" (not null, which says nothing).
   res = jaxrdp.sweep(q=[0.5], sigma=[0.0, 1.0], steps=10, orders=ORDERS)
   assert np.isinf(res.epsilon[0, 0, 0, 0])
   back = json.loads(res.to_json())
-  assert back["epsilon"][0][0][0][0] is None
+  assert back["epsilon"][0][0][0][0] == "inf"
+  assert isinstance(back["epsilon"][0][1][0][0], float)
 
 
 def test_to_pandas_optional(q_sweep, monkeypatch):
