@@ -181,6 +181,9 @@ def _build_parser() -> _Parser:
     prog="jaxrdp",
     description="Renyi-DP accounting for DP-SGD (Sampled Gaussian Mechanism) in JAX.",
   )
+  from ._version import __version__
+
+  parser.add_argument("--version", action="version", version=f"jaxrdp {__version__}")
   sub = parser.add_subparsers(
     dest="command", required=True, parser_class=_Parser, metavar="{epsilon,delta,calibrate,sweep}"
   )

@@ -386,3 +386,8 @@ def test_json_and_csv_name_non_finite_numbers(capsys):
   assert float(row["epsilon"]) == float("inf")
   code, out, _ = run(["epsilon", "--help"], capsys)
   assert '"inf"' in out
+
+
+def test_version(capsys):
+  code, out, _ = run(["--version"], capsys)
+  assert code == 0 and out.strip() == f"jaxrdp {jaxrdp.__version__}"
