@@ -450,6 +450,7 @@ def _truncated_epsilon(cols, args, parser, scheme):
   import numpy as np
 
   from .rdp._dpsgd import dpsgd_epsilon
+  from .rdp._sampling import TruncationError
 
   if "dataset_size" not in cols:
     parser.error("argument --capacity: needs --dataset-size and --batch-size")
@@ -466,11 +467,38 @@ def _truncated_epsilon(cols, args, parser, scheme):
         accountant=args.accountant,
         **scheme,
       )
+    except TruncationError as e:
+      parser.error(
+        _capacity_advice(
+          e, int(cols["dataset_size"][i]), cols["q"][i], cols["steps"][i], cols["delta"][i]
+        )
+      )
     except ValueError as e:
       parser.error(f"argument --capacity: {e}")
     for k, v in r._asdict().items():
       fields.setdefault(k, []).append(float(v))
   return type(r)(**{k: np.asarray(v) for k, v in fields.items()})
+
+
+def _capacity_advice(error, n: int, q: float, steps: float, delta: float) -> str:
+  """The --capacity error in the user's terms: what happened and a capacity that works."""
+  from .train._samplers import default_capacity
+
+  text = (
+    f"argument --capacity: {error.capacity} is too small for this run: batches larger "
+    f"than {error.capacity} are truncated so often over {int(steps):,} steps (probability "
+    f"up to {min(error.eta, 1.0):.2g}) that it uses up --delta {delta:g}; give a larger --capacity"
+  )
+  try:
+    suggested = default_capacity(n, float(q), int(steps), float(delta))
+  except ValueError:
+    return text
+  if suggested > error.capacity:
+    text += (
+      f", e.g. --capacity {suggested} (truncation then costs at most 0.1% of delta "
+      "for any epsilon up to 16)"
+    )
+  return text
 
 
 def _cmd_epsilon(args, parser) -> int:

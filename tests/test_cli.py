@@ -391,3 +391,14 @@ def test_json_and_csv_name_non_finite_numbers(capsys):
 def test_version(capsys):
   code, out, _ = run(["--version"], capsys)
   assert code == 0 and out.strip() == f"jaxrdp {jaxrdp.__version__}"
+
+
+def test_capacity_error_says_what_to_change(capsys):
+  # Batches of mean 256 capped at 330: the truncation term uses up delta.
+  code, out, err = run(["epsilon", *MNIST_DATA, "--capacity", "330"], capsys)
+  assert code == 2 and out == ""
+  (line,) = err.strip().splitlines()
+  assert "--capacity" in line and "larger" in line and "jaxrdp.train" not in line
+  suggested = int(line.split("e.g. --capacity ")[1].split()[0])
+  code, out, err = run(["epsilon", *MNIST_DATA, "--capacity", str(suggested)], capsys)
+  assert code == 0, err
