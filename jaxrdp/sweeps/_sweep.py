@@ -47,7 +47,7 @@ from ..mechanisms._sgm import _rdp_f64
 from ..rdp import _sampling
 from .._core.progress import progress_bar
 from ..sweeps._table import format_number, format_table, pick_indices
-from .._core.validation import StaticArray
+from .._core.validation import StaticArray, check_real
 
 __all__ = ["SweepResult", "sweep"]
 
@@ -274,6 +274,10 @@ class SweepResult:
 
 def _axis(name: str, value, *, lo=None, hi=None, lo_open=False, hi_open=False, integer=False):
   """1-D float64 numpy axis with values checked against the allowed range."""
+  known = (str, bytes, bool, int, float, list, tuple, np.ndarray, np.generic, jax.Array)
+  if not isinstance(value, known) and (hasattr(value, "__array__") or hasattr(value, "__iter__")):
+    value = np.asarray(value)  # a range, a pandas Series, ...: checked by dtype below
+  check_real(name, value)  # a TypeError for str, bytes, bools, Decimal, Fraction, ...
   arr = np.atleast_1d(np.asarray(value, dtype=np.float64))
   if arr.ndim != 1 or arr.size == 0:
     raise ValueError(f"{name} must be a scalar or a non-empty 1-D sequence")
