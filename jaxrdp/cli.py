@@ -9,8 +9,13 @@
 
 Every numeric option takes one or more values; several values give the outer-product
 grid, evaluated in one vectorized call. Output is a readable table, or `--json` /
-`--csv` on stdout. Bad arguments exit with status 2 and a one-line message naming the
-argument. Heavy modules (jax, matplotlib) are imported only once the arguments parse.
+`--csv` on stdout. The table rounds every bound to publish (epsilon, delta) up and a
+calibrated parameter in the direction that keeps the budget (sigma up; steps, epochs,
+q and batch size down), exactly; JSON and CSV carry the exact floats, with an
+infinite or undefined value as the string "inf", "-inf" or "nan". Bad arguments exit
+with status 2 and a one-line message naming the argument. Heavy modules (jax,
+matplotlib) are imported only once the arguments parse. `jaxrdp --version` prints
+the version.
 """
 
 from __future__ import annotations
@@ -81,8 +86,17 @@ def _count(text: str) -> int:
 
 def _add_output(p: argparse.ArgumentParser) -> None:
   group = p.add_mutually_exclusive_group()
-  group.add_argument("--json", action="store_true", help="print JSON (a list of records)")
-  group.add_argument("--csv", action="store_true", help="print CSV with a header row")
+  group.add_argument(
+    "--json",
+    action="store_true",
+    help='print JSON (a list of records); numbers are exact, and an infinite or '
+    'undefined one is the string "inf", "-inf" or "nan" (JSON has no such numbers)',
+  )
+  group.add_argument(
+    "--csv",
+    action="store_true",
+    help="print CSV with a header row (exact numbers; inf, -inf and nan as such)",
+  )
 
 
 def _add_values(g, flag: str, kind, metavar: str, help: str, **kwargs) -> None:
@@ -167,6 +181,9 @@ def _build_parser() -> _Parser:
     prog="jaxrdp",
     description="Renyi-DP accounting for DP-SGD (Sampled Gaussian Mechanism) in JAX.",
   )
+  from ._version import __version__
+
+  parser.add_argument("--version", action="version", version=f"jaxrdp {__version__}")
   sub = parser.add_subparsers(
     dest="command", required=True, parser_class=_Parser, metavar="{epsilon,delta,calibrate,sweep}"
   )
@@ -317,27 +334,36 @@ def _derived(cols: dict) -> dict:
   return out
 
 
-def _emit(cols: dict, args, *, note: str | None = None) -> None:
-  """Print equal-length columns as a table, JSON records or CSV."""
-  import numpy as np
+def _json_value(x):
+  """A JSON/CSV value: the string itself, an int when exact, a float, or "inf",
+  "-inf", "nan" for the non-finite numbers (strict JSON has no literal for them)."""
+  if isinstance(x, str):
+    return x
+  x = float(x)
+  if math.isnan(x):
+    return "nan"
+  if math.isinf(x):
+    return "inf" if x > 0 else "-inf"
+  return int(x) if x == int(x) and abs(x) < 2**53 else x
 
+
+def _emit(cols: dict, args, *, directions: dict | None = None, note: str | None = None) -> None:
+  """Print equal-length columns as a table, JSON records or CSV.
+
+  ``directions`` maps a column to how its table cells are rounded: +1 up, -1 down
+  (exactly, ``jaxrdp.sweeps._table.round_decimal``); the other columns (the
+  inputs) are printed to nearest. JSON and CSV carry every float exactly (repr).
+  """
   from .sweeps._table import format_number, format_table
 
   names = list(cols)
   n = len(next(iter(cols.values()))) if cols else 0
-
-  def value(x):
-    if isinstance(x, str):
-      return x
-    x = float(x)
-    if not math.isfinite(x):
-      return None
-    return int(x) if x == int(x) and abs(x) < 2**53 else x
+  directions = directions or {}
 
   if args.json:
     import json
 
-    records = [{k: value(cols[k][i]) for k in names} for i in range(n)]
+    records = [{k: _json_value(cols[k][i]) for k in names} for i in range(n)]
     print(json.dumps(records, indent=2, allow_nan=False))
   elif args.csv:
     import csv
@@ -345,26 +371,27 @@ def _emit(cols: dict, args, *, note: str | None = None) -> None:
     writer = csv.writer(sys.stdout, lineterminator="\n")
     writer.writerow(names)
     for i in range(n):
-      row = [value(cols[k][i]) for k in names]
-      writer.writerow(["" if v is None else (v if isinstance(v, str) else repr(v)) for v in row])
+      row = [_json_value(cols[k][i]) for k in names]
+      writer.writerow([v if isinstance(v, str) else repr(v) for v in row])
   else:
-    # Bounds to publish are printed with 5 significant digits, rounded up (lower
-    # bounds rounded down), so that the table never shows less privacy loss
-    # than was computed.
-    bound = {"epsilon": 1, "delta": 1, "epsilon_lower": -1, "delta_lower": -1}
-
+    # A bound to publish (epsilon, delta) is printed with 5 significant digits,
+    # rounded up (a lower bound down); a calibrated parameter with 4, rounded in
+    # the direction that keeps the budget; so that the table never shows less
+    # privacy loss than was computed.
     def cell(k, x):
       if isinstance(x, str):
         return x
-      if k in bound:
-        return format_number(x, digits=5, direction=bound[k])
+      if k in directions:
+        return format_number(x, digits=5 if k in _BOUNDS else 4, direction=directions[k])
       return format_number(x)
 
     rows = [[cell(k, cols[k][i]) for k in names] for i in range(n)]
     print(format_table(names, rows))
   if note:
     print(note, file=sys.stderr)
-  del np
+
+
+_BOUNDS = ("epsilon", "delta", "epsilon_lower", "delta_lower")
 
 
 # --------------------------------------------------------------------------------------
@@ -395,7 +422,7 @@ def _cmd_accountant(args, parser, given: str, value: str) -> int:
   else:  # a certified interval: the value to publish, and the lower bound
     cols[value] = np.asarray(getattr(res, value))
     cols[value + "_lower"] = np.asarray(getattr(res, value + "_lower"))
-  _emit(cols, args)
+  _emit(cols, args, directions={value: 1, value + "_lower": -1})
   return 0
 
 
@@ -423,6 +450,7 @@ def _truncated_epsilon(cols, args, parser, scheme):
   import numpy as np
 
   from .rdp._dpsgd import dpsgd_epsilon
+  from .rdp._sampling import TruncationError
 
   if "dataset_size" not in cols:
     parser.error("argument --capacity: needs --dataset-size and --batch-size")
@@ -439,11 +467,38 @@ def _truncated_epsilon(cols, args, parser, scheme):
         accountant=args.accountant,
         **scheme,
       )
+    except TruncationError as e:
+      parser.error(
+        _capacity_advice(
+          e, int(cols["dataset_size"][i]), cols["q"][i], cols["steps"][i], cols["delta"][i]
+        )
+      )
     except ValueError as e:
       parser.error(f"argument --capacity: {e}")
     for k, v in r._asdict().items():
       fields.setdefault(k, []).append(float(v))
   return type(r)(**{k: np.asarray(v) for k, v in fields.items()})
+
+
+def _capacity_advice(error, n: int, q: float, steps: float, delta: float) -> str:
+  """The --capacity error in the user's terms: what happened and a capacity that works."""
+  from .train._samplers import default_capacity
+
+  text = (
+    f"argument --capacity: {error.capacity} is too small for this run: batches larger "
+    f"than {error.capacity} are truncated so often over {int(steps):,} steps (probability "
+    f"up to {min(error.eta, 1.0):.2g}) that it uses up --delta {delta:g}; give a larger --capacity"
+  )
+  try:
+    suggested = default_capacity(n, float(q), int(steps), float(delta))
+  except ValueError:
+    return text
+  if suggested > error.capacity:
+    text += (
+      f", e.g. --capacity {suggested} (truncation then costs at most 0.1% of delta "
+      "for any epsilon up to 16)"
+    )
+  return text
 
 
 def _cmd_epsilon(args, parser) -> int:
@@ -534,6 +589,15 @@ def _cmd_calibrate(args, parser) -> int:
   if args.accountant == "rdp":
     table["order"] = np.asarray(res.order)
   if not (args.json or args.csv):
+    if "dataset_size" in cols and ("epochs" in out or "batch_size" in out):
+      # The exact ratios (epochs T B / N, or q = B / N), rounded down with no float
+      # rounding in between.
+      k, a, b = (
+        ("epochs", table["steps"], cols["batch_size"])
+        if "epochs" in out
+        else ("q", table["batch_size"], np.ones(feasible.size))
+      )
+      table[k] = [_ratio(*abnx) for abnx in zip(a, b, cols["dataset_size"], table[k])]
     for k in out:
       table[k] = [("infeasible" if not f else x) for x, f in zip(table[k], feasible)]
   if args.json or args.csv:
@@ -551,8 +615,25 @@ def _cmd_calibrate(args, parser) -> int:
       "the budget (an epsilon at or below the infinite-noise floor of the RDP "
       "conversion cannot be met)"
     )
-  _emit(table, args, note=note)
+  # Rounded so that the printed numbers keep the budget: the solved parameter
+  # (sigma up; steps, epochs, q and the batch size down) and the achieved value up.
+  directions = {k: (1 if solve == "sigma" else -1) for k in out}
+  if "epochs" in out:
+    directions["epochs"] = -1
+  directions[tgt] = 1
+  _emit(table, args, directions=directions, note=note)
   return 0
+
+
+def _ratio(a, b, n, fallback):
+  """The exact ``a * b / n`` as a Fraction where a, b and n are finite integers, else
+  ``fallback``."""
+  from fractions import Fraction
+
+  a, b, n = float(a), float(b), float(n)
+  if not all(math.isfinite(v) and v == int(v) for v in (a, b, n)) or n <= 0:
+    return fallback
+  return Fraction(int(a) * int(b), int(n))
 
 
 def _sweep_axes(args, parser) -> dict:

@@ -295,3 +295,48 @@ def test_gathered_gradient_noise_std():
     expected_batch_size=4.0,
   )
   assert float(jnp.std(g)) == pytest.approx(1.5 * 2.0 / 4.0, rel=0.03)
+
+
+def test_samplers_refuse_non_numbers_and_name_the_argument():
+  # As jaxrdp.dpsgd_epsilon does: "0.1", b"0.1", Decimal, Fraction, a bool and a
+  # longdouble are refused, not converted (a Decimal or Fraction rounded to a float
+  # can land below the value given; q=True is not a rate of 1).
+  import decimal
+  import fractions
+
+  bad = ["0.1", b"0.1", decimal.Decimal("0.1"), fractions.Fraction(1, 10), True, np.longdouble(0.1)]
+  for x in bad:
+    with pytest.raises(TypeError, match="^q must"):
+      PoissonSampler(n=100, q=x, capacity=10)
+    with pytest.raises(TypeError, match="^q must"):
+      truncation_delta(100, x, 10, 10)
+    with pytest.raises(TypeError, match="^q must"):
+      default_capacity(100, x, 10, 1e-5)
+    with pytest.raises(TypeError, match="^delta must"):
+      default_capacity(100, 0.1, 10, x)
+    with pytest.raises(TypeError, match="^fraction must"):
+      default_capacity(100, 0.1, 10, 1e-5, fraction=x)
+  for x in ["10", b"10", decimal.Decimal(10), fractions.Fraction(10), True]:
+    with pytest.raises(TypeError, match="^capacity must"):
+      PoissonSampler(n=100, q=0.1, capacity=x)
+    with pytest.raises(TypeError, match="^batch_size must"):
+      FixedSizeSampler(n=100, batch_size=x)
+    with pytest.raises(TypeError, match="^steps must"):
+      truncation_delta(100, 0.1, 10, x)
+
+
+def test_seed_must_fit_an_int64():
+  # The train state and its checkpoints store the seed as an int64: 2**63 used to be
+  # accepted here and fail later in sampler_state with OverflowError.
+  from jaxrdp.train._sampled_step import sampler_from_state, sampler_state
+
+  for make in (
+    lambda s: PoissonSampler(n=100, q=0.1, capacity=10, seed=s),
+    lambda s: FixedSizeSampler(n=100, batch_size=10, seed=s),
+    lambda s: ShuffleSampler(n=100, batch_size=10, seed=s),
+  ):
+    for seed in (2**63, 2**64 + 5, -1):
+      with pytest.raises(ValueError, match="^seed must be in \\[0, 2\\*\\*63 - 1\\]"):
+        make(seed)
+    top = make(2**63 - 1)
+    assert sampler_from_state(sampler_state(top)) == top

@@ -50,25 +50,39 @@ def concrete_or_none(x):
     raise ValueError(f"could not convert argument to a float array: {e}") from None
 
 
-_REAL_KINDS = "biuf"  # numpy dtype kinds accepted: bool, integers, floats
+_REAL_KINDS = "iuf"  # numpy dtype kinds accepted: integers, floats
+
+
+def _holds_bool(x) -> bool:
+  """True if the nested list or tuple ``x`` has a bool among its elements."""
+  return any(
+    isinstance(e, (bool, np.bool_)) or (isinstance(e, (list, tuple)) and _holds_bool(e)) for e in x
+  )
 
 
 def check_real(name: str, x) -> None:
   """Raises TypeError unless ``x`` is a real number or an array (or nested list) of them.
 
-  Strings, None, complex numbers, Decimal, Fraction, dicts and other objects are
-  refused here, with the argument's name, instead of failing later inside JAX
-  (or, for Decimal and Fraction, being rounded to the nearest float, which can
-  be below the value given). A Python int too large for float64 raises ValueError.
+  Strings, bytes, None, booleans (``q=True`` is not a rate of 1), complex numbers,
+  Decimal, Fraction, dicts and other objects are refused here, with the argument's
+  name, instead of failing later inside JAX (or, for Decimal and Fraction, being
+  rounded to the nearest float, which can be below the value given). So are floats
+  wider than float64 (``np.longdouble``): JAX has no such type, and rounding them to
+  float64 can land below the value given. A Python int too large for float64 raises
+  ValueError.
   """
   if not is_concrete(x):
     return
   allowed = "a real number (int or float) or an array or list of them"
+  if isinstance(x, (bool, np.bool_)):
+    raise TypeError(f"{name} must be {allowed}, got a bool ({x!r})")
   if isinstance(x, (jax.Array, np.ndarray, np.generic)):
     kind = np.dtype(x.dtype).kind
-  elif isinstance(x, (bool, int, float)):
+  elif isinstance(x, (int, float)):
     kind = "f"
   elif isinstance(x, (list, tuple)):
+    if _holds_bool(x):  # np.asarray([1.0, True]) would read True as 1.0
+      raise TypeError(f"{name} must be {allowed}, got {type(x).__name__} with a bool element")
     try:
       kind = np.asarray(x).dtype.kind
     except (TypeError, ValueError, OverflowError):
@@ -79,6 +93,12 @@ def check_real(name: str, x) -> None:
     raise TypeError(
       f"{name} must be {allowed}, got {type(x).__name__} with "
       f"{'elements of dtype ' + str(np.asarray(x).dtype) if kind != 'O' else 'non-numeric or oversized elements'}"
+    )
+  if kind == "f" and not isinstance(x, (int, float)) and np.asarray(x).dtype.itemsize > 8:
+    raise TypeError(
+      f"{name} must be at most float64 precision, got {np.asarray(x).dtype} "
+      "(np.longdouble): JAX computes in float64; convert it, knowing that rounding to "
+      "float64 can go either way"
     )
   try:
     np.asarray(x, dtype=np.float64)

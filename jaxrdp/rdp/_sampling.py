@@ -324,6 +324,20 @@ def scheme_dpsgd(
 # Truncated Poisson: the epsilon of a run whose batches are capped at a capacity.
 
 
+class TruncationError(ValueError):
+  """Raised when the truncation term of capped Poisson batches alone uses up delta.
+
+  Attributes:
+    eta: the truncation term T P[Binomial(n + 1, q) > capacity].
+    capacity: the capacity that truncates too often.
+  """
+
+  def __init__(self, message: str, *, eta: float, capacity: int):
+    super().__init__(message)
+    self.eta = eta
+    self.capacity = capacity
+
+
 def truncated_poisson_epsilon(
   epsilon_at, q, steps, delta, *, capacity, dataset_size, max_iterations: int = 8
 ) -> EpsilonResult:
@@ -346,8 +360,8 @@ def truncated_poisson_epsilon(
     dataset_size: n (int >= 1).
 
   Raises:
-    ValueError: naming ``capacity``/``dataset_size``/``steps`` when invalid, or if
-      the truncation term alone uses up delta.
+    ValueError: naming ``capacity``/``dataset_size``/``steps`` when invalid, or
+      (:class:`TruncationError`) if the truncation term alone uses up delta.
   """
   from ..train._samplers import truncated_poisson_delta, truncation_delta
 
@@ -372,9 +386,11 @@ def truncated_poisson_epsilon(
     # Twice the term: the next epsilon (at a smaller delta') is larger, and the
     # margin lets it grow by up to log 2 and still pass the check.
     d = (delta - 2.0 * (1.0 + math.exp(eps)) * eta) * (1.0 - 1e-15)  # below delta, even for eta ~ 0
-  raise ValueError(
+  raise TruncationError(
     f"the truncation term (eta = {eta:.3g}) uses up delta = {delta:g} at capacity "
-    f"{capacity}: raise capacity (jaxrdp.train.default_capacity)"
+    f"{capacity}: raise capacity (jaxrdp.train.default_capacity)",
+    eta=eta,
+    capacity=int(capacity),
   )
 
 

@@ -47,7 +47,7 @@ from ..mechanisms._sgm import _rdp_f64
 from ..rdp import _sampling
 from .._core.progress import progress_bar
 from ..sweeps._table import format_number, format_table, pick_indices
-from .._core.validation import StaticArray
+from .._core.validation import StaticArray, check_real
 
 __all__ = ["SweepResult", "sweep"]
 
@@ -59,10 +59,13 @@ _DEFAULT_CHUNK = 1 << 14
 
 
 def _json_safe(a: np.ndarray):
-  # JSON has no NaN/inf: non-finite numbers become null.
+  # JSON has no NaN or inf: they become the strings "nan", "inf" and "-inf" (as in
+  # the CLI's --json), which say what the number is where null would not.
   a = np.asarray(a, dtype=np.float64)
-  obj = np.where(np.isfinite(a), a, np.nan).astype(object)
-  obj[~np.isfinite(a)] = None
+  obj = a.astype(object)
+  obj[np.isnan(a)] = "nan"
+  obj[np.isposinf(a)] = "inf"
+  obj[np.isneginf(a)] = "-inf"
   return obj.tolist()
 
 
@@ -148,7 +151,8 @@ class SweepResult:
   def to_dict(self) -> dict:
     """JSON-ready dict: dims, axes, and nested lists of epsilon, order, q, steps.
 
-    Non-finite numbers (an infinite epsilon, say) become None.
+    Non-finite numbers (an infinite epsilon, say) become the strings ``"inf"``,
+    ``"-inf"`` and ``"nan"`` (strict JSON has no literal for them).
     """
     shape = self.shape
     return {
@@ -203,7 +207,7 @@ class SweepResult:
     return pd.DataFrame(self.columns())
 
   def table(self, max_rows: int = 48, max_cols: int = 8) -> str:
-    """Readable text table of epsilon.
+    """Readable text table of epsilon, each value rounded up to 4 significant digits.
 
     With a steps or epochs axis of several values, rows are the other varying axes
     and columns are the durations; long axes are thinned to round values (see
@@ -244,7 +248,7 @@ class SweepResult:
         label = [
           format_number(self.axes[k][keep[k][i]]) for k, i in zip(rest, idx) if k in row_axes
         ]
-        rows.append(label + [format_number(x) for x in eps[idx]])
+        rows.append(label + [format_number(x, direction=1) for x in eps[idx]])
       lines.append("epsilon:")
       lines.append(format_table(headers, rows))
     else:
@@ -254,7 +258,9 @@ class SweepResult:
         label = [
           format_number(self.axes[k][keep[k][i]]) for k, i in zip(dims, idx) if k in row_axes
         ]
-        rows.append(label + [format_number(sub_eps[idx]), format_number(sub_order[idx])])
+        rows.append(
+          label + [format_number(sub_eps[idx], direction=1), format_number(sub_order[idx])]
+        )
       lines.append(format_table(headers, rows))
     shown = sub_eps.size
     if shown < self.size:
@@ -268,6 +274,10 @@ class SweepResult:
 
 def _axis(name: str, value, *, lo=None, hi=None, lo_open=False, hi_open=False, integer=False):
   """1-D float64 numpy axis with values checked against the allowed range."""
+  known = (str, bytes, bool, int, float, list, tuple, np.ndarray, np.generic, jax.Array)
+  if not isinstance(value, known) and (hasattr(value, "__array__") or hasattr(value, "__iter__")):
+    value = np.asarray(value)  # a range, a pandas Series, ...: checked by dtype below
+  check_real(name, value)  # a TypeError for str, bytes, bools, Decimal, Fraction, ...
   arr = np.atleast_1d(np.asarray(value, dtype=np.float64))
   if arr.ndim != 1 or arr.size == 0:
     raise ValueError(f"{name} must be a scalar or a non-empty 1-D sequence")

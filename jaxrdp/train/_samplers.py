@@ -39,10 +39,14 @@ as an argument; the dataset itself may live on the host (gather there, see
 from __future__ import annotations
 
 import dataclasses
+import decimal
+import fractions
 import math
 import operator
 
 import numpy as np
+
+from .._core.validation import check_real
 
 __all__ = [
   "PoissonSampler",
@@ -59,7 +63,17 @@ _STREAM_FIXED = 0x4658
 _STREAM_SHUFFLE = 0x5348
 
 
+#: The largest seed: the train state and its checkpoints store it as an int64.
+MAX_SEED = 2**63 - 1
+
+
 def _check_int(name, value, low, high=None):
+  """``value`` as a Python int in [low, high], or an error naming ``name``.
+
+  TypeError for what is not a number (a str, bytes, a bool, Decimal, Fraction);
+  ValueError for a number that is not an integer or lies outside the range."""
+  if isinstance(value, (bool, np.bool_, str, bytes, decimal.Decimal, fractions.Fraction)):
+    raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
   try:
     v = operator.index(value)
   except TypeError:
@@ -70,8 +84,28 @@ def _check_int(name, value, low, high=None):
   return v
 
 
+def _check_seed(seed):
+  if isinstance(seed, (int, np.integer)) and not isinstance(seed, (bool, np.bool_)):
+    if not 0 <= int(seed) <= MAX_SEED:
+      raise ValueError(
+        f"seed must be in [0, 2**63 - 1] (it is stored as an int64 in the train state "
+        f"and its checkpoints), got {int(seed)}"
+      )
+  return _check_int("seed", seed, 0, MAX_SEED)
+
+
+def _real(name, value) -> float:
+  """A real scalar as a float, or an error naming ``name``: TypeError for a str,
+  bytes, a bool, Decimal, Fraction or np.longdouble (as ``jaxrdp.dpsgd_epsilon``
+  refuses them), ValueError for an array."""
+  check_real(name, value)
+  if np.ndim(value) != 0:
+    raise ValueError(f"{name} must be a scalar, got shape {np.shape(value)}")
+  return float(np.asarray(value, dtype=np.float64))
+
+
 def _check_q(q):
-  q = float(q)
+  q = _real("q", q)
   if not (0.0 < q <= 1.0):  # also rejects NaN
     raise ValueError(f"q must be in (0, 1], got {q!r}")
   return q
@@ -147,6 +181,8 @@ def truncation_delta(n: int, q: float, capacity: int, steps: int) -> float:
   Raises:
     ValueError: naming the argument, for n < 1, q outside (0, 1],
       capacity < 1, steps < 0.
+    TypeError: naming the argument, for a str, bytes, bool, Decimal, Fraction or
+      np.longdouble (as ``jaxrdp.dpsgd_epsilon``).
 
   Examples:
     >>> from jaxrdp.train import truncation_delta
@@ -179,7 +215,7 @@ def truncated_poisson_delta(eta: float, epsilon: float, delta: float = 0.0) -> f
     >>> truncated_poisson_delta(1e-12, 0.0, 1e-5) > 1e-5
     True
   """
-  eta, epsilon, delta = float(eta), float(epsilon), float(delta)
+  eta, epsilon, delta = _real("eta", eta), _real("epsilon", epsilon), _real("delta", delta)
   if not eta >= 0.0:
     raise ValueError(f"eta must be >= 0, got {eta!r}")
   if not epsilon >= 0.0:
@@ -220,6 +256,8 @@ def default_capacity(
 
   Raises:
     ValueError: naming the argument that is out of range.
+    TypeError: naming the argument, for a str, bytes, bool, Decimal, Fraction or
+      np.longdouble (as ``jaxrdp.dpsgd_epsilon``).
 
   Examples:
     >>> from jaxrdp.train import default_capacity, truncation_delta, truncated_poisson_delta
@@ -230,13 +268,13 @@ def default_capacity(
   n = _check_int("n", n, 1)
   q = _check_q(q)
   steps = _check_int("steps", steps, 1)
-  delta = float(delta)
+  delta = _real("delta", delta)
   if not (0.0 < delta < 1.0):
     raise ValueError(f"delta must be in (0, 1), got {delta!r}")
-  fraction = float(fraction)
+  fraction = _real("fraction", fraction)
   if not (0.0 < fraction < 1.0):
     raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
-  epsilon = float(epsilon)
+  epsilon = _real("epsilon", epsilon)
   if not (0.0 <= epsilon < 700.0):
     raise ValueError(f"epsilon must be in [0, 700), got {epsilon!r}")
   target = fraction * delta / (1.0 + math.exp(epsilon))
@@ -292,7 +330,7 @@ class PoissonSampler:
     n: dataset size (int >= 1).
     q: sampling rate in (0, 1].
     capacity: B_max (int >= 1); :func:`default_capacity` chooses one.
-    seed: an int >= 0.
+    seed: an int in [0, 2**63 - 1] (stored as an int64 in the train state).
 
   The batch of step t is a function of (seed, t) only; see the module
   docstring for checkpointing. Normalize the summed gradient by the expected
@@ -316,7 +354,7 @@ class PoissonSampler:
     object.__setattr__(self, "n", _check_int("n", self.n, 1, 2**31 - 1))
     object.__setattr__(self, "q", _check_q(self.q))
     object.__setattr__(self, "capacity", _check_int("capacity", self.capacity, 1, self.n))
-    object.__setattr__(self, "seed", _check_int("seed", self.seed, 0))
+    object.__setattr__(self, "seed", _check_seed(self.seed))
 
   @property
   def expected_batch_size(self) -> float:
@@ -355,7 +393,7 @@ class _BatchOfSizeB:
   def __post_init__(self):
     object.__setattr__(self, "n", _check_int("n", self.n, 1, 2**31 - 1))
     object.__setattr__(self, "batch_size", _check_int("batch_size", self.batch_size, 1, self.n))
-    object.__setattr__(self, "seed", _check_int("seed", self.seed, 0))
+    object.__setattr__(self, "seed", _check_seed(self.seed))
 
   @property
   def capacity(self) -> int:
