@@ -57,6 +57,9 @@ class Event:
   #: names of the fields that hold child events (an Event or a tuple of Events).
   _children: tuple[str, ...] = ()
 
+  # An event type may define ``_check(self, prefix)``: checks of its concrete fields
+  # beyond their ranges, run by :func:`validate_event` (ValueError naming the field).
+
 
 def event_type(*, ranges: dict[str, dict[str, Any]] | None = None, children: tuple[str, ...] = ()):
   """Class decorator: a frozen dataclass registered as a pytree Event.
@@ -186,6 +189,9 @@ def validate_event(event: Event, path: str = "") -> None:
   prefix = f"{path}{name}"
   for field, kwargs in event._ranges.items():
     check_range(f"{prefix}.{field}", getattr(event, field), **kwargs)
+  extra = getattr(event, "_check", None)
+  if extra is not None:  # checks beyond ranges (an integer, probabilities summing to 1)
+    extra(prefix)
   if isinstance(event, Composed) and not isinstance(event.events, (tuple, list)):
     raise TypeError(f"{prefix}.events must be a tuple of events, got {type(event.events).__name__}")
   for child in _child_events(event):
