@@ -17,7 +17,8 @@ bucket otherwise: on input x its law is ``P_x = (a, b, ..., b)`` (a at x) with
       E[X^beta] = 1 + E[g(beta l) - beta g(l)],  l = log X.
 
   For ``beta = 1 - alpha < 0`` both terms are non-negative; for ``beta = alpha`` the
-  difference loses at most a factor ``alpha / (alpha - 1)`` in relative precision.
+  difference would lose a factor ``alpha / (alpha - 1)`` in relative precision, so
+  where ``|alpha l| < 1/2`` it is summed as a series whose terms have no cancellation.
 
 Both forms avoid cancellation near ``p = 1`` (tiny RDP) and switch to log-space sums
 where the exponents are large. Limits: ``alpha = inf`` gives ``log(a / b)`` and
@@ -66,13 +67,35 @@ def replace_one_impl(p, k, alpha):
   return jnp.where(_invalid(p, k, alpha), jnp.nan, out)
 
 
+_SERIES_TERMS = 24  # |beta l| < 1/2: the first omitted term is below 2^-24 / 24! ~ 1e-31
+
+
+def _h_series(beta, l):
+  """g(beta l) - beta g(l) = beta sum_{n >= 2} expm1((n - 1) log beta) l^n / n!, beta > 0.
+
+  No cancellation as beta -> 1 (the difference g(beta l) - beta g(l) loses a factor
+  beta / (beta - 1)); for |beta l| < 1/2 and |l| < 1/2.
+  """
+  log_beta = jnp.log(beta)
+  total = jnp.zeros_like(l)
+  term = l  # l^n / n!, updated below
+  for n in range(2, _SERIES_TERMS + 2):
+    term = term * l / n
+    total = total + jnp.expm1((n - 1) * log_beta) * term
+  return beta * total
+
+
 def _log_moment(beta, la, lp, log_wa, log_wp, wa, wp):
   """log E[X^beta], X = e^la w.p. wa, e^lp w.p. wp (E[X] = 1), stable (module doc)."""
   big = jnp.maximum(jnp.abs(beta * la), jnp.abs(beta * lp)) >= _LARGE
   bs = jnp.where(big, 1.5, beta)  # a harmless value where the other form is used
 
   def h(l):  # g(beta l) - beta g(l) >= 0
-    return _expm1_minus_x(bs * l) - bs * _expm1_minus_x(l)
+    series = (bs > 0) & (jnp.abs(bs * l) < 0.5) & (jnp.abs(l) < 0.5)
+    direct = _expm1_minus_x(bs * l) - bs * _expm1_minus_x(l)
+    return jnp.where(
+      series, _h_series(jnp.where(series, bs, 1.5), jnp.where(series, l, 0.0)), direct
+    )
 
   la_s, lp_s = jnp.where(big, 0.0, la), jnp.where(big, 0.0, lp)
   small_form = jnp.log1p(jnp.maximum(wa * h(la_s) + wp * h(lp_s), 0.0))
@@ -88,7 +111,7 @@ def replace_special_impl(p, k, alpha):
   ps = jnp.where(ordinary, p, 0.5)
   ks = jnp.where(ordinary, k, 2.0)
   la = jnp.log1p((ks - 1.0) * (1.0 - ps))  # log A
-  lp = jnp.log(ps)
+  lp = jnp.where(ps > 0.5, jnp.log1p(-(1.0 - ps)), jnp.log(ps))  # 1 - p exact for p > 1/2
   wa = 1.0 / ks
   wp = 1.0 - wa
   log_wa = -jnp.log(ks)
