@@ -297,7 +297,7 @@ class SingleEpochTreeAggregation(Event):
     >>> import jaxrdp
     >>> from jaxrdp.events import SingleEpochTreeAggregation
     >>> acct = jaxrdp.RdpAccountant([2.0])
-    >>> float(acct.compose(acct.init(), SingleEpochTreeAggregation(1.0, 1600)).rdp[0])
+    >>> round(float(acct.compose(acct.init(), SingleEpochTreeAggregation(1.0, 1600)).rdp[0]), 9)
     11.0
   """
 

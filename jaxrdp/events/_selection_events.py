@@ -49,10 +49,10 @@ class RepeatAndSelect(Event):
     >>> import jaxrdp
     >>> from jaxrdp.events import Gaussian, RepeatAndSelect
     >>> round(float(jaxrdp.epsilon_from_event(Gaussian(4.0), 1e-5).epsilon), 3)
-    1.032
+    1.013
     >>> tuned = RepeatAndSelect(Gaussian(4.0), mean=20, shape=float("inf"))
     >>> round(float(jaxrdp.epsilon_from_event(tuned, 1e-5).epsilon), 3)
-    2.014
+    3.534
   """
 
   event: Event
