@@ -579,6 +579,34 @@ def test_repeat_and_select_traced_and_invalid():
     jaxrdp.epsilon_from_event(RepeatAndSelect(Gaussian(2.0), 0.5, 1.0), 1e-5)
 
 
+def test_derivatives_are_finite_with_an_infinite_order_and_right():
+  # An order inf among the accountant's (its values there are inf) must not turn any
+  # derivative into NaN; repeat-and-select's gamma is differentiated implicitly.
+  from helpers import central_difference
+
+  acct = jaxrdp.RdpAccountant([2.0, 5.0, INF])
+
+  def at(event_of, order=1):
+    return lambda x: acct.compose(acct.init(), event_of(x)).rdp[order]
+
+  fns = {
+    "gaussian": at(lambda s: Gaussian(s)),
+    "discrete gaussian": at(lambda s: DiscreteGaussian(s, 2.0)),
+    "tree": at(lambda s: SingleEpochTreeAggregation(s, 7.0)),
+    "tnb mean": at(lambda m: RepeatAndSelect(Gaussian(2.0), m, 1.0)),
+    "poisson mean": at(lambda m: RepeatAndSelect(Gaussian(2.0), m, INF)),
+    "tnb shape": at(lambda s: RepeatAndSelect(Gaussian(2.0), 7.0, s)),
+    "exponential": at(lambda e: ExponentialMechanism(e)),
+    "sampled pair": at(lambda s: PoissonSampled(0.1, Composed((Gaussian(s), Gaussian(4.0))))),
+  }
+  for name, f in fns.items():
+    x = 7.0 if "mean" in name else 2.0 if name != "tnb shape" else 0.5
+    got = float(jax.grad(f)(x))
+    want = float(central_difference(f, x, 1e-5 * x))
+    assert got == pytest.approx(want, rel=1e-6), name
+  assert curve(Gaussian(INF), acct).tolist() == [0.0, 0.0, 0.0]  # was NaN at inf (inf / inf)
+
+
 # --- validation and refusals --------------------------------------------------------
 
 

@@ -78,8 +78,10 @@ def bounded_range_rdp_impl(eps, alpha):
   eps, alpha = jnp.broadcast_arrays(eps, alpha)
   ordinary = (eps > 0) & jnp.isfinite(eps)
   e = jnp.where(ordinary, eps, 1.0)
-  a = jnp.where(alpha > 1, alpha, 2.0)
-  zcdp = _max_kl_bounded_range(e) + 0.125 * e * e * (a - 1.0)  # inf at alpha = inf
+  finite = jnp.isfinite(alpha) & (alpha > 1)
+  a = jnp.where(finite, alpha, 2.0)
+  zcdp = _max_kl_bounded_range(e) + 0.125 * e * e * (a - 1.0)
+  zcdp = jnp.where(finite, zcdp, jnp.inf)  # alpha = inf: the pure-DP bound, eps
   out = jnp.minimum(zcdp, pure_dp_rdp_impl(e, alpha))
   out = jnp.where(ordinary, out, jnp.where(eps == 0, 0.0, jnp.inf))
   return jnp.where(_invalid(eps, alpha), jnp.nan, out)

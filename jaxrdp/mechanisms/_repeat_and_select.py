@@ -69,9 +69,21 @@ def tnb_log_gamma(mean, shape):
     return jnp.where(above, mid, lo), jnp.where(above, hi, mid)
 
   lo, _ = jax.lax.fori_loop(0, _BISECTIONS, step, (lo, hi))
+  lo = jax.lax.stop_gradient(lo)
+  bracketed = tnb_mean(lo, shape) >= mean
+  # Derivatives by the implicit function theorem: t(m, eta) solves tnb_mean(t, eta) = m,
+  # so dt = -(d_m F dm + d_eta F d_eta) / d_t F with F = tnb_mean - m. The correction's
+  # value is exactly 0 (F - stop_gradient(F)); only its derivative is used.
+  ok = bracketed & (mean > 1.0)
+  t_safe = jnp.where(ok, lo, -1.0)
+  dmean_dt = jax.jvp(lambda t: tnb_mean(t, shape), (t_safe,), (jnp.ones_like(t_safe),))[1]
+  residual = tnb_mean(t_safe, shape) - mean
+  slope = jax.lax.stop_gradient(jnp.where(ok & (dmean_dt != 0), dmean_dt, -1.0))
+  correction = -(residual - jax.lax.stop_gradient(residual)) / slope
+  t = lo * (1.0 + 1e-12) + jnp.where(ok, correction, 0.0)
   # A mean beyond the bracket (about 1e300 runs) gets gamma = 0: an infinite bound.
-  lo = jnp.where(tnb_mean(lo, shape) >= mean, lo * (1.0 + 1e-12), -jnp.inf)
-  return jnp.where(mean <= 1.0, 0.0, lo)
+  t = jnp.where(bracketed, t, -jnp.inf)
+  return jnp.where(mean <= 1.0, 0.0, t)
 
 
 def repeat_and_select_impl(curve, orders, mean, shape, delta_hat):

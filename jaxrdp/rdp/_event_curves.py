@@ -99,7 +99,15 @@ def _leaf(x):
 
 @register_rdp_rule(Gaussian)
 def _gaussian(event, orders, orders_static):
-  return _gaussian_impl(_leaf(event.sigma), orders)
+  # alpha = inf is routed around the kernel: its value there is inf (0 for sigma = inf,
+  # where alpha / (2 sigma^2) would be inf / inf), and its derivative stays finite.
+  sigma = _leaf(event.sigma)
+  finite = jnp.isfinite(orders)
+  out = _gaussian_impl(sigma, jnp.where(finite, orders, 2.0))
+  at_inf = jnp.where(
+    jnp.isnan(sigma) | (sigma < 0), jnp.nan, jnp.where(sigma == jnp.inf, 0.0, jnp.inf)
+  )
+  return jnp.where(finite, out, at_inf)
 
 
 @register_rdp_rule(Laplace)

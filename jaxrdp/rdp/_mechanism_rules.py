@@ -40,10 +40,13 @@ def _leaf(x):
   return _precision.as_float64(x)[..., None]  # the orders axis
 
 
-def _shaped(out, *leaves):
-  """``out`` broadcast with the leaves' batch shape (a leaf may not enter ``out``)."""
-  shape = jnp.broadcast_shapes(out.shape, *(jnp.shape(x) for x in leaves))
-  return jnp.broadcast_to(out, shape)
+def _gaussian_curve(s, orders):
+  """alpha / (2 s^2) (rounded up, float64 edges as ``_sampling._gaussian_rdp_f64``), with
+  finite derivatives at ``alpha = inf`` too (where the value is inf, or 0 for s = inf)."""
+  finite = jnp.isfinite(orders)
+  out = _sampling._gaussian_rdp_f64(s, jnp.where(finite, orders, 2.0))
+  at_inf = jnp.where(jnp.isnan(s) | (s < 0), jnp.nan, jnp.where(s == jnp.inf, 0.0, jnp.inf))
+  return jnp.where(finite, out, at_inf)
 
 
 @register_rdp_rule(ZCDp)
@@ -66,7 +69,7 @@ def _discrete_gaussian(event, orders, orders_static):
   # alpha Delta^2 / (2 sigma^2) = the Gaussian curve at sigma / Delta (Delta = 0: nothing).
   sigma, sens = _leaf(event.sigma), _leaf(event.sensitivity)
   ratio = sigma / jnp.where(sens > 0, sens, 1.0)
-  out = jnp.where(sens == 0, 0.0, _sampling._gaussian_rdp_f64(ratio, orders))
+  out = jnp.where(sens == 0, 0.0, _gaussian_curve(ratio, orders))
   invalid = jnp.isnan(sigma) | jnp.isnan(sens) | (sens < 0) | jnp.isinf(sens)
   return jnp.where(invalid, jnp.nan, out)
 
@@ -140,7 +143,7 @@ def _tree_aggregation(event, orders, orders_static):
   sigma, steps = _leaf(event.sigma), _leaf(event.steps)
   depth = tree_depth(jnp.where(jnp.isfinite(steps) & (steps >= 0), steps, 1.0))
   scaled = sigma / jnp.sqrt(jnp.where(depth > 0, depth, 1.0))
-  out = jnp.where(depth == 0, 0.0, _sampling._gaussian_rdp_f64(scaled, orders))
+  out = jnp.where(depth == 0, 0.0, _gaussian_curve(scaled, orders))
   invalid = jnp.isnan(sigma) | jnp.isnan(steps) | (steps < 0) | jnp.isinf(steps)
   return jnp.where(invalid, jnp.nan, out)
 
