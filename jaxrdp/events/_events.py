@@ -128,6 +128,21 @@ class RandomizedResponse(Event):
 class PoissonSampled(Event):
   """``inner`` applied to a Poisson subsample: each record kept with probability ``q``.
 
+  The RDP accountant handles a :class:`Gaussian` inner event (the Sampled Gaussian
+  Mechanism, exact), and Gaussians composed on the same subsample (``Composed`` and
+  ``SelfComposed`` trees of ``Gaussian``): queries of L2 sensitivity 1 with noise
+  multipliers ``s_i``, each scaled by ``1 / s_i`` and stacked, are one query of
+  sensitivity ``(sum_i 1 / s_i^2)^(1/2)`` with unit noise, so the tree is the
+  Sampled Gaussian Mechanism at ``sigma_eff = (sum_i 1 / s_i^2)^(-1/2)`` (a count
+  ``k`` contributes ``k / s^2``), exactly. Queries chosen adaptively within the
+  subsample are covered too: an adaptive composition of Gaussian mechanisms is
+  dominated by the single Gaussian pair at ``sigma_eff`` (Gaussian DP composes as
+  ``mu = (sum_i mu_i^2)^(1/2)``: Dong, Roth, Su 2019, arXiv:1905.02383), and Poisson
+  subsampling carries a dominating pair over to the subsampled mechanism (Zhu, Dong,
+  Wang 2022, arXiv:2106.08567). dp_accounting makes the same reduction. Other inner
+  events are refused
+  (NotImplementedError): no sound RDP bound of their subsampled curves is implemented.
+
   Attributes:
     q: sampling rate in ``[0, 1]``.
     inner: the event applied to the subsample.
