@@ -23,7 +23,7 @@ event                                   RDP curve
 
 The pure-DP bound is the RDP of binary randomized response that answers truthfully
 with probability ``e^eps / (1 + e^eps)``: every eps-DP mechanism is a
-post-processing of it (Kairouz, Oh, Viswanath 2015, arXiv:1311.0776, Thm 2.4), so
+post-processing of it (Kairouz, Oh, Viswanath 2015, arXiv:1311.0776), so
 its Renyi divergences bound the mechanism's at every order, and it is attained
 (by randomized response itself).
 """

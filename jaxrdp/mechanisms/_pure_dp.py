@@ -3,7 +3,7 @@
 * ``pure_dp_rdp_impl(eps, alpha)``: the largest RDP of any eps-DP mechanism, that of
   binary randomized response answering truthfully with probability
   ``e^eps / (1 + e^eps)`` (every eps-DP mechanism is a post-processing of it: Kairouz,
-  Oh, Viswanath 2015, arXiv:1311.0776, Thm 2.4)::
+  Oh, Viswanath 2015, arXiv:1311.0776)::
 
       D = log(p e^s + (1 - p) e^-s) / (alpha - 1),  s = (alpha - 1) eps,  p = e^eps / (1 + e^eps).
 
