@@ -15,9 +15,9 @@ import jax.numpy as jnp
 import mpmath
 import numpy as np
 import pytest
+from _oracle_helpers import mp_on_grid, on_grid
 
 import jaxrdp
-from _oracle_helpers import mp_on_grid, on_grid
 from jaxrdp.events import (
   Composed,
   DiscreteGaussian,
@@ -543,10 +543,10 @@ def _law(shape, gamma=None, mean=None):
     return (lambda z: mpmath.exp(m * (z - 1)), mpmath.exp(-m)), m
   g, eta = mpf(gamma), mpf(shape)
   if shape == 0:
-    pgf = lambda z: mpmath.log(1 - (1 - g) * z) / mpmath.log(g)  # noqa: E731
+    pgf = lambda z: mpmath.log(1 - (1 - g) * z) / mpmath.log(g)
     m = (1 / g - 1) / mpmath.log(1 / g)
   else:
-    pgf = lambda z: ((1 - (1 - g) * z) ** -eta - 1) / (g**-eta - 1)  # noqa: E731
+    pgf = lambda z: ((1 - (1 - g) * z) ** -eta - 1) / (g**-eta - 1)
     m = eta * (1 / g - 1) / (1 - g**eta)
   return (pgf, mpf(0)), m
 

@@ -36,8 +36,8 @@ from __future__ import annotations
 import fractions
 import math
 
-import numpy as np
 import jax
+import numpy as np
 
 from ._events import (
   Composed,
@@ -66,7 +66,7 @@ from ._mechanism_events import (
 from ._sampling_events import FixedSizeSampled
 from ._selection_events import RepeatAndSelect
 
-__all__ = ["from_dp_accounting", "to_dp_accounting", "is_dp_accounting_event"]
+__all__ = ["from_dp_accounting", "is_dp_accounting_event", "to_dp_accounting"]
 
 
 def is_dp_accounting_event(x) -> bool:

@@ -40,18 +40,18 @@ from .._core.validation import check_range, concrete_or_none
 from ._events import Event, event_type
 
 __all__ = [
-  "ZCDp",
-  "NonPrivate",
+  "RR_RELATIONS",
   "DiscreteGaussian",
   "DiscreteLaplace",
-  "KaryRandomizedResponse",
-  "ExponentialMechanism",
-  "PermuteAndFlip",
   "EpsilonDelta",
-  "SingleEpochTreeAggregation",
+  "ExponentialMechanism",
+  "KaryRandomizedResponse",
   "MixtureOfGaussians",
+  "NonPrivate",
+  "PermuteAndFlip",
+  "SingleEpochTreeAggregation",
   "TruncatedSubsampledGaussian",
-  "RR_RELATIONS",
+  "ZCDp",
 ]
 
 #: Neighbouring relations of :class:`KaryRandomizedResponse`.

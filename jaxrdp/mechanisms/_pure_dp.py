@@ -24,7 +24,7 @@ import jax.numpy as jnp
 
 from ._rdp_curves import _LARGE, _expm1_minus_x
 
-__all__ = ["pure_dp_rdp_impl", "bounded_range_rdp_impl"]
+__all__ = ["bounded_range_rdp_impl", "pure_dp_rdp_impl"]
 
 
 def _invalid(eps, alpha):

@@ -29,7 +29,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-__all__ = ["tnb_mean", "tnb_log_gamma", "repeat_and_select_impl"]
+__all__ = ["repeat_and_select_impl", "tnb_log_gamma", "tnb_mean"]
 
 _BISECTIONS = 80  # from a bracket of width 700: below float64 resolution of log gamma
 _LOG_GAMMA_MIN = -700.0
