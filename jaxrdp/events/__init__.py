@@ -46,4 +46,23 @@ _NAMES.update(
 
 __all__ += ["FixedSizeSampled", "ShuffledEpochs"]
 
+# The other mechanisms dp_accounting describes, and hyperparameter tuning.
+_MECHANISMS = (
+  "DiscreteGaussian",
+  "DiscreteLaplace",
+  "EpsilonDelta",
+  "ExponentialMechanism",
+  "KaryRandomizedResponse",
+  "MixtureOfGaussians",
+  "NonPrivate",
+  "PermuteAndFlip",
+  "SingleEpochTreeAggregation",
+  "TruncatedSubsampledGaussian",
+  "ZCDp",
+)
+_NAMES.update({name: "._mechanism_events" for name in _MECHANISMS})
+_NAMES["RepeatAndSelect"] = "._selection_events"
+
+__all__ += [*_MECHANISMS, "RepeatAndSelect"]
+
 __getattr__, __dir__ = _exports(__name__, _NAMES)

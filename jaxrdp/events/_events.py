@@ -57,6 +57,9 @@ class Event:
   #: names of the fields that hold child events (an Event or a tuple of Events).
   _children: tuple[str, ...] = ()
 
+  # An event type may define ``_check(self, prefix)``: checks of its concrete fields
+  # beyond their ranges, run by :func:`validate_event` (ValueError naming the field).
+
 
 def event_type(*, ranges: dict[str, dict[str, Any]] | None = None, children: tuple[str, ...] = ()):
   """Class decorator: a frozen dataclass registered as a pytree Event.
@@ -125,6 +128,21 @@ class RandomizedResponse(Event):
 class PoissonSampled(Event):
   """``inner`` applied to a Poisson subsample: each record kept with probability ``q``.
 
+  The RDP accountant handles a :class:`Gaussian` inner event (the Sampled Gaussian
+  Mechanism, exact), and Gaussians composed on the same subsample (``Composed`` and
+  ``SelfComposed`` trees of ``Gaussian``): queries of L2 sensitivity 1 with noise
+  multipliers ``s_i``, each scaled by ``1 / s_i`` and stacked, are one query of
+  sensitivity ``(sum_i 1 / s_i^2)^(1/2)`` with unit noise, so the tree is the
+  Sampled Gaussian Mechanism at ``sigma_eff = (sum_i 1 / s_i^2)^(-1/2)`` (a count
+  ``k`` contributes ``k / s^2``), exactly. Queries chosen adaptively within the
+  subsample are covered too: an adaptive composition of Gaussian mechanisms is
+  dominated by the single Gaussian pair at ``sigma_eff`` (Gaussian DP composes as
+  ``mu = (sum_i mu_i^2)^(1/2)``: Dong, Roth, Su 2019, arXiv:1905.02383), and Poisson
+  subsampling carries a dominating pair over to the subsampled mechanism (Zhu, Dong,
+  Wang 2022, arXiv:2106.08567). dp_accounting makes the same reduction. Other inner
+  events are refused
+  (NotImplementedError): no sound RDP bound of their subsampled curves is implemented.
+
   Attributes:
     q: sampling rate in ``[0, 1]``.
     inner: the event applied to the subsample.
@@ -186,6 +204,9 @@ def validate_event(event: Event, path: str = "") -> None:
   prefix = f"{path}{name}"
   for field, kwargs in event._ranges.items():
     check_range(f"{prefix}.{field}", getattr(event, field), **kwargs)
+  extra = getattr(event, "_check", None)
+  if extra is not None:  # checks beyond ranges (an integer, probabilities summing to 1)
+    extra(prefix)
   if isinstance(event, Composed) and not isinstance(event.events, (tuple, list)):
     raise TypeError(f"{prefix}.events must be a tuple of events, got {type(event.events).__name__}")
   for child in _child_events(event):

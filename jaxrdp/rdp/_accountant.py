@@ -33,7 +33,7 @@ from ..rdp._conversions import (
   epsilon_from_rdp_f64,
 )
 from ..rdp._dpsgd import _orders_or_default, dpsgd_delta, dpsgd_epsilon
-from ..rdp._event_curves import as_sgm, rdp_curve_f64
+from ..rdp._event_curves import as_sgm, check_rdp_event, rdp_curve_f64
 
 __all__ = ["RdpAccountant", "RdpState", "add_rdp_curve", "state_to_dict", "state_from_dict"]
 
@@ -176,6 +176,7 @@ class RdpAccountant:
     """
     self._check_state(state)
     validate_event(event)
+    check_rdp_event(event)
     leaves, treedef = jax.tree.flatten(event)
     # The RDP curve is elementwise in the state's RDP and, over a trailing orders
     # axis, in the event's leaves: derivatives with x64 off go through
@@ -212,6 +213,7 @@ class RdpAccountant:
   def epsilon(self, event: Event, delta: ArrayLike) -> EpsilonResult:
     """epsilon of ``event`` at ``delta``, of the broadcast shape of its leaves and delta."""
     validate_event(event)
+    check_rdp_event(event)
     check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
     sgm = as_sgm(event)
     if sgm is not None:
@@ -221,6 +223,7 @@ class RdpAccountant:
   def delta(self, event: Event, epsilon: ArrayLike) -> DeltaResult:
     """delta of ``event`` at ``epsilon``, of the broadcast shape of its leaves and epsilon."""
     validate_event(event)
+    check_rdp_event(event)
     check_range("epsilon", epsilon, lower=0.0)
     sgm = as_sgm(event)
     if sgm is not None:
