@@ -322,7 +322,7 @@ def _derived(cols: dict) -> dict:
   """Add q and steps columns computed from dataset_size, batch_size and epochs."""
   import numpy as np
 
-  from .train._dataset import epochs_to_steps
+  from .events._dataset import epochs_to_steps
 
   out = dict(cols)
   if "batch_size" in cols:
@@ -403,7 +403,7 @@ def _cmd_accountant(args, parser, given: str, value: str) -> int:
   sampling = _sampling_axes(args, parser)
   duration = _duration_axes(args, parser, sampling)
   cols = _derived(_grid({**sampling, **duration, "sigma": args.sigma, given: getattr(args, given)}))
-  from .rdp._dpsgd import dpsgd_delta, dpsgd_epsilon
+  from .accountants._dpsgd import dpsgd_delta, dpsgd_epsilon
 
   fn = dpsgd_epsilon if value == "epsilon" else dpsgd_delta
   scheme = _scheme(args, parser)
@@ -427,18 +427,20 @@ def _cmd_accountant(args, parser, given: str, value: str) -> int:
 
 
 def _scheme(args, parser) -> dict:
-  """The --sampling and --relation keywords, checked (a bad pair is a usage error)."""
-  from .rdp._sampling import is_default_scheme, resolve_scheme
+  """The --sampling and --relation keywords, checked (a bad pair is a usage error), and
+  whether --accountant can account that scheme (its own answer, as a usage error)."""
+  from .accountants._protocol import get_accountant, require_support
+  from .events._dpsgd import dpsgd_event, resolve_scheme
 
   try:
     sampling, relation = resolve_scheme(args.sampling, args.relation)
   except ValueError as e:
     parser.error(f"argument --relation: {e}")
-  if args.accountant != "rdp" and not is_default_scheme(sampling, relation):
-    parser.error(
-      f"argument --accountant: --sampling {sampling} with --relation {relation} is "
-      "accounted by the Renyi-DP accountant only (--accountant rdp)"
-    )
+  try:
+    event = dpsgd_event(0.5, 1.0, 1.0, sampling=sampling, relation=relation)
+    require_support(get_accountant(args.accountant), event)
+  except NotImplementedError as e:
+    parser.error(f"argument --accountant: {e}")
   return {"sampling": sampling, "relation": relation}
 
 
@@ -449,8 +451,8 @@ def _truncated_epsilon(cols, args, parser, scheme):
   epsilon_lower for the tight accountant), one value per cell."""
   import numpy as np
 
-  from .rdp._dpsgd import dpsgd_epsilon
-  from .rdp._sampling import TruncationError
+  from .accountants._dpsgd import dpsgd_epsilon
+  from .accountants._truncation import TruncationError
 
   if "dataset_size" not in cols:
     parser.error("argument --capacity: needs --dataset-size and --batch-size")
@@ -482,7 +484,7 @@ def _truncated_epsilon(cols, args, parser, scheme):
 
 def _capacity_advice(error, n: int, q: float, steps: float, delta: float) -> str:
   """The --capacity error in the user's terms: what happened and a capacity that works."""
-  from .train._samplers import default_capacity
+  from .mechanisms._truncated_poisson import default_capacity
 
   text = (
     f"argument --capacity: {error.capacity} is too small for this run: batches larger "
@@ -567,13 +569,14 @@ def _cmd_calibrate(args, parser) -> int:
     out["epochs"] = out["steps"] * cols["batch_size"] / cols["dataset_size"]
   if solve == "q" and "dataset_size" in cols:
     from .calibration._batch_size import floor_to_batch_size
+    from .calibration._core import Budget
 
     res = floor_to_batch_size(
       res,
       cols["dataset_size"],
       cols["sigma"],
       cols["steps"],
-      for_delta=by_delta,
+      budget=Budget.DELTA if by_delta else Budget.EPSILON,
       accountant=args.accountant,
       **scheme,
     )

@@ -25,8 +25,7 @@ import dataclasses
 from jax.typing import ArrayLike
 
 from .._core.pytrees import register_dataclass_pytree
-from ..mechanisms._sampled_without_replacement import RELATIONS
-from ._events import Event, Gaussian
+from ._events import Event, Gaussian, check_relation
 
 __all__ = ["FixedSizeSampled", "ShuffledEpochs", "check_relation", "FIXED_ADD_REMOVE_ERROR"]
 
@@ -38,13 +37,6 @@ FIXED_ADD_REMOVE_ERROR = (
   "bound for fixed-size batches is implemented; use relation='replace_one', or Poisson "
   "sampling for an add/remove guarantee"
 )
-
-
-def check_relation(relation, *, allowed=RELATIONS) -> str:
-  """Returns ``relation`` if it is one of ``allowed``, else raises ValueError naming it."""
-  if not isinstance(relation, str) or relation not in allowed:
-    raise ValueError(f"relation must be one of {tuple(allowed)}, got {relation!r}")
-  return relation
 
 
 def _event_with_relation(*, ranges, children):
