@@ -125,10 +125,35 @@ _HEAVY_FIRST = (
 )
 
 
+# The integration tests: the documentation build, the notebooks, the README's blocks,
+# the benchmark scripts, the training runs and everything that starts subprocesses.
+# ``python -m pytest -m "not slow"`` leaves them out (the fast unit run); the README's
+# command runs everything.
+_SLOW_FILES = {
+  "test_bench_scripts.py",
+  "test_cli.py",
+  "test_docs_build.py",
+  "test_doctests.py",
+  "test_grad_x64_off.py",
+  "test_layers.py",
+  "test_notebook_dpsgd.py",
+  "test_notebook_quickstart.py",
+  "test_notebooks_reproductions.py",
+  "test_precision.py",
+  "test_readme.py",
+  "test_stored_programs.py",
+  "test_sweep_distributed.py",
+  "test_training.py",
+}
+
+
 def pytest_collection_modifyitems(config, items):
   del config
   rank = {name: i for i, name in enumerate(_HEAVY_FIRST)}
   items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: file order kept
+  for item in items:
+    if item.path.name in _SLOW_FILES:
+      item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True, scope="module")
