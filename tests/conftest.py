@@ -93,6 +93,7 @@ _HEAVY_FIRST = (
   "test_kernel_table.py",
   "test_soundness.py",
   "test_cli.py",
+  "test_readme.py",
   "test_doctests.py",
   "test_regression_guard.py",
   "test_sampling_schemes.py",
