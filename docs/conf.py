@@ -5,8 +5,12 @@ Build (warnings are errors):
     pip install -e ".[docs]" && sphinx-build -W -b html docs docs/_build/html
 
 The notebooks in ``notebooks/`` are copied into ``docs/_generated_notebooks/`` at
-build time (Sphinx reads sources only below ``docs/``) and rendered from their
-stored cells: nothing is executed during the build.
+build time (Sphinx reads sources only below ``docs/``) and executed by the build
+(myst-nb), so the pages show what the current code computes. They run in their small
+configuration (``JAXRDP_NOTEBOOK_SMALL=1``, a minute or two in all); set
+``JAXRDP_NOTEBOOK_SMALL=0`` for the full one (several minutes). A cell that raises
+fails the build. The notebooks write their files next to the copies, never into
+``docs/figures``.
 """
 
 import glob
@@ -54,7 +58,19 @@ root_doc = "index"
 default_role = "literal"
 
 # -- MyST and notebooks ------------------------------------------------------------
-nb_execution_mode = "off"  # render the stored cells; the test suite runs the notebooks
+nb_execution_mode = "force"  # the notebooks are committed without outputs
+nb_execution_raise_on_error = True
+nb_execution_show_tb = True
+nb_execution_timeout = 900  # per cell
+# The kernels inherit this environment: the checkout's jaxrdp, the small configuration
+# unless asked otherwise, figures shown inline (whatever MPLBACKEND the caller has), and
+# dpsgd_optax's figure written next to the executed copy instead of into docs/figures.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+  [ROOT] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+)
+os.environ.setdefault("JAXRDP_NOTEBOOK_SMALL", "1")
+os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+os.environ.setdefault("JAXRDP_NOTEBOOK_FIGURE", "dpsgd_digits.png")
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
 myst_heading_anchors = 3
 
