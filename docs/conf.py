@@ -1,14 +1,14 @@
 """Sphinx configuration of the jaxrdp documentation.
 
-Build (warnings are errors):
+Build (warnings are errors, and every cross-reference must resolve: nitpicky below):
 
     pip install -e ".[docs]" && sphinx-build -W -b html docs docs/_build/html
 
 The notebooks in ``notebooks/`` are copied into ``docs/_generated_notebooks/`` at
 build time (Sphinx reads sources only below ``docs/``) and executed by the build
 (myst-nb), so the pages show what the current code computes. They run in their small
-configuration (``JAXRDP_NOTEBOOK_SMALL=1``, a minute or two in all); set
-``JAXRDP_NOTEBOOK_SMALL=0`` for the full one (several minutes). A cell that raises
+configuration (``JAXRDP_NOTEBOOK_SMALL=1``, a few minutes in all); set
+``JAXRDP_NOTEBOOK_SMALL=0`` for the full one (about three times longer). A cell that raises
 fails the build. The notebooks write their files next to the copies, never into
 ``docs/figures``.
 """
@@ -62,6 +62,8 @@ nb_execution_mode = "force"  # the notebooks are committed without outputs
 nb_execution_raise_on_error = True
 nb_execution_show_tb = True
 nb_execution_timeout = 900  # per cell
+myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
+myst_heading_anchors = 3
 # The kernels inherit this environment: the checkout's jaxrdp, the small configuration
 # unless asked otherwise, figures shown inline (whatever MPLBACKEND the caller has), and
 # dpsgd_optax's figure written next to the executed copy instead of into docs/figures.
@@ -71,8 +73,6 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 os.environ.setdefault("JAXRDP_NOTEBOOK_SMALL", "1")
 os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
 os.environ.setdefault("JAXRDP_NOTEBOOK_FIGURE", "dpsgd_digits.png")
-myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence", "deflist"]
-myst_heading_anchors = 3
 
 # -- autodoc -----------------------------------------------------------------------
 autodoc_default_options = {"members": True, "member-order": "bysource"}
@@ -91,6 +91,12 @@ autodoc_type_aliases = {
   "Mesh": "jax.sharding.Mesh",
   "Schedule": "ArrayLike | Callable[[jax.Array], ArrayLike]",  # jaxrdp.train's q and sigma
 }
+autodoc_member_order = "bysource"
+autosummary_generate = False  # the API pages list their objects explicitly
+napoleon_google_docstring = True
+napoleon_numpy_docstring = False
+napoleon_use_rtype = False
+napoleon_use_ivar = True  # Attributes: as a field list, not a second description of each field
 # The attributes' types come from the docstrings, not from the class annotations:
 # napoleon evaluates those without the aliases above (jax.Array would show as the
 # class's private home in jaxlib).
@@ -112,12 +118,6 @@ def _show_alias_by_name():
 
 
 _show_alias_by_name()
-autodoc_member_order = "bysource"
-autosummary_generate = False  # the API pages list their objects explicitly
-napoleon_google_docstring = True
-napoleon_numpy_docstring = False
-napoleon_use_rtype = False
-napoleon_use_ivar = True  # Attributes: as a field list, not a second description of each field
 
 # -- Cross-references ------------------------------------------------------------
 # Every reference must resolve (-n, with -W in the test suite). Types from other
