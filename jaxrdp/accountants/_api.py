@@ -51,7 +51,7 @@ def epsilon_from_event(
 def delta_from_event(
   event: Any, epsilon: ArrayLike, *, accountant: str | Accountant = "rdp"
 ) -> DeltaResult:
-  """delta at ``epsilon`` of everything ``event`` describes; see :func:`epsilon_from_event`."""
+  """delta at ``epsilon`` of everything ``event`` describes; see :func:`~jaxrdp.epsilon_from_event`."""
   acct, event = get_accountant(accountant), _as_event(event)
   require_support(acct, event)
   return acct.delta(event, epsilon)

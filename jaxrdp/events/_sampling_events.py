@@ -62,7 +62,8 @@ class FixedSizeSampled(Event):
   """``inner`` on a fixed-size batch drawn uniformly without replacement.
 
   One DP-SGD step on B of the n examples (``gamma = B / n``); ``inner.sigma`` is
-  the DP-SGD noise multiplier. RDP: WBK19 Thm 27
+  the DP-SGD noise multiplier. RDP: Wang, Balle, Kasiviswanathan 2019
+  (arXiv:1808.00087), Thm 27
   (:func:`jaxrdp.mechanisms.sampled_without_replacement_gaussian_rdp`) at the
   relation's effective multiplier, sigma / 2 under replace-one.
 
@@ -70,7 +71,7 @@ class FixedSizeSampled(Event):
     gamma: sampling ratio B / n in [0, 1].
     inner: a :class:`~jaxrdp.events.Gaussian` with the DP-SGD noise multiplier.
     relation: ``"replace_one"`` (the default and the only relation accepted;
-      ``"add_remove"`` raises ValueError, see :data:`FIXED_ADD_REMOVE_ERROR`).
+      ``"add_remove"`` raises ValueError: the bound holds under replace-one).
 
   Examples:
     >>> import jaxrdp

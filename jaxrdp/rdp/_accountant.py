@@ -44,7 +44,7 @@ _FORMAT = "jaxrdp.AccountantState/1"
 @functools.partial(register_dataclass_pytree, data_fields=["rdp"], meta_fields=["orders"])
 @dataclasses.dataclass(frozen=True, eq=False)
 class RdpState:
-  """Running RDP curve of an :class:`RdpAccountant` (a pytree).
+  """Running RDP curve of an :class:`~jaxrdp.RdpAccountant` (a pytree).
 
   Attributes:
     rdp: float64 array ``[..., n]``: the RDP spent at each order (a leaf; a

@@ -358,6 +358,7 @@ class PoissonSampler:
 
   @property
   def expected_batch_size(self) -> float:
+    """``q * n``, the divisor of the summed clipped gradients."""
     return self.q * self.n
 
   def config(self) -> dict:
