@@ -69,6 +69,7 @@ _NAMES.update(
     "gathered_dp_gradient": "._dp_gradient",
     "FixedSizeSampler": "._samplers",
     "PoissonSampler": "._samplers",
+    "RandomAllocationSampler": "._samplers",
     "ShuffleSampler": "._samplers",
     "binomial_log_sf": "._samplers",
     "default_capacity": "._samplers",
@@ -80,6 +81,7 @@ _NAMES.update(
 __all__ += [
   "FixedSizeSampler",
   "PoissonSampler",
+  "RandomAllocationSampler",
   "ShuffleSampler",
   "binomial_log_sf",
   "default_capacity",
