@@ -46,6 +46,11 @@ _NAMES.update(
 
 __all__ += ["FixedSizeSampled", "ShuffledEpochs"]
 
+# Random allocation (balls in bins, random k-out-of-t allocation).
+_NAMES["RandomAllocation"] = "._allocation_events"
+
+__all__ += ["RandomAllocation"]
+
 # The other mechanisms dp_accounting describes, and hyperparameter tuning.
 _MECHANISMS = (
   "DiscreteGaussian",

@@ -10,6 +10,8 @@
   :func:`randomized_response_rdp` (Mironov 2017, arXiv:1702.07476, Table II).
 * The exact Gaussian mechanism: :func:`analytic_gaussian_delta`,
   :func:`analytic_gaussian_sigma` (Balle and Wang 2018, arXiv:1805.06530).
+* Random allocation (balls in bins, k-out-of-t) of the Gaussian:
+  :func:`random_allocation_rdp` (Feldman and Shenfeld 2025, arXiv:2502.08202).
 
 All take array arguments that broadcast like NumPy, compute in float64 inside
 a local x64 scope, and work under ``jit``, ``vmap`` and ``grad``.
@@ -67,5 +69,15 @@ __all__ += [
   "sampled_without_replacement_gaussian_log_a",
   "sampled_without_replacement_gaussian_rdp",
 ]
+
+# Random allocation (balls in bins, random k-out-of-t allocation) of the Gaussian.
+_NAMES.update(
+  {
+    "ALLOCATION_MAX_INTEGER_ORDER": "._random_allocation",
+    "random_allocation_rdp": "._random_allocation",
+  }
+)
+
+__all__ += ["ALLOCATION_MAX_INTEGER_ORDER", "random_allocation_rdp"]
 
 __getattr__, __dir__ = _exports(__name__, _NAMES)
