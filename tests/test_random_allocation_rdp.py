@@ -24,8 +24,8 @@ from jaxrdp.events import Gaussian, RandomAllocation
 from jaxrdp.mechanisms import random_allocation_rdp, sgm_rdp
 
 # One batch of configurations per direction (one compilation each).
-_SIGMAS = np.array([0.3, 1.1, 5.0, 100.0])
-_STEPS = np.array([1, 2, 7, 234, 10**6])
+_SIGMAS = np.array([0.3, 1.1, 100.0])
+_STEPS = np.array([1, 2, 234, 10**6])
 _ORDERS = np.array([2.0, 3.0, 5.0, 8.0, 12.0, 40.0])
 
 
@@ -67,24 +67,24 @@ def test_remove_direction_never_exceeds_poisson_at_rate_one_over_t(remove_grid):
   assert np.all(remove_grid <= pois * (1 + 1e-10)), np.max(remove_grid / pois)
   np.testing.assert_allclose(remove_grid[:, 0], pois[:, 0], rtol=1e-12)
   # and it is a real gain for many steps: at t = 234, sigma = 1.1, alpha = 8 by 3.7%.
-  assert remove_grid[1, 3, 3] < 0.97 * pois[1, 3, 3]
+  assert remove_grid[1, 2, 3] < 0.97 * pois[1, 2, 3]
 
 
 def test_add_direction_against_references():
   # t = 2: an independent one-integral form (mpmath, 40 digits), fractional orders too;
   # any t: adaptive quadrature (scipy) of the one-dimensional integral. One call.
   two = [(1.1, 2, 1.5), (1.1, 2, 10.0), (2.0, 2, 8.0), (5.0, 2, 30.0), (0.8, 2, 4.0)]
-  many = [(0.8, 30, 5.0), (2.0, 234, 30.0), (1.1, 234, 1.3)]
+  many = [(0.8, 30, 5.0), (1.1, 234, 1.3)]
   heavy = [(0.5, 2, 3.0), (2.0, 2, 64.0)]  # mass far beyond the grid: the AM-GM bound
   s, t, a = (np.array(x) for x in zip(*(two + many + heavy)))
   got = np.asarray(random_allocation_rdp(s, t, a, direction="add"))
   want = [float(add_rdp_two_steps(x, y)) for x, _, y in two]
   want += [add_log_moment_adaptive(*c) / (c[2] - 1) for c in many]
-  np.testing.assert_allclose(got[:8], want, rtol=1e-11)
+  np.testing.assert_allclose(got[:7], want, rtol=1e-11)
   exact = np.array([float(add_rdp_two_steps(x, y)) for x, _, y in heavy])
   amgm = np.array([(1 + (y - 1) / 2) / (2 * x**2) for x, _, y in heavy])
-  np.testing.assert_allclose(got[8:], amgm, rtol=1e-14)
-  assert np.all(got[8:] > exact)
+  np.testing.assert_allclose(got[7:], amgm, rtol=1e-14)
+  assert np.all(got[7:] > exact)
 
 
 def test_directions_and_their_maximum():
@@ -179,10 +179,6 @@ def test_event_epsilon_epochs_and_edges():
   np.testing.assert_allclose(curve(RandomAllocation(0.1, Gaussian(1.1), 11)), 2 * one, rtol=1e-13)
   assert np.all(curve(RandomAllocation(0.0, Gaussian(1.1), 10)) == 0.0)
   assert np.all(curve(RandomAllocation(0.1, Gaussian(1.1), 0)) == 0.0)
-  # k = 2 of t = 20 (q = 0.1): two blocks of 10 per epoch.
-  np.testing.assert_allclose(
-    curve(RandomAllocation(0.1, Gaussian(1.1), 20, selected=2)), 2 * one, rtol=1e-13
-  )
   with pytest.raises(ValueError, match="RandomAllocation.q must be selected / t"):
     curve(RandomAllocation(0.3, Gaussian(1.1), 10))
   with pytest.raises(ValueError, match="RandomAllocation.q"):

@@ -12,6 +12,9 @@
   :func:`analytic_gaussian_sigma` (Balle and Wang 2018, arXiv:1805.06530).
 * Random allocation (balls in bins, k-out-of-t) of the Gaussian:
   :func:`random_allocation_rdp` (Feldman and Shenfeld 2025, arXiv:2502.08202).
+* Shuffled batches, a lower bound on the true epsilon:
+  :func:`shuffle_epsilon_lower_bound`, :func:`shuffle_delta_lower_bound` (Chua et
+  al. 2024, arXiv:2403.17673).
 
 All take array arguments that broadcast like NumPy, compute in float64 inside
 a local x64 scope, and work under ``jit``, ``vmap`` and ``grad``.
@@ -79,5 +82,15 @@ _NAMES.update(
 )
 
 __all__ += ["ALLOCATION_MAX_INTEGER_ORDER", "random_allocation_rdp"]
+
+# Shuffled batches: a lower bound on the true epsilon (Chua et al. 2024).
+_NAMES.update(
+  {
+    "shuffle_delta_lower_bound": "._shuffle_lower_bound",
+    "shuffle_epsilon_lower_bound": "._shuffle_lower_bound",
+  }
+)
+
+__all__ += ["shuffle_delta_lower_bound", "shuffle_epsilon_lower_bound"]
 
 __getattr__, __dir__ = _exports(__name__, _NAMES)
