@@ -32,6 +32,10 @@ _NAMES.update(
 )
 
 
+# Random allocation (balls in bins, random k-out-of-t allocation).
+_NAMES["RandomAllocation"] = "._allocation_events"
+
+
 # The other mechanisms dp_accounting describes, and hyperparameter tuning.
 _MECHANISMS = (
   "DiscreteGaussian",
@@ -66,6 +70,9 @@ _NAMES.update(
 
 
 # The public names: the keys of _NAMES (and the submodules), listed once.
+
+
+# The public names: the keys of _NAMES (and the submodules), listed once.
 __all__ = sorted(_NAMES)
 
 __getattr__, __dir__ = _exports(__name__, _NAMES)
@@ -73,23 +80,23 @@ __getattr__, __dir__ = _exports(__name__, _NAMES)
 # The same names for static analysers (pyright, IDEs): never run (the imports above
 # are lazy); tests/test_public_surface.py checks that the two lists agree.
 if TYPE_CHECKING:
+  from ._allocation_events import RandomAllocation as RandomAllocation
   from ._dataset import epochs_to_steps as epochs_to_steps
   from ._dataset import sampling_rate as sampling_rate
   from ._dpsgd import SAMPLINGS as SAMPLINGS
   from ._dpsgd import dpsgd_event as dpsgd_event
   from ._dpsgd import epochs_of as epochs_of
   from ._dpsgd import resolve_scheme as resolve_scheme
-  from ._events import RELATIONS as RELATIONS
-  from ._events import check_relation as check_relation
-  from ._sampling_events import FIXED_ADD_REMOVE_ERROR as FIXED_ADD_REMOVE_ERROR
   from ._events import Composed as Composed
   from ._events import Event as Event
   from ._events import Gaussian as Gaussian
   from ._events import Laplace as Laplace
   from ._events import NoOp as NoOp
   from ._events import PoissonSampled as PoissonSampled
+  from ._events import RELATIONS as RELATIONS
   from ._events import RandomizedResponse as RandomizedResponse
   from ._events import SelfComposed as SelfComposed
+  from ._events import check_relation as check_relation
   from ._events import event_shape as event_shape
   from ._events import event_type as event_type
   from ._events import validate_event as validate_event
@@ -106,6 +113,7 @@ if TYPE_CHECKING:
   from ._mechanism_events import SingleEpochTreeAggregation as SingleEpochTreeAggregation
   from ._mechanism_events import TruncatedSubsampledGaussian as TruncatedSubsampledGaussian
   from ._mechanism_events import ZCDp as ZCDp
+  from ._sampling_events import FIXED_ADD_REMOVE_ERROR as FIXED_ADD_REMOVE_ERROR
   from ._sampling_events import FixedSizeSampled as FixedSizeSampled
   from ._sampling_events import ShuffledEpochs as ShuffledEpochs
   from ._selection_events import RepeatAndSelect as RepeatAndSelect

@@ -284,3 +284,4 @@ def as_sgm(event: Event):
 # those of the other mechanisms dp_accounting describes in their own module.
 from . import _sampling as _sampling  # noqa: E402,F401  (registers their rules)
 from . import _mechanism_rules as _mechanism_rules  # noqa: E402,F401
+from . import _random_allocation as _random_allocation  # noqa: E402,F401

@@ -52,6 +52,7 @@ _NAMES.update(
     "gathered_dp_gradient": "._dp_gradient",
     "FixedSizeSampler": "._samplers",
     "PoissonSampler": "._samplers",
+    "RandomAllocationSampler": "._samplers",
     "ShuffleSampler": "._samplers",
     "binomial_log_sf": "..mechanisms._truncated_poisson",
     "default_capacity": "..mechanisms._truncated_poisson",
@@ -74,6 +75,9 @@ _NAMES.update(
 
 
 # The public names: the keys of _NAMES (and the submodules), listed once.
+
+
+# The public names: the keys of _NAMES (and the submodules), listed once.
 __all__ = sorted(_NAMES)
 
 __getattr__, __dir__ = _exports(__name__, _NAMES)
@@ -83,6 +87,10 @@ __getattr__, __dir__ = _exports(__name__, _NAMES)
 if TYPE_CHECKING:
   from ..events._dataset import epochs_to_steps as epochs_to_steps
   from ..events._dataset import sampling_rate as sampling_rate
+  from ..mechanisms._truncated_poisson import binomial_log_sf as binomial_log_sf
+  from ..mechanisms._truncated_poisson import default_capacity as default_capacity
+  from ..mechanisms._truncated_poisson import truncated_poisson_delta as truncated_poisson_delta
+  from ..mechanisms._truncated_poisson import truncation_delta as truncation_delta
   from ._checkpoint import CheckpointError as CheckpointError
   from ._checkpoint import load_checkpoint as load_checkpoint
   from ._checkpoint import save_checkpoint as save_checkpoint
@@ -99,11 +107,8 @@ if TYPE_CHECKING:
   from ._sampled_step import sampler_state as sampler_state
   from ._samplers import FixedSizeSampler as FixedSizeSampler
   from ._samplers import PoissonSampler as PoissonSampler
+  from ._samplers import RandomAllocationSampler as RandomAllocationSampler
   from ._samplers import ShuffleSampler as ShuffleSampler
-  from ..mechanisms._truncated_poisson import binomial_log_sf as binomial_log_sf
-  from ..mechanisms._truncated_poisson import default_capacity as default_capacity
-  from ..mechanisms._truncated_poisson import truncated_poisson_delta as truncated_poisson_delta
-  from ..mechanisms._truncated_poisson import truncation_delta as truncation_delta
   from ._step import DPSGDState as DPSGDState
   from ._step import PrivacyGuard as PrivacyGuard
   from ._step import SGMCache as SGMCache

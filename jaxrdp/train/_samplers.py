@@ -17,6 +17,12 @@ compiles once, and its cost is set by the capacity, not by n.
 * :class:`ShuffleSampler`: a fresh permutation per epoch cut into batches of B;
   every example exactly once per epoch (no amplification by sampling; each
   epoch is one Gaussian mechanism per example).
+* :class:`RandomAllocationSampler`: random allocation ("balls in bins"): in
+  every epoch of t steps each example is placed in k of the t steps, chosen
+  uniformly and independently of the other examples; batch sizes are
+  Binomial(n, k / t), padded or truncated to a capacity as for Poisson
+  (Feldman and Shenfeld 2025, arXiv:2502.08202; Chua et al. 2024,
+  arXiv:2412.16802; accounted by :class:`jaxrdp.events.RandomAllocation`).
 
 Reproducibility and checkpoints. The samplers are counter-based: the batch of
 step t is a pure function of ``(seed, t)`` (numpy's ``default_rng`` seeded by
@@ -52,6 +58,7 @@ __all__ = [
   "PoissonSampler",
   "FixedSizeSampler",
   "ShuffleSampler",
+  "RandomAllocationSampler",
   "default_capacity",
   "truncation_delta",
   "truncated_poisson_delta",
@@ -61,6 +68,7 @@ __all__ = [
 _STREAM_POISSON = 0x5053  # distinct streams, so samplers sharing a seed differ
 _STREAM_FIXED = 0x4658
 _STREAM_SHUFFLE = 0x5348
+_STREAM_ALLOCATION = 0x5241
 
 
 #: The largest seed: the train state and its checkpoints store it as an int64.
@@ -496,3 +504,157 @@ class ShuffleSampler(_BatchOfSizeB):
     epoch, b = divmod(step, self.steps_per_epoch)
     perm = self._permutation(epoch)
     return _pad(perm[b * self.batch_size : (b + 1) * self.batch_size], self.batch_size)
+
+
+def _allocate(rng, n, t, k):
+  """One epoch of random allocation: ``(members, ends)``.
+
+  Every example gets k distinct steps of ``range(t)``, a uniformly random
+  k-subset drawn independently of the other examples (Floyd's algorithm,
+  vectorized over the examples: for j = t - k .. t - 1 draw r uniform in
+  [0, j] and take r, or j if r is already taken; each k-subset has probability
+  1 / C(t, k)). The (example, step) pairs are grouped by step with a stable
+  sort on the step after a random permutation of the examples, so the members
+  of a step come in a uniformly random order: any prefix of a step's members
+  is a uniformly random subset of them (what truncation keeps). Step s holds
+  ``members[ends[s - 1]:ends[s]]`` (``ends[-1]`` read as 0). O(n k log(n k)).
+  """
+  order = rng.permutation(n)
+  if k == 1:
+    steps = rng.integers(0, t, size=n)
+    examples = order
+  else:
+    chosen = np.empty((n, k), dtype=np.int64)
+    for c, j in enumerate(range(t - k, t)):
+      r = rng.integers(0, j + 1, size=n)
+      taken = np.any(chosen[:, :c] == r[:, None], axis=1) if c else np.zeros(n, bool)
+      chosen[:, c] = np.where(taken, j, r)
+    steps = chosen.reshape(-1)
+    examples = np.repeat(order, k)
+  by_step = np.argsort(steps, kind="stable")
+  members = examples[by_step].astype(np.int32)
+  ends = np.cumsum(np.bincount(steps, minlength=t))
+  return members, ends
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomAllocationSampler:
+  """Random allocation: each example in ``selected`` of every epoch's ``steps_per_epoch`` steps.
+
+  In epoch e (steps ``e t .. e t + t - 1``, t = ``steps_per_epoch``) every
+  example is placed in k = ``selected`` distinct steps, a uniformly random
+  k-subset of the t steps, independently of the other examples ("balls in
+  bins" for k = 1: Chua et al. 2024, arXiv:2412.16802; "random k-out-of-t
+  allocation": Feldman and Shenfeld 2025, arXiv:2502.08202). Like shuffling,
+  every example is used k times per epoch; unlike shuffling, the batch sizes
+  vary: each example is in a given step with probability q = k / t,
+  independently of the others, so a batch has Binomial(n, q) examples (the
+  sizes of one epoch sum to n k), and the privacy is close to Poisson
+  sampling at rate q (:class:`jaxrdp.events.RandomAllocation`).
+
+  Capacity and truncation. The step takes ``capacity`` entries and a mask,
+  as :class:`PoissonSampler`. A batch larger than the capacity keeps a
+  uniformly random subset of ``capacity`` of its members and drops the
+  others. Truncation is accounted, not avoided (no capacity below n can
+  rule it out): marginally each batch is Binomial(n, q) exactly as a Poisson
+  batch, so the truncated and untruncated samplers coincide except with
+  probability at most ``eta = T P[Binomial(n + 1, q) > capacity]`` over T
+  steps (a union bound; n + 1 for add/remove neighbours), and an (epsilon,
+  delta)-DP guarantee of the untruncated run gives (epsilon, delta + (1 +
+  e^epsilon) eta) for the truncated one: :meth:`truncation_delta` and
+  :func:`truncated_poisson_delta`, the same terms as for Poisson;
+  :func:`default_capacity` at rate q chooses a capacity whose term is at most
+  1e-3 delta.
+
+  Cost. Epoch e is drawn from ``(seed, e)``: the k-subsets of all n examples
+  grouped by step, O(n k log(n k)) once per epoch and cached (the current
+  epoch only), i.e. O(k log(n k)) per example, O(capacity) per step
+  amortized when the capacity is near the mean batch n k / t. A step itself
+  copies its (at most capacity) members. As for :class:`ShuffleSampler`, the
+  batch of step t is a function of ``(seed, t)`` only, so a resumed run draws
+  the batches an uninterrupted one would; the checkpoint needs
+  :meth:`config` and the step counter.
+
+  Normalize the summed gradient by the expected batch size ``n k / t``
+  (:attr:`expected_batch_size`), never by the realized one.
+
+  Attributes:
+    n: dataset size (int >= 1).
+    steps_per_epoch: t, the steps of an epoch (int >= 1).
+    capacity: the batch capacity B_max (int in [1, n]).
+    selected: k, the steps each example is in per epoch (int in [1, t]).
+    seed: an int in [0, 2**63 - 1].
+
+  Examples:
+    >>> from jaxrdp.train import RandomAllocationSampler
+    >>> s = RandomAllocationSampler(n=1000, steps_per_epoch=10, capacity=140, seed=0)
+    >>> idx, mask = s.sample(0)
+    >>> idx.shape, s.q, s.expected_batch_size
+    ((140,), 0.1, 100.0)
+    >>> epoch = [i for t in range(10) for i, m in zip(*s.sample(t)) if m]
+    >>> sorted(epoch) == list(range(1000))  # each example once (no batch was truncated)
+    True
+  """
+
+  n: int
+  steps_per_epoch: int
+  capacity: int
+  selected: int = 1
+  seed: int = 0
+  _cache: dict = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
+
+  def __post_init__(self):
+    object.__setattr__(self, "n", _check_int("n", self.n, 1, 2**31 - 1))
+    t = _check_int("steps_per_epoch", self.steps_per_epoch, 1, 2**31 - 1)
+    object.__setattr__(self, "steps_per_epoch", t)
+    object.__setattr__(self, "capacity", _check_int("capacity", self.capacity, 1, self.n))
+    object.__setattr__(self, "selected", _check_int("selected", self.selected, 1, t))
+    object.__setattr__(self, "seed", _check_seed(self.seed))
+
+  @property
+  def q(self) -> float:
+    """k / t: the probability that an example is in a given step (the event's ``q``)."""
+    return self.selected / self.steps_per_epoch
+
+  @property
+  def expected_batch_size(self) -> float:
+    return self.n * self.selected / self.steps_per_epoch
+
+  def config(self) -> dict:
+    """Constructor arguments (store them with the step counter in a checkpoint)."""
+    return {
+      "n": self.n,
+      "steps_per_epoch": self.steps_per_epoch,
+      "capacity": self.capacity,
+      "selected": self.selected,
+      "seed": self.seed,
+    }
+
+  def _epoch(self, epoch):
+    got = self._cache.get(epoch)
+    if got is None:
+      rng = np.random.default_rng((self.seed, epoch, _STREAM_ALLOCATION))
+      got = _allocate(rng, self.n, self.steps_per_epoch, self.selected)
+      self._cache.clear()
+      self._cache[epoch] = got
+    return got
+
+  def _members(self, step):
+    epoch, s = divmod(_check_int("step", step, 0), self.steps_per_epoch)
+    members, ends = self._epoch(epoch)
+    return members[(ends[s - 1] if s else 0) : ends[s]]
+
+  def batch_size(self, step: int) -> int:
+    """The untruncated batch size of step ``step`` (for diagnostics)."""
+    return int(self._members(step).size)
+
+  def sample(self, step: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(int32[capacity] indices, bool[capacity] mask)`` of step ``step``."""
+    members = self._members(step)
+    # The members come in a uniformly random order (see _allocate): the first
+    # `capacity` of them are a uniformly random subset.
+    return _pad(np.sort(members[: self.capacity]), self.capacity)
+
+  def truncation_delta(self, steps: int) -> float:
+    """:func:`truncation_delta` at q = k / t over ``steps`` steps, at n + 1 (add/remove)."""
+    return truncation_delta(self.n + 1, self.q, self.capacity, steps)
