@@ -72,6 +72,19 @@ _NAMES.update(
 )
 
 
+# Truncated Poisson batches: the truncation term and the capacity.
+_NAMES.update(
+  {
+    "binomial_log_sf": "._truncated_poisson",
+    "default_capacity": "._truncated_poisson",
+    "truncated_poisson_delta": "._truncated_poisson",
+    "truncation_delta": "._truncated_poisson",
+  }
+)
+
+# The public names: the keys of _NAMES (and the submodules), listed once.
+
+
 # The public names: the keys of _NAMES (and the submodules), listed once.
 __all__ = sorted(_NAMES)
 
@@ -105,3 +118,7 @@ if TYPE_CHECKING:
   from ._sgm_single_step import sgm_single_step_sigma as sgm_single_step_sigma
   from ._shuffle_lower_bound import shuffle_delta_lower_bound as shuffle_delta_lower_bound
   from ._shuffle_lower_bound import shuffle_epsilon_lower_bound as shuffle_epsilon_lower_bound
+  from ._truncated_poisson import binomial_log_sf as binomial_log_sf
+  from ._truncated_poisson import default_capacity as default_capacity
+  from ._truncated_poisson import truncated_poisson_delta as truncated_poisson_delta
+  from ._truncated_poisson import truncation_delta as truncation_delta
