@@ -35,6 +35,9 @@ DEFAULT_BATCH_SIZES = (64, 128, 256, 512, 1024, 2048)
 DEFAULT_SIGMAS = tuple(round(0.5 + 0.1 * i, 1) for i in range(26))  # 0.5, 0.6, ..., 3.0
 DEFAULT_EPOCHS = tuple(range(1, 101))
 DEFAULT_DELTA = 1e-5
+# jaxrdp.events.SAMPLINGS, spelled out so that the parser does not import JAX
+# (tests/test_dispatch.py checks that they agree).
+_SAMPLINGS = ("poisson", "fixed", "shuffle", "allocation")
 SWEEP_BASENAME = "jaxrdp_sweep"
 #: Grids larger than this many cells need --yes (about 20 us per cell on a
 #: 2-core CPU: a million cells take some 20 s, 27 million some 10 minutes).
@@ -151,11 +154,12 @@ def _add_scheme(p: argparse.ArgumentParser) -> None:
   g = p.add_argument_group("batching scheme and neighbouring relation")
   g.add_argument(
     "--sampling",
-    choices=("poisson", "fixed", "shuffle"),
+    choices=_SAMPLINGS,
     default="poisson",
     help="poisson (default): each example joins a batch with probability q; "
     "fixed: B distinct examples per step (q = B / N); shuffle: shuffled "
-    "epochs, accounted without amplification",
+    "epochs, accounted without amplification; allocation: random allocation, "
+    "epochs of 1 / q steps with each example in one of them (epsilon and delta)",
   )
   g.add_argument(
     "--relation",

@@ -110,3 +110,19 @@ def test_dpsgd_event_reads_the_scheme_once():
   assert isinstance(PoissonSampler(1000, 0.01, 40).event(1.0), PoissonSampled)
   assert isinstance(FixedSizeSampler(1000, 10).event(1.0), FixedSizeSampled)
   assert isinstance(ShuffleSampler(1000, 10).event(1.0), ShuffledEpochs)
+
+
+def test_random_allocation_is_a_scheme_of_the_one_call_functions():
+  # sampling="allocation": q = 1 / t (epochs of t steps), its event decides (Renyi DP).
+  from jaxrdp import cli
+  from jaxrdp.events import SAMPLINGS, RandomAllocation
+
+  assert cli._SAMPLINGS == SAMPLINGS
+  event = dpsgd_event(1 / 234, 1.1, 234 * 60, sampling="allocation")
+  assert isinstance(event, RandomAllocation)
+  got = jaxrdp.dpsgd_epsilon(1 / 234, 1.1, 234 * 60, DELTA, sampling="allocation")
+  assert float(got.epsilon) == float(jaxrdp.epsilon_from_event(event, DELTA).epsilon)
+  # Below Poisson's Renyi-DP epsilon at the same rate (Feldman and Shenfeld 2025).
+  assert float(got.epsilon) < float(jaxrdp.dpsgd_epsilon(1 / 234, 1.1, 234 * 60, DELTA).epsilon)
+  with pytest.raises(NotImplementedError, match="RandomAllocation events; accountant='rdp' can"):
+    jaxrdp.dpsgd_epsilon(1 / 234, 1.1, 234 * 60, DELTA, sampling="allocation", accountant="pld")

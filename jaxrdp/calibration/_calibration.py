@@ -158,6 +158,11 @@ def _scheme_jitted(kind, sampling, relation, acct: Accountant, orders):
   require_support(acct, dpsgd_event(0.5, 1.0, 1.0, sampling=sampling, relation=relation))
   if (sampling, relation) == ("poisson", "add_remove"):
     return _sgm_calibration.JITS[kind]
+  if sampling == "allocation":
+    raise NotImplementedError(
+      "calibration for sampling='allocation' is not implemented yet (dpsgd_epsilon and "
+      "dpsgd_delta account it)"
+    )
   _sampling.check_orders_for(sampling, orders_array(orders))
   return functools.partial(_schemes.JITS[kind], sampling=sampling, relation=relation)
 

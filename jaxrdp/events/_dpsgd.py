@@ -14,6 +14,8 @@ sampling       relation        event of T steps (sigma: DP-SGD noise multiplier)
 ``poisson``    ``replace_one`` the same with ``PoissonSampled(..., relation="replace_one")``
 ``fixed``      ``replace_one`` ``SelfComposed(FixedSizeSampled(q, Gaussian(sigma)), T)``
 ``shuffle``    either          ``ShuffledEpochs(ceil(T q), Gaussian(sigma), relation)``
+``allocation`` ``add_remove``  ``RandomAllocation(q, Gaussian(sigma), T)``: epochs of
+                               t = 1 / q steps, each example in one of them
 =============  ==============  ==================================================
 
 ``fixed`` under add/remove is refused (no published bound implemented; see
@@ -26,12 +28,13 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from ._events import RELATIONS, Event, Gaussian, PoissonSampled, SelfComposed, check_relation
+from ._allocation_events import RandomAllocation
 from ._sampling_events import FIXED_ADD_REMOVE_ERROR, FixedSizeSampled, ShuffledEpochs
 
 __all__ = ["SAMPLINGS", "RELATIONS", "resolve_scheme", "epochs_of", "dpsgd_event"]
 
 #: The batching schemes.
-SAMPLINGS = ("poisson", "fixed", "shuffle")
+SAMPLINGS = ("poisson", "fixed", "shuffle", "allocation")
 
 
 def resolve_scheme(sampling: str, relation: str | None) -> tuple[str, str]:
@@ -56,6 +59,11 @@ def resolve_scheme(sampling: str, relation: str | None) -> tuple[str, str]:
   check_relation(relation)
   if sampling == "fixed" and relation == "add_remove":
     raise ValueError(FIXED_ADD_REMOVE_ERROR)
+  if sampling == "allocation" and relation != "add_remove":
+    raise ValueError(
+      "relation must be 'add_remove' for sampling='allocation' (its bounds are stated "
+      f"under add/remove), got {relation!r}"
+    )
   return sampling, relation
 
 
@@ -86,7 +94,8 @@ def dpsgd_event(
     sigma: the DP-SGD noise multiplier (noise std over the clipping norm); the
       accountants apply the relation's sensitivity (2C under replace-one).
     steps: number of steps.
-    sampling: ``"poisson"``, ``"fixed"`` or ``"shuffle"``.
+    sampling: ``"poisson"``, ``"fixed"``, ``"shuffle"`` or ``"allocation"`` (random
+      allocation: q = 1 / t for epochs of t steps, each example in one step of each).
     relation: ``"add_remove"``, ``"replace_one"`` or ``None`` (the scheme's default).
 
   Examples:
@@ -99,4 +108,6 @@ def dpsgd_event(
     return SelfComposed(PoissonSampled(q, Gaussian(sigma), relation), steps)
   if sampling == "fixed":
     return SelfComposed(FixedSizeSampled(q, Gaussian(sigma), relation), steps)
+  if sampling == "allocation":
+    return RandomAllocation(q, Gaussian(sigma), steps)
   return ShuffledEpochs(epochs_of(q, steps), Gaussian(sigma), relation)

@@ -140,9 +140,11 @@ def per_step_rdp_f64(sampling, relation, q, sigma, orders, orders_static):
   if sampling == "fixed":
     rdp = _wor_rdp_f64(q, s, orders, _wor_tables(), _wor_j_max(orders_static))
     return _floored(rdp, q, s)
-  return jnp.broadcast_to(
-    _gaussian_rdp_f64(s, orders), jnp.broadcast_shapes(q.shape, s.shape, orders.shape)
-  )
+  if sampling == "shuffle":
+    return jnp.broadcast_to(
+      _gaussian_rdp_f64(s, orders), jnp.broadcast_shapes(q.shape, s.shape, orders.shape)
+    )
+  raise NotImplementedError(f"no per-step Renyi-DP curve program for sampling={sampling!r}")
 
 
 def count_f64(sampling, q, steps):

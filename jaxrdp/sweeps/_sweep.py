@@ -299,6 +299,11 @@ def sweep(
   sampling, relation = resolve_scheme(sampling, relation)
   acct, orders = accountant_and_orders(accountant, orders)
   require_support(acct, dpsgd_event(0.5, 1.0, 1.0, sampling=sampling, relation=relation))
+  if sampling == "allocation":
+    raise NotImplementedError(
+      "sweeps for sampling='allocation' are not implemented yet (dpsgd_epsilon and "
+      "dpsgd_delta account it, and broadcast over grids)"
+    )
   scheme = (
     ()
     if (sampling, relation) == ("poisson", "add_remove")
