@@ -49,7 +49,8 @@ import dataclasses
 import numpy as np
 
 from .._core.validation import check_int as _check_int
-from ..events._events import Gaussian, PoissonSampled
+from ..events._allocation_events import RandomAllocation
+from ..events._events import Gaussian, PoissonSampled, check_relation
 from ..events._sampling_events import FixedSizeSampled, ShuffledEpochs
 from ..mechanisms._truncated_poisson import (
   _check_q,
@@ -435,10 +436,28 @@ class RandomAllocationSampler:
     object.__setattr__(self, "selected", _check_int("selected", self.selected, 1, t))
     object.__setattr__(self, "seed", _check_seed(self.seed))
 
+  sampling = "allocation"
+  default_relation = "add_remove"
+
   @property
   def q(self) -> float:
     """k / t: the probability that an example is in a given step (the event's ``q``)."""
     return self.selected / self.steps_per_epoch
+
+  @property
+  def steps_per_event(self) -> int:
+    """One event per epoch."""
+    return self.steps_per_epoch
+
+  def event(self, sigma, relation: str = "add_remove"):
+    """The event of one epoch: ``RandomAllocation(k / t, Gaussian(sigma), t, k)``.
+
+    (The training step does not take this sampler yet: account a run with
+    ``jaxrdp.dpsgd_epsilon(q, sigma, steps, delta, sampling="allocation")`` and
+    :meth:`truncation_delta`.)
+    """
+    check_relation(relation, allowed=("add_remove",))
+    return RandomAllocation(self.q, Gaussian(sigma), self.steps_per_epoch, self.selected)
 
   @property
   def expected_batch_size(self) -> float:
