@@ -183,7 +183,8 @@ def _add_accountant(p) -> None:
 def _build_parser() -> _Parser:
   parser = _Parser(
     prog="jaxrdp",
-    description="Renyi-DP accounting for DP-SGD (Sampled Gaussian Mechanism) in JAX.",
+    description="Privacy accounting for DP-SGD in JAX: Renyi DP (--accountant rdp) and tight, "
+    "certified accounting by privacy-loss distributions (--accountant pld).",
   )
   from ._version import __version__
 
@@ -195,7 +196,8 @@ def _build_parser() -> _Parser:
   p = sub.add_parser(
     "epsilon",
     help="epsilon of a DP-SGD run for a given delta",
-    description="Epsilon (and the optimal RDP order) of DP-SGD.",
+    description="Epsilon of DP-SGD (and the optimal RDP order, or with --accountant pld "
+    "the tight epsilon and its certified lower bound).",
   )
   _add_mechanism(p, sigma_required=True)
   _add_delta(p)
@@ -204,8 +206,11 @@ def _build_parser() -> _Parser:
     type=_count,
     default=None,
     metavar="BMAX",
-    help="Poisson batches truncated at BMAX (needs --dataset-size): the epsilon "
-    "then holds at --delta including the truncation term",
+    help="Poisson batches truncated at BMAX (needs --dataset-size and --sampling "
+    "poisson): the epsilon then holds at --delta including the truncation term. "
+    "(This subcommand only: for delta add jaxrdp.train.truncated_poisson_delta; "
+    "calibrate and sweep assume untruncated batches, whose answers a capacity from "
+    "jaxrdp.train.default_capacity changes by at most 0.1%% of delta)",
   )
   _finish(p, _cmd_epsilon)
 
@@ -351,12 +356,26 @@ def _json_value(x):
   return int(x) if x == int(x) and abs(x) < 2**53 else x
 
 
-def _emit(cols: dict, args, *, directions: dict | None = None, note: str | None = None) -> None:
+def _labels(args, scheme: dict) -> dict:
+  """What computed the numbers: the accountant, the sampler and the relation."""
+  return {"accountant": args.accountant, **scheme}
+
+
+def _emit(
+  cols: dict,
+  args,
+  *,
+  directions: dict | None = None,
+  note: str | None = None,
+  labels: dict | None = None,
+) -> None:
   """Print equal-length columns as a table, JSON records or CSV.
 
   ``directions`` maps a column to how its table cells are rounded: +1 up, -1 down
   (exactly, ``jaxrdp.sweeps._table.round_decimal``); the other columns (the
   inputs) are printed to nearest. JSON and CSV carry every float exactly (repr).
+  ``labels`` (the accountant, sampler and relation) head the table and are fields
+  of every JSON record and CSV row.
   """
   from .sweeps._table import format_number, format_table
 
@@ -364,19 +383,20 @@ def _emit(cols: dict, args, *, directions: dict | None = None, note: str | None 
   n = len(next(iter(cols.values()))) if cols else 0
   directions = directions or {}
 
+  labels = labels or {}
   if args.json:
     import json
 
-    records = [{k: _json_value(cols[k][i]) for k in names} for i in range(n)]
+    records = [{**{k: _json_value(cols[k][i]) for k in names}, **labels} for i in range(n)]
     print(json.dumps(records, indent=2, allow_nan=False))
   elif args.csv:
     import csv
 
     writer = csv.writer(sys.stdout, lineterminator="\n")
-    writer.writerow(names)
+    writer.writerow(names + list(labels))
     for i in range(n):
       row = [_json_value(cols[k][i]) for k in names]
-      writer.writerow([v if isinstance(v, str) else repr(v) for v in row])
+      writer.writerow([v if isinstance(v, str) else repr(v) for v in row] + list(labels.values()))
   else:
     # A bound to publish (epsilon, delta) is printed with 5 significant digits,
     # rounded up (a lower bound down); a calibrated parameter with 4, rounded in
@@ -390,6 +410,8 @@ def _emit(cols: dict, args, *, directions: dict | None = None, note: str | None 
       return format_number(x)
 
     rows = [[cell(k, cols[k][i]) for k in names] for i in range(n)]
+    if labels:
+      print(", ".join(f"{k} {v}" for k, v in labels.items()))
     print(format_table(names, rows))
   if note:
     print(note, file=sys.stderr)
@@ -421,12 +443,13 @@ def _cmd_accountant(args, parser, given: str, value: str) -> int:
   # compiled program each time.
   import numpy as np
 
-  if args.accountant == "rdp":
+  if hasattr(res, "order"):
     cols[value], cols["order"] = np.asarray(getattr(res, value)), np.asarray(res.order)
   else:  # a certified interval: the value to publish, and the lower bound
     cols[value] = np.asarray(getattr(res, value))
     cols[value + "_lower"] = np.asarray(getattr(res, value + "_lower"))
-  _emit(cols, args, directions={value: 1, value + "_lower": -1})
+  labels = _labels(args, scheme)
+  _emit(cols, args, directions={value: 1, value + "_lower": -1}, labels=labels)
   return 0
 
 
@@ -628,7 +651,7 @@ def _cmd_calibrate(args, parser) -> int:
   if "epochs" in out:
     directions["epochs"] = -1
   directions[tgt] = 1
-  _emit(table, args, directions=directions, note=note)
+  _emit(table, args, directions=directions, note=note, labels=_labels(args, scheme))
   return 0
 
 
