@@ -38,6 +38,9 @@ API_PAGES = {
   "jaxrdp.mechanisms": "mechanisms",
   "jaxrdp.train": "train",
   "jaxrdp.classical": "classical",
+  "jaxrdp.rdp": "rdp",
+  "jaxrdp.calibration": "calibration",
+  "jaxrdp.sweeps": "sweeps",
 }
 
 

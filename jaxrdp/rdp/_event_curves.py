@@ -57,7 +57,7 @@ def register_rdp_rule(event_type: type, *, condition: Callable | None = None):
 
   ``orders`` is a float64 array [n]; ``orders_static`` the same orders as a
   hashable ``StaticArray`` (known at trace time). A rule recurses into child
-  events through :func:`rdp_curve_f64`. ``condition(event)`` returns ``None`` if
+  events through ``rdp_curve_f64``. ``condition(event)`` returns ``None`` if
   the rule applies to this event's structure (its children's types, its static
   fields), else a phrase saying which events it does not cover.
   """

@@ -59,7 +59,7 @@ class SweepResult:
 
   @property
   def label(self) -> str:
-    """What computed the epsilons: accountant, sampler and relation, in words."""
+    """The accountant, sampler and relation that computed the epsilons, in words."""
     what = {"rdp": "Renyi-DP accountant", "pld": "tight (PLD) accountant"}
     return (
       f"{what.get(self.accountant, self.accountant)}, {self.sampling} sampling, "
