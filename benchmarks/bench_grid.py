@@ -13,8 +13,8 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import platform
 import os
+import platform
 import statistics
 import sys
 import time
@@ -33,10 +33,11 @@ def main(argv=None):
   p.add_argument("--json", help="also write the results to this JSON file")
   args = p.parse_args(argv)
 
-  import jax
-  import jaxrdp
   import dp_accounting
+  import jax
   from absl import logging as absl_logging
+
+  import jaxrdp
 
   # dp_accounting logs a warning for every fractional order it gives up on.
   absl_logging.set_verbosity(absl_logging.ERROR)

@@ -29,9 +29,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from _dp_accounting import pld_epsilon as dp_accounting_epsilon  # noqa: E402
+
 import jaxrdp  # noqa: E402
 from jaxrdp.pld import pld_epsilon  # noqa: E402
-from _dp_accounting import pld_epsilon as dp_accounting_epsilon  # noqa: E402
 
 DELTA = 1e-5
 STEPS = 10_000

@@ -51,7 +51,6 @@ import time
 import warnings
 
 import numpy as np
-
 from _dp_accounting import pld_epsilon as dp_accounting_epsilon
 
 T = 10_000

@@ -32,9 +32,9 @@ import platform
 import statistics
 import time
 
+from _dp_accounting import pld_epsilon as dp_accounting_pld
 
 import jaxrdp
-from _dp_accounting import pld_epsilon as dp_accounting_pld
 
 # (name, q, sigma, steps, delta): public configurations.
 CONFIGS = [

@@ -36,20 +36,19 @@ import json
 import os
 import subprocess
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
 import mpmath as mp
 import numpy as np
+import oracle
 import pytest
+from _oracle_helpers import mp_on_grid, mp_wor_log_a
 
 import jaxrdp
 from jaxrdp import classical as C
 from jaxrdp import mechanisms as M
-
-import oracle
-from _oracle_helpers import mp_on_grid, mp_wor_log_a
 
 ORDERS = np.array([2.0, 4.0, 8.0, 16.0, 32.0, 64.0])  # few, integer: the series, no quadrature
 
@@ -463,7 +462,7 @@ def _vmapped(row):
   return jax.vmap(row.fn, in_axes=in_axes)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _plain(name):
   row = BY_NAME[name]
   return row.fn(*row.args)
@@ -568,7 +567,7 @@ def x64_off():
     timeout=600,
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
-  line = [l for l in proc.stdout.splitlines() if l.startswith("RESULT")][-1]
+  line = [t for t in proc.stdout.splitlines() if t.startswith("RESULT")][-1]
   return json.loads(line[len("RESULT") :])
 
 

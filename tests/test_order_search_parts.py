@@ -5,9 +5,9 @@ row selection against lax.top_k, the neighbours kept in the loop state and the
 static ones against a direct search of the known mask.
 """
 
-import numpy as np
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from jaxrdp.rdp import _order_search as m

@@ -12,10 +12,10 @@ import re
 import subprocess
 import sys
 
-import numpy as np
-import pytest
 import jax
 import jax.numpy as jnp
+import numpy as np
+import pytest
 
 from jaxrdp._core import stored_programs as sp
 

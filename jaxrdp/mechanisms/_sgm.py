@@ -4,18 +4,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from .._core import precision as _precision
-import numpy as np
-
-from ..mechanisms._sgm_quadrature import log_a_minus_1_quadrature
-from ..mechanisms._sgm_series import (
-  FULL_MAX_ORDER,
-  log_a_minus_1_integer_full,
-  log_a_minus_1_integer_grid,
-  log_a_minus_1_integer_windowed,
-)
 from .._core.numerics import TINY, floor_rate, log_expm1, positive_subnormal
 from .._core.static_index import concatenate_to
 from .._core.validation import (
@@ -24,6 +16,13 @@ from .._core.validation import (
   PROBABILITY,
   concrete_or_none,
   static_or_none,
+)
+from ..mechanisms._sgm_quadrature import log_a_minus_1_quadrature
+from ..mechanisms._sgm_series import (
+  FULL_MAX_ORDER,
+  log_a_minus_1_integer_full,
+  log_a_minus_1_integer_grid,
+  log_a_minus_1_integer_windowed,
 )
 
 __all__ = ["sgm_log_a", "sgm_rdp", "sgm_log_a_minus_1", "MAX_ORDER"]

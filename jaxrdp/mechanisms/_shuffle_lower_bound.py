@@ -63,8 +63,8 @@ from jax.scipy.special import gammaln
 from jax.typing import ArrayLike
 
 from .._core import precision as _precision
-from .._core.validation import check_range, concrete_or_none
 from .._core.numerics import log_ndtr as _log_ndtr
+from .._core.validation import check_range, concrete_or_none
 
 __all__ = ["shuffle_delta_lower_bound", "shuffle_epsilon_lower_bound"]
 

@@ -9,7 +9,8 @@ the grid), and the results are finalized in the caller's precision.
 from __future__ import annotations
 
 import warnings
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp

@@ -16,9 +16,9 @@ import dataclasses
 import functools
 from typing import Any
 
-import numpy as np
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from .._core import precision as _precision

@@ -8,30 +8,31 @@ over orders (``jaxrdp.rdp._order_search``) in a program stored between processes
 
 from __future__ import annotations
 
-
-import numpy as np
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .._core import precision as _precision
-from ..rdp._conversions import (
-  DeltaResult,
-  EpsilonResult,
-  delta_from_rdp_f64,
-  epsilon_from_rdp_f64,
-  _check_method,
-  _log_delta_per_order,
-)
 from .._core.numerics import raise_subnormal
 from .._core.stored_programs import call_stored
-from ..rdp._order_search import min_epsilon_over_orders, with_derivative_at_order
+from .._core.validation import COUNT, DELTA, FINITE_EPSILON, ORDER, static_or_none
 from ..mechanisms._sgm import (
   _rdp_f64,
-  _validate as _validate_sgm,
   check_order_limit,
   may_have_small_sigma,
 )
-from .._core.validation import COUNT, DELTA, FINITE_EPSILON, ORDER, static_or_none
+from ..mechanisms._sgm import (
+  _validate as _validate_sgm,
+)
+from ..rdp._conversions import (
+  DeltaResult,
+  EpsilonResult,
+  _check_method,
+  _log_delta_per_order,
+  delta_from_rdp_f64,
+  epsilon_from_rdp_f64,
+)
+from ..rdp._order_search import min_epsilon_over_orders, with_derivative_at_order
 
 __all__ = ["DEFAULT_ORDERS", "DP_ACCOUNTING_ORDERS", "sgm_dpsgd", "check_sgm_arguments"]
 

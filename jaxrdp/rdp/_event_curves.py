@@ -13,7 +13,7 @@ its refusals are generated from the rules that exist.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jax.numpy as jnp
 
@@ -282,6 +282,6 @@ def as_sgm(event: Event):
 
 # The RDP rules of the fixed-size and shuffled-batch events live with the schemes, and
 # those of the other mechanisms dp_accounting describes in their own module.
-from . import _sampling as _sampling  # noqa: E402,F401  (registers their rules)
 from . import _mechanism_rules as _mechanism_rules  # noqa: E402,F401
 from . import _random_allocation as _random_allocation  # noqa: E402,F401
+from . import _sampling as _sampling  # noqa: E402,F401  (registers their rules)

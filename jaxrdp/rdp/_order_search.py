@@ -61,15 +61,15 @@ import functools
 import math
 from typing import NamedTuple
 
-import numpy as np
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from ..rdp._conversions import _epsilon_per_order, tv_threshold
 from .._core.numerics import argmin_last, floor_rate, positive_subnormal, raise_subnormal
-from ..mechanisms._sgm import _log_a_f64
 from .._core.static_index import put_last, take_last
 from .._core.validation import DELTA, StaticArray
+from ..mechanisms._sgm import _log_a_f64
+from ..rdp._conversions import _epsilon_per_order, tv_threshold
 
 __all__ = ["SearchResult", "min_epsilon_over_orders", "table_size", "with_derivative_at_order"]
 
