@@ -35,6 +35,9 @@ DEFAULT_BATCH_SIZES = (64, 128, 256, 512, 1024, 2048)
 DEFAULT_SIGMAS = tuple(round(0.5 + 0.1 * i, 1) for i in range(26))  # 0.5, 0.6, ..., 3.0
 DEFAULT_EPOCHS = tuple(range(1, 101))
 DEFAULT_DELTA = 1e-5
+# jaxrdp.events.SAMPLINGS, spelled out so that the parser does not import JAX
+# (tests/test_dispatch.py checks that they agree).
+_SAMPLINGS = ("poisson", "fixed", "shuffle", "allocation")
 SWEEP_BASENAME = "jaxrdp_sweep"
 #: Grids larger than this many cells need --yes (about 20 us per cell on a
 #: 2-core CPU: a million cells take some 20 s, 27 million some 10 minutes).
@@ -151,11 +154,12 @@ def _add_scheme(p: argparse.ArgumentParser) -> None:
   g = p.add_argument_group("batching scheme and neighbouring relation")
   g.add_argument(
     "--sampling",
-    choices=("poisson", "fixed", "shuffle"),
+    choices=_SAMPLINGS,
     default="poisson",
     help="poisson (default): each example joins a batch with probability q; "
     "fixed: B distinct examples per step (q = B / N); shuffle: shuffled "
-    "epochs, accounted without amplification",
+    "epochs, accounted without amplification; allocation: random allocation, "
+    "epochs of 1 / q steps with each example in one of them (epsilon and delta)",
   )
   g.add_argument(
     "--relation",
@@ -179,7 +183,8 @@ def _add_accountant(p) -> None:
 def _build_parser() -> _Parser:
   parser = _Parser(
     prog="jaxrdp",
-    description="Renyi-DP accounting for DP-SGD (Sampled Gaussian Mechanism) in JAX.",
+    description="Privacy accounting for DP-SGD in JAX: Renyi DP (--accountant rdp) and tight, "
+    "certified accounting by privacy-loss distributions (--accountant pld).",
   )
   from ._version import __version__
 
@@ -191,7 +196,8 @@ def _build_parser() -> _Parser:
   p = sub.add_parser(
     "epsilon",
     help="epsilon of a DP-SGD run for a given delta",
-    description="Epsilon (and the optimal RDP order) of DP-SGD.",
+    description="Epsilon of DP-SGD (and the optimal RDP order, or with --accountant pld "
+    "the tight epsilon and its certified lower bound).",
   )
   _add_mechanism(p, sigma_required=True)
   _add_delta(p)
@@ -200,8 +206,11 @@ def _build_parser() -> _Parser:
     type=_count,
     default=None,
     metavar="BMAX",
-    help="Poisson batches truncated at BMAX (needs --dataset-size): the epsilon "
-    "then holds at --delta including the truncation term",
+    help="Poisson batches truncated at BMAX (needs --dataset-size and --sampling "
+    "poisson): the epsilon then holds at --delta including the truncation term. "
+    "(This subcommand only: for delta add jaxrdp.train.truncated_poisson_delta; "
+    "calibrate and sweep assume untruncated batches, whose answers a capacity from "
+    "jaxrdp.train.default_capacity changes by at most 0.1%% of delta)",
   )
   _finish(p, _cmd_epsilon)
 
@@ -322,7 +331,7 @@ def _derived(cols: dict) -> dict:
   """Add q and steps columns computed from dataset_size, batch_size and epochs."""
   import numpy as np
 
-  from .train._dataset import epochs_to_steps
+  from .events._dataset import epochs_to_steps
 
   out = dict(cols)
   if "batch_size" in cols:
@@ -347,12 +356,26 @@ def _json_value(x):
   return int(x) if x == int(x) and abs(x) < 2**53 else x
 
 
-def _emit(cols: dict, args, *, directions: dict | None = None, note: str | None = None) -> None:
+def _labels(args, scheme: dict) -> dict:
+  """What computed the numbers: the accountant, the sampler and the relation."""
+  return {"accountant": args.accountant, **scheme}
+
+
+def _emit(
+  cols: dict,
+  args,
+  *,
+  directions: dict | None = None,
+  note: str | None = None,
+  labels: dict | None = None,
+) -> None:
   """Print equal-length columns as a table, JSON records or CSV.
 
   ``directions`` maps a column to how its table cells are rounded: +1 up, -1 down
   (exactly, ``jaxrdp.sweeps._table.round_decimal``); the other columns (the
   inputs) are printed to nearest. JSON and CSV carry every float exactly (repr).
+  ``labels`` (the accountant, sampler and relation) head the table and are fields
+  of every JSON record and CSV row.
   """
   from .sweeps._table import format_number, format_table
 
@@ -360,19 +383,20 @@ def _emit(cols: dict, args, *, directions: dict | None = None, note: str | None 
   n = len(next(iter(cols.values()))) if cols else 0
   directions = directions or {}
 
+  labels = labels or {}
   if args.json:
     import json
 
-    records = [{k: _json_value(cols[k][i]) for k in names} for i in range(n)]
+    records = [{**{k: _json_value(cols[k][i]) for k in names}, **labels} for i in range(n)]
     print(json.dumps(records, indent=2, allow_nan=False))
   elif args.csv:
     import csv
 
     writer = csv.writer(sys.stdout, lineterminator="\n")
-    writer.writerow(names)
+    writer.writerow(names + list(labels))
     for i in range(n):
       row = [_json_value(cols[k][i]) for k in names]
-      writer.writerow([v if isinstance(v, str) else repr(v) for v in row])
+      writer.writerow([v if isinstance(v, str) else repr(v) for v in row] + list(labels.values()))
   else:
     # A bound to publish (epsilon, delta) is printed with 5 significant digits,
     # rounded up (a lower bound down); a calibrated parameter with 4, rounded in
@@ -386,6 +410,8 @@ def _emit(cols: dict, args, *, directions: dict | None = None, note: str | None 
       return format_number(x)
 
     rows = [[cell(k, cols[k][i]) for k in names] for i in range(n)]
+    if labels:
+      print(", ".join(f"{k} {v}" for k, v in labels.items()))
     print(format_table(names, rows))
   if note:
     print(note, file=sys.stderr)
@@ -403,7 +429,7 @@ def _cmd_accountant(args, parser, given: str, value: str) -> int:
   sampling = _sampling_axes(args, parser)
   duration = _duration_axes(args, parser, sampling)
   cols = _derived(_grid({**sampling, **duration, "sigma": args.sigma, given: getattr(args, given)}))
-  from .rdp._dpsgd import dpsgd_delta, dpsgd_epsilon
+  from .accountants._dpsgd import dpsgd_delta, dpsgd_epsilon
 
   fn = dpsgd_epsilon if value == "epsilon" else dpsgd_delta
   scheme = _scheme(args, parser)
@@ -417,28 +443,31 @@ def _cmd_accountant(args, parser, given: str, value: str) -> int:
   # compiled program each time.
   import numpy as np
 
-  if args.accountant == "rdp":
+  if hasattr(res, "order"):
     cols[value], cols["order"] = np.asarray(getattr(res, value)), np.asarray(res.order)
   else:  # a certified interval: the value to publish, and the lower bound
     cols[value] = np.asarray(getattr(res, value))
     cols[value + "_lower"] = np.asarray(getattr(res, value + "_lower"))
-  _emit(cols, args, directions={value: 1, value + "_lower": -1})
+  labels = _labels(args, scheme)
+  _emit(cols, args, directions={value: 1, value + "_lower": -1}, labels=labels)
   return 0
 
 
 def _scheme(args, parser) -> dict:
-  """The --sampling and --relation keywords, checked (a bad pair is a usage error)."""
-  from .rdp._sampling import is_default_scheme, resolve_scheme
+  """The --sampling and --relation keywords, checked (a bad pair is a usage error), and
+  whether --accountant can account that scheme (its own answer, as a usage error)."""
+  from .accountants._protocol import get_accountant, require_support
+  from .events._dpsgd import dpsgd_event, resolve_scheme
 
   try:
     sampling, relation = resolve_scheme(args.sampling, args.relation)
   except ValueError as e:
     parser.error(f"argument --relation: {e}")
-  if args.accountant != "rdp" and not is_default_scheme(sampling, relation):
-    parser.error(
-      f"argument --accountant: --sampling {sampling} with --relation {relation} is "
-      "accounted by the Renyi-DP accountant only (--accountant rdp)"
-    )
+  try:
+    event = dpsgd_event(0.5, 1.0, 1.0, sampling=sampling, relation=relation)
+    require_support(get_accountant(args.accountant), event)
+  except NotImplementedError as e:
+    parser.error(f"argument --accountant: {e}")
   return {"sampling": sampling, "relation": relation}
 
 
@@ -449,8 +478,8 @@ def _truncated_epsilon(cols, args, parser, scheme):
   epsilon_lower for the tight accountant), one value per cell."""
   import numpy as np
 
-  from .rdp._dpsgd import dpsgd_epsilon
-  from .rdp._sampling import TruncationError
+  from .accountants._dpsgd import dpsgd_epsilon
+  from .accountants._truncation import TruncationError
 
   if "dataset_size" not in cols:
     parser.error("argument --capacity: needs --dataset-size and --batch-size")
@@ -482,7 +511,7 @@ def _truncated_epsilon(cols, args, parser, scheme):
 
 def _capacity_advice(error, n: int, q: float, steps: float, delta: float) -> str:
   """The --capacity error in the user's terms: what happened and a capacity that works."""
-  from .train._samplers import default_capacity
+  from .mechanisms._truncated_poisson import default_capacity
 
   text = (
     f"argument --capacity: {error.capacity} is too small for this run: batches larger "
@@ -567,13 +596,14 @@ def _cmd_calibrate(args, parser) -> int:
     out["epochs"] = out["steps"] * cols["batch_size"] / cols["dataset_size"]
   if solve == "q" and "dataset_size" in cols:
     from .calibration._batch_size import floor_to_batch_size
+    from .calibration._core import Budget
 
     res = floor_to_batch_size(
       res,
       cols["dataset_size"],
       cols["sigma"],
       cols["steps"],
-      for_delta=by_delta,
+      budget=Budget.DELTA if by_delta else Budget.EPSILON,
       accountant=args.accountant,
       **scheme,
     )
@@ -621,7 +651,7 @@ def _cmd_calibrate(args, parser) -> int:
   if "epochs" in out:
     directions["epochs"] = -1
   directions[tgt] = 1
-  _emit(table, args, directions=directions, note=note)
+  _emit(table, args, directions=directions, note=note, labels=_labels(args, scheme))
   return 0
 
 

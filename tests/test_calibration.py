@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import jaxrdp
 from helpers import run_fresh_python
 from jaxrdp._core.precision import x64_context
-from jaxrdp.calibration import _calibration
+from jaxrdp.calibration import _calibration, _sgm_calibration
 from jaxrdp.calibration._core import Budget, Domain, Evaluator, Known, calibrate
 
 DELTA = 1e-5
@@ -313,9 +313,9 @@ def test_float32_callers_get_safe_rounding():
 def test_same_shape_does_not_recompile(grid):
   q, steps, delta, eps, _ = grid
   jaxrdp.calibrate_noise(eps, delta, q, steps)
-  before = _calibration._noise_jit._cache_size()
+  before = _sgm_calibration._noise_jit._cache_size()
   jaxrdp.calibrate_noise(eps * 1.1, delta, q, steps * 2)
-  assert _calibration._noise_jit._cache_size() == before
+  assert _sgm_calibration._noise_jit._cache_size() == before
 
 
 @pytest.mark.parametrize(

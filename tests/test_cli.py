@@ -45,9 +45,17 @@ def test_epsilon_mnist_table_and_json(capsys):
   code, out, err = run(["epsilon", *MNIST_Q], capsys)
   assert code == 0 and err == ""
   # 2.59665553 printed with 5 significant digits, rounded up (never below the value).
-  assert "2.5967" in out and "epsilon" in out.splitlines()[0]
+  # The first line says what computed the numbers; the table follows.
+  labels, header = out.splitlines()[:2]
+  assert labels == "accountant rdp, sampling poisson, relation add_remove"
+  assert "2.5967" in out and "epsilon" in header
   code, out, _ = run(["epsilon", *MNIST_Q, "--json"], capsys)
   (record,) = json.loads(out)
+  assert (record["accountant"], record["sampling"], record["relation"]) == (
+    "rdp",
+    "poisson",
+    "add_remove",
+  )
   assert record["epsilon"] == pytest.approx(2.597, abs=5e-4)
   assert record["steps"] == 14063
   code, out, _ = run(["epsilon", *MNIST_DATA, "--json"], capsys)
@@ -280,7 +288,8 @@ def test_epsilon_pld_mnist_prints_the_tight_value(capsys):
   # is printed rounded up to 5 digits, the lower bound rounded down.
   code, out, err = run(["epsilon", *MNIST_Q, "--accountant", "pld"], capsys)
   assert code == 0 and err == ""
-  header, _, row = out.splitlines()[:3]
+  labels, header, _, row = out.splitlines()[:4]
+  assert labels.startswith("accountant pld, sampling poisson")
   assert header.split() == ["q", "steps", "sigma", "delta", "epsilon", "epsilon_lower"]
   eps, low = map(float, row.split()[-2:])
   assert eps == 2.3817 and 2.36 < low <= 2.38169
@@ -294,8 +303,11 @@ def test_epsilon_pld_mnist_prints_the_tight_value(capsys):
 
 
 def table_rows(out):
-  """The table's rows as dicts of strings (header line, dashes, rows)."""
+  """The table's rows as dicts of strings (header line, dashes, rows), after the
+  line naming the accountant where the table has one."""
   lines = out.strip().splitlines()
+  if lines[0].startswith("accountant "):
+    lines = lines[1:]
   names = lines[0].split()
   return [dict(zip(names, line.split())) for line in lines[2:]]
 

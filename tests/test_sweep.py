@@ -13,7 +13,7 @@ import jax
 
 import jaxrdp
 from helpers import run_fresh_python
-from jaxrdp.sweeps import _sweep
+from jaxrdp.sweeps import _sharding
 
 # Integer orders: the sweep's programs and the reference searches compile without the
 # quadrature. The default orders, fractional ones included, have their own test below.
@@ -214,8 +214,8 @@ def test_same_shape_does_not_recompile():
   kw = dict(sigma=[1.0, 2.0], steps=[100], orders=ORDERS)
   jaxrdp.sweep(q=[0.01, 0.02], **kw)
   programs = [
-    _sweep._program(fn, _sweep._cell_mesh(tuple(jax.devices())).mesh, *n)
-    for fn, n in ((_sweep._rdp_local, (1, 2)), (_sweep._eps_local, (2, 3)))
+    _sharding._program(fn, _sharding._cell_mesh(tuple(jax.devices())).mesh, *n)
+    for fn, n in ((_sharding._rdp_local, (1, 2)), (_sharding._eps_local, (2, 3)))
   ]
   before = [p._cache_size() for p in programs]
   assert min(before) >= 1

@@ -10,6 +10,9 @@ its ``holds`` the traced mask.
 
 from __future__ import annotations
 
+import decimal
+import fractions
+import operator
 from typing import NamedTuple
 
 import numpy as np
@@ -32,6 +35,9 @@ __all__ = [
   "EPSILON",
   "FINITE_EPSILON",
   "RDP",
+  "check_real",
+  "check_int",
+  "real_scalar",
 ]
 
 
@@ -232,3 +238,30 @@ COUNT = Interval(0.0)  # a number of steps or compositions: finite, >= 0
 EPSILON = Interval(0.0, allow_inf=True)
 FINITE_EPSILON = Interval(0.0)
 RDP = Interval(0.0, allow_inf=True)  # an RDP value (inf: no bound at that order)
+
+
+def check_int(name, value, low, high=None):
+  """``value`` as a Python int in [low, high], or an error naming ``name``.
+
+  TypeError for what is not a number (a str, bytes, a bool, Decimal, Fraction);
+  ValueError for a number that is not an integer or lies outside the range."""
+  if isinstance(value, (bool, np.bool_, str, bytes, decimal.Decimal, fractions.Fraction)):
+    raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+  try:
+    v = operator.index(value)
+  except TypeError:
+    raise ValueError(f"{name} must be an integer, got {value!r}") from None
+  if v < low or (high is not None and v > high):
+    hi = "inf" if high is None else str(high)
+    raise ValueError(f"{name} must be in [{low}, {hi}], got {v}")
+  return v
+
+
+def real_scalar(name, value) -> float:
+  """A real scalar as a float, or an error naming ``name``: TypeError for a str,
+  bytes, a bool, Decimal, Fraction or np.longdouble (as ``jaxrdp.dpsgd_epsilon``
+  refuses them), ValueError for an array."""
+  check_real(name, value)
+  if np.ndim(value) != 0:
+    raise ValueError(f"{name} must be a scalar, got shape {np.shape(value)}")
+  return float(np.asarray(value, dtype=np.float64))

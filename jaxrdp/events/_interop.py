@@ -4,10 +4,10 @@ dp_accounting stays optional: it is imported only when a conversion needs it,
 and :func:`is_dp_accounting_event` recognises its events without importing it.
 
 Every ``DpEvent`` type of dp_accounting has a jaxrdp event describing the same
-mechanism, except ``SampledWithReplacementDpEvent``, ``RandomAllocationDpEvent``
-and ``UnsupportedDpEvent`` (refused with TypeError). Types that only later
-dp_accounting versions define (``DiscreteGaussianDpEvent``,
-``ExponentialMechanismDpEvent``, ``PermuteAndFlipDpEvent``, ``EpsilonDeltaDpEvent``)
+mechanism, except ``SampledWithReplacementDpEvent`` and ``UnsupportedDpEvent``
+(refused with TypeError). Types that only later dp_accounting versions define
+(``DiscreteGaussianDpEvent``, ``ExponentialMechanismDpEvent``,
+``PermuteAndFlipDpEvent``, ``EpsilonDeltaDpEvent``, ``RandomAllocationDpEvent``)
 convert when the installed version has them. The correspondences that need care:
 
 * ``RandomizedResponseDpEvent(p, k)``: dp_accounting keeps the true bucket with
@@ -29,6 +29,10 @@ convert when the installed version has them. The correspondences that need care:
 * ``SingleEpochTreeAggregationDpEvent(s, step_counts)``: a list of trees in one
   epoch becomes its largest tree (the only one that matters when each record is
   in one tree).
+* ``RandomAllocationDpEvent(event, num_selected=k, num_steps=t)`` is one epoch of
+  random k-out-of-t allocation: ``RandomAllocation(k / t, event, t, selected=k)``
+  (Gaussian inner events, or Gaussians composed on the batch). Back, a
+  ``RandomAllocation`` of E epochs becomes that event, self-composed E times.
 """
 
 from __future__ import annotations
@@ -63,6 +67,7 @@ from ._mechanism_events import (
   TruncatedSubsampledGaussian,
   ZCDp,
 )
+from ._allocation_events import RandomAllocation, steps_per_epoch
 from ._sampling_events import FixedSizeSampled
 from ._selection_events import RepeatAndSelect
 
@@ -204,6 +209,9 @@ def from_dp_accounting(dp_event, *, relation=None) -> Event:
       dp_event.truncated_batch_size,
       dp_event.noise_multiplier,
     )
+  allocation = _newer(d, "RandomAllocationDpEvent")
+  if allocation is not None and isinstance(dp_event, allocation):
+    return _random_allocation_from(dp_event)
   # Types of later dp_accounting versions.
   newer = {
     "DiscreteGaussianDpEvent": lambda e: DiscreteGaussian(e.sigma, e.sensitivity),
@@ -217,9 +225,25 @@ def from_dp_accounting(dp_event, *, relation=None) -> Event:
       return build(dp_event)
   raise TypeError(
     f"jaxrdp cannot convert a dp_accounting {type(dp_event).__name__}: no jaxrdp event "
-    "describes it (SampledWithReplacementDpEvent, RandomAllocationDpEvent and "
-    "UnsupportedDpEvent have none)"
+    "describes it (SampledWithReplacementDpEvent and UnsupportedDpEvent have none)"
   )
+
+
+def _random_allocation_from(dp_event) -> RandomAllocation:
+  """``RandomAllocationDpEvent(event, num_selected, num_steps)``: one epoch of k-out-of-t."""
+  k, t = dp_event.num_selected, dp_event.num_steps
+  if not (isinstance(k, int) and isinstance(t, int) and 1 <= k <= t):
+    raise ValueError(
+      "RandomAllocationDpEvent needs integers 1 <= num_selected <= num_steps, got "
+      f"num_selected={k!r}, num_steps={t!r}"
+    )
+  terms = _gaussian_sigmas(dp_event.event)
+  if terms is None:
+    raise TypeError(
+      "jaxrdp converts a RandomAllocationDpEvent only around Gaussian mechanisms "
+      f"(RandomAllocation), got {type(dp_event.event).__name__}"
+    )
+  return RandomAllocation(k / t, Gaussian(_effective_sigma(terms)), t, k)
 
 
 def _scalar(event, name, value=None):
@@ -283,6 +307,9 @@ def to_dp_accounting(event: Event):
   module doc for how differently the two libraries account it. Needs dp_accounting
   installed.
 
+  ``RandomAllocation`` becomes ``RandomAllocationDpEvent`` (one epoch; more
+  epochs self-composed) where the installed dp_accounting defines it.
+
   Raises:
     TypeError: for an event dp_accounting does not describe (``ShuffledEpochs``,
       or a type the installed version lacks).
@@ -319,6 +346,15 @@ def to_dp_accounting(event: Event):
     b, n = _sample_fraction(_scalar(event, "gamma"))
     inner = to_dp_accounting(event.inner)
     return dpa.SampledWithoutReplacementDpEvent(n, b, inner)
+  if isinstance(event, RandomAllocation):
+    cls = _class(dpa, "RandomAllocationDpEvent", event)
+    k = event.selected
+    t, integral = steps_per_epoch(_scalar(event, "q"), k)
+    if not (bool(integral) and np.isfinite(t)):
+      raise ValueError(f"RandomAllocation.q must be selected / t with t an integer, got {event.q}")
+    epochs = math.ceil(_scalar(event, "steps") / t)
+    one = cls(event=to_dp_accounting(event.inner), num_selected=k, num_steps=int(t))
+    return one if epochs == 1 else dpa.SelfComposedDpEvent(one, epochs)
   if isinstance(event, SingleEpochTreeAggregation):
     return dpa.SingleEpochTreeAggregationDpEvent(_scalar(event, "sigma"), _integer(event, "steps"))
   if isinstance(event, RepeatAndSelect):

@@ -476,8 +476,9 @@ def effective_noise_multiplier(sigma: ArrayLike, relation: str) -> ArrayLike:
   * ``"replace_one"``: one example replaced changes it by up to 2C (the
     difference of two clipped gradients), so the multiplier is ``sigma / 2``.
 
-  (SAMPLING.md; google/differential-privacy issue 378 for the factor-of-4 RDP
-  difference when this is missed.)
+  (Replace-one is the relation of Wang, Balle, Kasiviswanathan 2019,
+  arXiv:1808.00087, Thm 27; google/differential-privacy issue 378 reports the
+  factor-of-4 RDP difference when the halving is missed.)
 
   Args:
     sigma: DP-SGD noise multiplier (array-like, may be traced).

@@ -98,9 +98,6 @@ from ._accountant import pld_epsilon as pld_epsilon
 from ._accountant import pld_epsilon_phases as pld_epsilon_phases
 from ._event_accountant import PldAccountant as PldAccountant
 from ._event_accountant import PldState as PldState
-from ..accountants._protocol import register_accountant as _register_accountant
-
-_register_accountant("pld", PldAccountant)
 
 __all__ = [
   "DEFAULT_RTOL",

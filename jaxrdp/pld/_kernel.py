@@ -94,7 +94,6 @@ def _curves(q, sigma, steps, target, is_add, mode, n, pl=None, double_word=False
   log_m = jax.nn.logsumexp(lp[..., None, :] + nu[:, None] * e[..., None, :], axis=-1)  # (P, F)
   kk = jnp.sum(steps[:, None] * log_m, axis=0)  # (F,)
   x = jnp.exp(lp + lam * e - log_m[:, _I_ONE][:, None])
-  x_pts = x
   # Fold the support modulo n onto the FFT's circle.
   phases = jnp.arange(q.shape[0])[:, None]
   slot = jnp.mod(idx, float(n)).astype(jnp.int32)

@@ -31,7 +31,12 @@ from ..mechanisms._pure_dp import bounded_range_rdp_impl, pure_dp_rdp_impl
 from ..mechanisms._repeat_and_select import repeat_and_select_impl
 from . import _sampling  # (partly initialised when this module loads: used at call time)
 from ._conversions import delta_from_rdp_f64
-from ._event_curves import rdp_curve_f64, register_rdp_check, register_rdp_rule
+from ._event_curves import (
+  rdp_curve_f64,
+  register_rdp_check,
+  register_rdp_refusal,
+  register_rdp_rule,
+)
 
 __all__ = ["tree_depth"]
 
@@ -163,16 +168,7 @@ def _repeat_and_select(event, orders, orders_static):
   return repeat_and_select_impl(curve, orders, mean, shape, delta_hat)
 
 
-def _refuse(event_type, why):
-  @register_rdp_rule(event_type)
-  def _rule(event, orders, orders_static):
-    raise NotImplementedError(
-      f"the RDP accountant has no rule for {event_type.__name__} events: {why}"
-    )
-
-  return _rule
-
-
+_refuse = register_rdp_refusal
 _refuse(
   MixtureOfGaussians,
   "no sound RDP bound for a mixture of Gaussians is implemented; a "

@@ -23,13 +23,20 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .._core.precision import x64_context
+from ..accountants._protocol import get_accountant
+from ..accountants._truncation import truncated_poisson_epsilon
+from ..events._events import Composed, Gaussian, PoissonSampled, SelfComposed
+from ..rdp._accountant import RdpState
+from ._sampled_step import _step_curve, sampler_from_state, scheme_of
+from ._samplers import PoissonSampler
+
 __all__ = ["tight_epsilon"]
 
 
 def _values(schedule, steps: int) -> np.ndarray:
   # As the step evaluates them (jaxrdp.train._step._evaluate): with float64 enabled,
   # so that a schedule returning a Python float gives the value the step used.
-  from .._core.precision import x64_context
 
   if not callable(schedule):
     return np.full(steps, float(schedule))
@@ -83,9 +90,6 @@ def tight_epsilon(
     >>> schedule_phases(0.01, lambda t: jnp.where(t < 3, 2.0, 1.0), 5)
     [(0.01, 2.0, 3), (0.01, 1.0, 2)]
   """
-  from ..accountants._protocol import get_accountant
-  from ..events._events import Composed, Gaussian, PoissonSampled, SelfComposed
-
   steps = int(np.asarray(state.step))
   sampler = _poisson_sampler_of(state, q)
   phases = schedule_phases(q, sigma, steps)
@@ -95,8 +99,6 @@ def tight_epsilon(
   composed = acct.compose(acct.init(), Composed(events))
   if sampler is None:
     return acct.get_epsilon(composed, delta)
-  from ..rdp._sampling import truncated_poisson_epsilon
-
   return truncated_poisson_epsilon(
     lambda d: acct.get_epsilon(composed, d),
     sampler.q,
@@ -111,9 +113,6 @@ def _poisson_sampler_of(state: Any, q):
   """The run's ``PoissonSampler`` (None without a sampler); refuses the other samplers."""
   if getattr(state, "sampler", None) is None:
     return None
-  from ._sampled_step import sampler_from_state, scheme_of
-  from ._samplers import PoissonSampler
-
   sampler = sampler_from_state(state.sampler)
   if not isinstance(sampler, PoissonSampler):
     raise ValueError(
@@ -137,14 +136,9 @@ def check_phases(state: Any, phases: list[tuple], sampler_run: bool = False) -> 
   the rounding of T additions (relative 1e-9 + 4 T eps). A state without a Renyi-DP
   accountant is not checked.
   """
-  from ..rdp._accountant import RdpState
-
   held = getattr(state, "accountant", None)
   if not isinstance(held, RdpState):
     return
-  from .._core.precision import x64_context
-  from ._sampled_step import _step_curve
-
   orders = np.asarray(held.orders, dtype=np.float64)
   rdp = np.asarray(held.rdp, dtype=np.float64)
   total = np.zeros_like(rdp)
@@ -153,7 +147,8 @@ def check_phases(state: Any, phases: list[tuple], sampler_run: bool = False) -> 
     ss = np.array([p[1] for p in phases])
     counts = np.array([[p[2]] for p in phases], dtype=np.float64)
     with x64_context():
-      curves = np.asarray(_step_curve("poisson", "add_remove", qs, ss, orders))
+      event = PoissonSampled(qs, Gaussian(ss))
+      curves = np.asarray(_step_curve(event, orders))
     with np.errstate(invalid="ignore"):
       total = np.sum(np.where(counts > 0, counts * curves, 0.0), axis=0)
   steps = sum(p[2] for p in phases)
