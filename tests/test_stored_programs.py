@@ -9,7 +9,6 @@ another user can write, and never change the user's JAX configuration.
 
 import functools
 import os
-import pathlib
 import re
 import subprocess
 import sys
@@ -275,7 +274,8 @@ def test_a_directory_another_user_owns_is_refused(monkeypatch, tmp_path, fresh_c
   if os.geteuid() == 0:
     os.chown(tmp_path / "theirs", 12345, 12345)
   else:  # this process as another user: the directory is someone else's
-    monkeypatch.setattr(sp.os, "geteuid", lambda real=os.geteuid(): real + 1)
+    real = os.geteuid()
+    monkeypatch.setattr(sp.os, "geteuid", lambda: real + 1)
   with pytest.warns(RuntimeWarning, match="theirs is owned by another user"):
     assert sp.cache_root() is None
 

@@ -19,7 +19,6 @@ certified bound). Derivatives are those of the root (implicit function theorem).
 
 from __future__ import annotations
 
-
 import jax
 import jax.numpy as jnp
 
