@@ -20,6 +20,7 @@ import sys
 import time
 
 import numpy as np
+from _provenance import stamp
 
 
 def main(argv=None):
@@ -113,7 +114,7 @@ def main(argv=None):
   )
   if args.json:
     with open(args.json, "w") as f:
-      json.dump(report, f, indent=2)
+      json.dump(stamp(report, __file__), f, indent=2)
   if not (finite and never_above):
     print("FAILED accuracy checks", file=sys.stderr)
     return 1
