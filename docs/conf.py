@@ -132,6 +132,8 @@ _EXTERNAL = {
   "jax.sharding.Mesh": _JAX + "jax.sharding.html#jax.sharding.Mesh",
   "numpy.ndarray": "https://numpy.org/doc/stable/reference/generated/numpy.ndarray.html",
   "os.PathLike": "https://docs.python.org/3/library/os.html#os.PathLike",
+  "collections.abc.Callable": "https://docs.python.org/3/library/collections.abc.html#collections.abc.Callable",
+  "collections.abc.Sequence": "https://docs.python.org/3/library/collections.abc.html#collections.abc.Sequence",
 }
 # The fields of jaxrdp's NamedTuples and dataclasses are annotated ``jax.Array``; autodoc
 # names that class by where jaxlib defines it (shown as ``Array``).
