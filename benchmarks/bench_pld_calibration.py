@@ -54,6 +54,10 @@ import numpy as np
 from _dp_accounting import pld_epsilon as dp_accounting_epsilon
 from _provenance import stamp
 
+# A first call here measures compilation: jaxrdp's stored programs stay off (an empty
+# JAXRDP_CACHE_DIR), unless the caller sets the variable.
+os.environ.setdefault("JAXRDP_CACHE_DIR", "")
+
 T = 10_000
 DELTA = 1e-5
 DP_TOL = 1e-6  # calibrate_dp_mechanism's default tolerance for a continuous parameter

@@ -35,6 +35,10 @@ import time
 from _dp_accounting import pld_epsilon as dp_accounting_pld
 from _provenance import stamp
 
+# A first call here measures compilation: jaxrdp's stored programs stay off (an empty
+# JAXRDP_CACHE_DIR), unless the caller sets the variable.
+os.environ.setdefault("JAXRDP_CACHE_DIR", "")
+
 import jaxrdp
 
 # (name, q, sigma, steps, delta): public configurations.
