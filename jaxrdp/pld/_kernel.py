@@ -14,11 +14,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from . import _compose, _discretize, _grid, _read
+from . import _compose, _discretize, _grid, _read, _tradeoff_read
 
 __all__ = [
   "job_epsilon",
   "job_delta",
+  "job_tradeoff",
+  "batch_plan_tradeoff",
+  "run_tradeoff_job",
+  "run_tradeoff_jobs",
   "batch_plan_points",
   "batch_required_points",
   "pack_jobs",
@@ -145,6 +149,68 @@ def job_delta(q, sigma, steps, epsilon, is_add, *, n, pl=None, double_word=False
   low = _read.delta_lower(c, shifted) - eta * (1.0 + 1e-8)
   share = jnp.where(up > 0, fft / jnp.where(up > 0, up, 1.0), 0.0)
   return up, jnp.clip(low, 0.0, up), epsilon >= c["lo"], jnp.zeros_like(up), share
+
+
+# Hoeffding failure probability (absolute) of the trade-off lower bounds.
+_ETA_TRADEOFF = 1e-10
+
+
+def job_tradeoff(q, sigma, steps, alphas, is_add, *, n, atol, pl=None):
+  """``(tpr, tpr_lower, threshold)`` of one direction at FPRs ``alphas`` (``(G,)`` each).
+
+  One composition read at every FPR (``_tradeoff_read``): ``tpr`` is a
+  certified upper bound of this direction's true-positive rate, ``tpr_lower``
+  a certified lower bound (at least ``alpha``, by the coupling:
+  ``TPR_true(alpha) >= TPR_ctd(alpha e^{-s}) - eta``), ``threshold`` the
+  Neyman-Pearson threshold read. Without ``pl`` the plan is made here
+  (:func:`_grid.plan_tradeoff`, accuracy ``atol``).
+  """
+  if pl is None:
+    pl, _ = _grid.plan_tradeoff(q, sigma, steps, alphas, atol, is_add)
+  c, d, t_total = _curves(q, sigma, steps, 0.0, is_add, "delta", n, pl)
+  tab = _tradeoff_read.block_table(c)
+  up, t_read = _tradeoff_read.tpr_upper(c, tab, alphas)
+  shift = _shift(d, t_total, _ETA_TRADEOFF)
+  low = _tradeoff_read.tpr_lower(c, tab, alphas * jnp.exp(-shift)) - _ETA_TRADEOFF * (1.0 + 1e-8)
+  up = jnp.clip(up, alphas, 1.0)
+  low = jnp.clip(jnp.maximum(low, alphas), 0.0, up)
+  return up, low, t_read
+
+
+def _plan_tradeoff(q, sigma, steps, alphas, atol, at_zero):
+  out = []
+  for is_add in (False, True):
+    pl, slope = _grid.plan_tradeoff(q, sigma, steps, alphas, atol, is_add, at_zero)
+    out.append((pl, _grid.required_points_tradeoff(pl, steps, slope, atol)))
+  return tuple(out)
+
+
+@functools.partial(jax.jit, static_argnames=("at_zero",))
+def batch_plan_tradeoff(q, sigma, steps, alphas, atol, at_zero=False):
+  """Plans and grid points needed, ``((remove, need), (add, need))``, per configuration.
+
+  ``q, sigma, steps``: ``(B, P)``; ``alphas``: ``(B, G)``; ``at_zero``: plans for
+  delta at 0 (the advantage) instead.
+  """
+  return jax.vmap(_plan_tradeoff, in_axes=(0, 0, 0, 0, None, None))(
+    q, sigma, steps, alphas, atol, at_zero
+  )
+
+
+@functools.partial(jax.jit, static_argnames=("n", "phases"))
+def run_tradeoff_job(row, alphas, is_add, atol, n, phases):
+  """One trade-off job from its row of :func:`pack_jobs`: ``(3, G)`` (tpr, tpr_lower, threshold)."""
+  q, sigma, steps, _, pl = _unpack(row, phases)
+  return jnp.stack(job_tradeoff(q, sigma, steps, alphas, is_add, n=n, atol=atol, pl=pl))
+
+
+@functools.partial(jax.jit, static_argnames=("n", "chunk"))
+def run_tradeoff_jobs(q, sigma, steps, alphas, is_add, atol, n, chunk):
+  """All trade-off jobs of a traced batch (plans made inside), ``chunk`` at a time."""
+  one = functools.partial(job_tradeoff, n=n, atol=atol)
+  return jax.lax.map(
+    lambda a: jnp.stack(one(*a)), (q, sigma, steps, alphas, is_add), batch_size=chunk
+  )
 
 
 def _plan_points(q, sigma, steps, target, mode, rtol):
