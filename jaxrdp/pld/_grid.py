@@ -373,36 +373,44 @@ def plan_tradeoff(q, sigma, steps, alphas, atol, is_add, at_zero=False):
   error below ``1e-6 atol``, reaching ``_TRADEOFF_MARGIN`` below the smallest
   threshold, with the tilt capped so that the round-off bound stays small over
   the whole range. ``at_zero``: the plan reads delta at 0 (the advantage)
-  instead. Returns ``(plan, slope)``, ``slope`` the largest estimated
-  ``|d delta / d eps| = e^t alpha`` at the thresholds (:func:`required_points_tradeoff`).
+  instead. Returns ``(plan, density)``: ``density`` estimates the largest
+  density of the loss under ``P`` at the thresholds, which sets the error
+  (:func:`required_points_tradeoff`): that of the Gaussian-DP pair with the same
+  KL divergence, ``phi((t - mu^2/2) / mu) / mu``, and at least ``(1 + lam) e^t
+  alpha`` (the epsilon-shift model of :func:`required_points`).
   """
   m = _one_step_mgf(q, sigma)
   k = _cumulant(m, steps, jnp.asarray(is_add))
+  mu = _gdp_mu(k)
   if at_zero:
     t = jnp.zeros(1)
-    # Q(L > 0) of the Gaussian-DP pair with the same KL divergence.
-    slope = jax.scipy.special.ndtr(-0.5 * _gdp_mu(k))
+    slope = jax.scipy.special.ndtr(-0.5 * mu)  # Q(L > 0) of that pair
   else:
     t = threshold_estimate(k, alphas)
-    slope = jnp.max(jnp.exp(jnp.minimum(t, 700.0)) * alphas)
+    slope = jnp.exp(jnp.minimum(t, 700.0)) * alphas
+  gauss = jnp.exp(-0.5 * ((t - 0.5 * mu * mu) / mu) ** 2) / (mu * math.sqrt(2.0 * math.pi))
   t_hi, t_lo = jnp.max(t), jnp.min(t)
   max_tilt = _TRADEOFF_TILT_SPAN / jnp.maximum(t_hi - t_lo, 1.0)
   pl = _plan_direction(
     q, sigma, steps, t_hi, "delta", jnp.asarray(is_add), m, jnp.log(atol), max_tilt
   )
-  return pl._replace(lo=jnp.minimum(pl.lo, t_lo - _TRADEOFF_MARGIN)), slope
+  density = jnp.max(jnp.maximum(gauss, (1.0 + pl.lam_read) * slope))
+  return pl._replace(lo=jnp.minimum(pl.lo, t_lo - _TRADEOFF_MARGIN)), density
 
 
-def required_points_tradeoff(p: Plan, steps, slope, atol):
+def required_points_tradeoff(p: Plan, steps, density, atol):
   """Grid points for an absolute error of about ``atol`` in the TPR (or the advantage).
 
-  The connect-the-dots error moves epsilon by about ``T d^2 (1 + lam) / 8``
-  (:func:`required_points`); at the Neyman-Pearson threshold ``t`` the TPR
-  ``min_eps [delta(eps) + e^eps alpha]`` moves by ``|delta'(t)| = e^t alpha``
-  times that (the minimum is stationary in epsilon).
+  Each step's connect-the-dots image of the loss is shifted by ``Z`` with mean
+  about ``d^2 / 8`` and variance up to ``d^2 / 4`` (:func:`required_points`);
+  at the Neyman-Pearson threshold ``t`` the TPR ``min_eps [delta(eps) + e^eps
+  alpha]`` moves like ``delta(t)`` (the minimum is stationary in epsilon), by
+  about ``T (m |delta'| + v delta'' / 2) ~ T d^2 / 8 (|delta'| + delta'')``, and
+  ``|delta'(t)| + delta''(t) = e^t f_Q(t) = f_P(t)``, the density of the
+  composed loss under ``P`` at ``t``.
   """
   t_total = jnp.sum(steps)
-  per_d2 = ERROR_MODEL * t_total * (1.0 + p.lam_read) / 8.0 * jnp.maximum(slope, 1e-300)
+  per_d2 = ERROR_MODEL * t_total / 8.0 * jnp.maximum(density, 1e-300)
   d_req = jnp.sqrt(atol / per_d2)
   window = (p.hi - p.lo) / d_req
   support = jnp.max(p.b - p.a) / (SUPPORT_FOLDS * d_req)
