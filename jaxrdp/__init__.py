@@ -13,10 +13,15 @@ The top level holds what a model owner needs to publish an epsilon:
   budget: :func:`calibrate_noise`, :func:`calibrate_steps`,
   :func:`calibrate_sampling_rate`.
 * Sweeps over grids: :func:`sweep`, :func:`plot_sweep`.
+* Privacy as attack risk (tight, certified): :func:`dpsgd_tpr` (the best
+  membership attack's true-positive rate at a given false-positive rate),
+  :func:`dpsgd_advantage`, :func:`tradeoff_curve`; calibration to them in
+  :mod:`jaxrdp.risk`.
 
 Submodules: :mod:`jaxrdp.events` (mechanism descriptions),
 :mod:`jaxrdp.accountants` (the accountant protocol), :mod:`jaxrdp.pld` (tight
-accounting by privacy-loss distributions), :mod:`jaxrdp.mechanisms` (the kernels:
+accounting by privacy-loss distributions), :mod:`jaxrdp.risk` (attack risk:
+trade-off curves, calibration to them), :mod:`jaxrdp.mechanisms` (the kernels:
 the SGM's Renyi DP and other mechanisms' curves), :mod:`jaxrdp.train` (the optax
 DP-SGD step, sampling, checkpoints), :mod:`jaxrdp.classical` (classical
 (epsilon, delta) theorems).
@@ -52,6 +57,10 @@ _NAMES = {
   "calibrate_noise": ".calibration._calibration",
   "calibrate_sampling_rate": ".calibration._calibration",
   "calibrate_steps": ".calibration._calibration",
+  # Privacy as attack risk.
+  "dpsgd_advantage": ".risk._api",
+  "dpsgd_tpr": ".risk._api",
+  "tradeoff_curve": ".risk._api",
   # Sweeps.
   "SweepResult": ".sweeps",
   "plot_sweep": ".sweeps",
@@ -66,6 +75,7 @@ _SUBMODULES = (
   "mechanisms",
   "pld",
   "rdp",
+  "risk",
   "sweeps",
   "train",
 )
@@ -93,6 +103,10 @@ __all__ = [
   "calibrate_noise",
   "calibrate_sampling_rate",
   "calibrate_steps",
+  # attack risk
+  "dpsgd_advantage",
+  "dpsgd_tpr",
+  "tradeoff_curve",
   # sweeps
   "SweepResult",
   "plot_sweep",
@@ -103,6 +117,7 @@ __all__ = [
   "events",
   "mechanisms",
   "pld",
+  "risk",
   "train",
 ]
 
