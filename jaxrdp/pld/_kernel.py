@@ -169,9 +169,9 @@ def job_tradeoff(q, sigma, steps, alphas, is_add, *, n, atol, pl=None):
     pl, _ = _grid.plan_tradeoff(q, sigma, steps, alphas, atol, is_add)
   c, d, t_total = _curves(q, sigma, steps, 0.0, is_add, "delta", n, pl)
   tab = _tradeoff_read.block_table(c)
-  up, t_read = _tradeoff_read.tpr_upper(c, tab, alphas)
   shift = _shift(d, t_total, _ETA_TRADEOFF)
-  low = _tradeoff_read.tpr_lower(c, tab, alphas * jnp.exp(-shift)) - _ETA_TRADEOFF * (1.0 + 1e-8)
+  up, t_read, low = _tradeoff_read.tpr_bounds(c, tab, alphas, alphas * jnp.exp(-shift))
+  low = low - _ETA_TRADEOFF * (1.0 + 1e-8)
   up = jnp.clip(up, alphas, 1.0)
   low = jnp.clip(jnp.maximum(low, alphas), 0.0, up)
   return up, low, t_read

@@ -50,7 +50,7 @@ import jax.numpy as jnp
 
 from . import _read
 
-__all__ = ["block_table", "tpr_upper", "tpr_lower"]
+__all__ = ["block_table", "tpr_bounds"]
 
 # Half-width, in bins, of the candidates for the lower bound around the minimizer.
 _HALF_WIDTH = 64
@@ -138,17 +138,24 @@ def block_table(c):
 
 def _region(c, b0, size):
   """Per-bin ``(index, s, up, low, x, valid)`` on blocks ``b0 .. b0 + size - 1``."""
-  blocks = jax.vmap(lambda b: _read._block(c, b))(b0 + jnp.arange(size))
-  s, s1, s2, e1, _ = (a.reshape(-1) for a in blocks)
+  blk = c["blk"]
+  start = b0 * blk
+  e1 = jax.lax.dynamic_slice(c["e1"], (start,), (size * blk,))
+  e2 = jax.lax.dynamic_slice(c["e2"], (start,), (size * blk,))
+  zero = jnp.zeros((1,), e1.dtype)
+  # Sums over the bins above each one: inside the region, then the blocks after it.
+  s1 = jnp.concatenate([jnp.cumsum(e1[::-1])[::-1][1:], zero]) + c["after1"][b0 + size - 1]
+  s2 = jnp.concatenate([jnp.cumsum(e2[::-1])[::-1][1:], zero]) + c["after2"][b0 + size - 1]
+  idx = start.astype(e1.dtype) + jnp.arange(size * blk, dtype=e1.dtype)
+  s = c["lo"] + c["d"] * idx
   up, low = _delta_bounds(c, s, s1, s2, e1)
   valid = s <= c["top"]
-  idx = b0.astype(s.dtype) * c["blk"] + jnp.arange(s.shape[-1], dtype=s.dtype)
   return idx, s, up, low, _x(s, valid), valid
 
 
 def _first_min(h):
-  """Index of the first minimum of ``h`` (int32, without an integer argmin)."""
-  return _read._first(h == jnp.min(h))
+  """Index of the first minimum of ``h`` (int32)."""
+  return jnp.argmin(h).astype(jnp.int32)
 
 
 def _best_region(c, tab, alpha):
@@ -162,51 +169,54 @@ def _best_region(c, tab, alpha):
   return hb, (idx, s, low, x, valid), hu
 
 
-def tpr_upper(c, tab, alphas):
-  """Upper bound of the discrete TPR at each FPR in ``alphas`` (``(G,)``), and the threshold read.
+def _upper(c, tab, alpha):
+  """Upper bound of the discrete TPR at one FPR, and the threshold read."""
+  hb, (_, s, _, _, _), hu = _best_region(c, tab, alpha)
+  k = _first_min(hu)
+  return jnp.minimum(hu[k], jnp.min(hb)), s[k]
 
-  Returns ``(tpr, t)``: the least ``delta_up(s_k) + e^{s_k} alpha`` over the
-  bins of the best blocks (and the blocks' first bins), and the loss ``s_k``
-  where it is attained (the Neyman-Pearson threshold, to the grid).
+
+def _lower(c, tab, alpha):
+  """Certified lower bound of the discrete TPR at one FPR (module docstring)."""
+  _, (idx, s, low, x, valid), hu = _best_region(c, tab, alpha)
+  kc = _first_min(hu)
+  hu_c = hu[kc]
+  hl = jnp.where(valid, low + x * alpha, jnp.inf)
+  below = 1.0 - jnp.exp(_log_below(c)) - jnp.exp(c["lo"]) * (1.0 + 1e-12 - alpha)
+  # Above the last lattice point s_K <= top (> top - d): h >= e^eps alpha.
+  above = jnp.exp(jnp.minimum(c["top"] - c["d"], 700.0)) * alpha
+  blocks = jnp.where(tab["valid"], tab["low"] + tab["x"] * alpha, jnp.inf)
+  everywhere = jnp.minimum(jnp.minimum(jnp.min(blocks), jnp.min(hl)), jnp.minimum(below, above))
+  size = idx.shape[-1]
+  i0 = jnp.maximum(kc - _HALF_WIDTH, 0)
+  i1 = jnp.minimum(kc + _HALF_WIDTH, size - 1)
+  pos = jnp.arange(size)
+  near = jnp.min(jnp.where((pos >= i0) & (pos <= i1), hl, jnp.inf))
+  at_bottom = idx[i0] == 0
+  at_top = s[i1] + c["d"] > c["top"]  # s_{i1} is the last lattice point read, or beyond
+  near = jnp.minimum(near, jnp.where(at_bottom, below, jnp.inf))
+  near = jnp.minimum(near, jnp.where(at_top, above, jnp.inf))
+  left = at_bottom | (hu_c <= hl[i0])
+  right = at_top | (hu_c <= hl[i1])
+  return jnp.where(left & right, jnp.maximum(near, everywhere), everywhere)
+
+
+def tpr_bounds(c, tab, alphas, alphas_low):
+  """Bounds of the discrete TPR at the FPRs ``alphas`` and ``alphas_low`` (``(G,)`` each).
+
+  Returns ``(upper, threshold, lower)``: at each ``alphas``, the least
+  ``delta_up(s_k) + e^{s_k} alpha`` over the bins of the best blocks (and the
+  blocks' first bins) and the loss ``s_k`` where it is attained (the
+  Neyman-Pearson threshold, to the grid); at each ``alphas_low``, the certified
+  lower bound: the bins within ``_HALF_WIDTH`` of the upper bound's minimizer,
+  certified by convexity, or, where the certificate fails, every block (each
+  bounded by its last bin's delta and its first bin's ``e^s alpha``), below and
+  above the window. One loop over the FPRs computes both.
   """
 
-  def one(alpha):
-    hb, (_, s, _, _, _), hu = _best_region(c, tab, alpha)
-    k = _first_min(hu)
-    return jnp.minimum(hu[k], jnp.min(hb)), s[k]
+  def one(pair):
+    alpha, alpha_low = pair
+    up, t = _upper(c, tab, alpha)
+    return up, t, _lower(c, tab, alpha_low)
 
-  return jax.lax.map(one, alphas, batch_size=_ALPHA_BATCH)
-
-
-def tpr_lower(c, tab, alphas):
-  """Certified lower bound of the discrete TPR at each FPR in ``alphas`` (module docstring).
-
-  The bins within ``_HALF_WIDTH`` of the upper bound's minimizer, certified by
-  convexity; where the certificate fails, every block (each bounded by its
-  last bin's delta and its first bin's ``e^s alpha``), below and above the window.
-  """
-
-  def one(alpha):
-    _, (idx, s, low, x, valid), hu = _best_region(c, tab, alpha)
-    kc = _first_min(hu)
-    hu_c = hu[kc]
-    hl = jnp.where(valid, low + x * alpha, jnp.inf)
-    below = 1.0 - jnp.exp(_log_below(c)) - jnp.exp(c["lo"]) * (1.0 + 1e-12 - alpha)
-    # Above the last lattice point s_K <= top (> top - d): h >= e^eps alpha.
-    above = jnp.exp(jnp.minimum(c["top"] - c["d"], 700.0)) * alpha
-    blocks = jnp.where(tab["valid"], tab["low"] + tab["x"] * alpha, jnp.inf)
-    everywhere = jnp.minimum(jnp.minimum(jnp.min(blocks), jnp.min(hl)), jnp.minimum(below, above))
-    size = idx.shape[-1]
-    i0 = jnp.maximum(kc - _HALF_WIDTH, 0)
-    i1 = jnp.minimum(kc + _HALF_WIDTH, size - 1)
-    pos = jnp.arange(size)
-    near = jnp.min(jnp.where((pos >= i0) & (pos <= i1), hl, jnp.inf))
-    at_bottom = idx[i0] == 0
-    at_top = s[i1] + c["d"] > c["top"]  # s_{i1} is the last lattice point read, or beyond
-    near = jnp.minimum(near, jnp.where(at_bottom, below, jnp.inf))
-    near = jnp.minimum(near, jnp.where(at_top, above, jnp.inf))
-    left = at_bottom | (hu_c <= hl[i0])
-    right = at_top | (hu_c <= hl[i1])
-    return jnp.where(left & right, jnp.maximum(near, everywhere), everywhere)
-
-  return jax.lax.map(one, alphas, batch_size=_ALPHA_BATCH)
+  return jax.lax.map(one, (alphas, alphas_low), batch_size=_ALPHA_BATCH)
