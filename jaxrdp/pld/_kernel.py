@@ -171,7 +171,10 @@ def job_tradeoff(q, sigma, steps, alphas, is_add, *, n, atol, pl=None):
   tab = _tradeoff_read.block_table(c)
   shift = _shift(d, t_total, _ETA_TRADEOFF)
   up, t_read, low = _tradeoff_read.tpr_bounds(c, tab, alphas, alphas * jnp.exp(-shift))
-  low = low - _ETA_TRADEOFF * (1.0 + 1e-8)
+  # Failure events of the coupling: Hoeffding (eta) and the single-step support
+  # cuts (each side of each step's support drops at most 1e-12 delta_c / T).
+  cut = 2e-12 * jnp.exp(pl.log_delta_c)
+  low = low - (_ETA_TRADEOFF + cut) * (1.0 + 1e-8)
   up = jnp.clip(up, alphas, 1.0)
   low = jnp.clip(jnp.maximum(low, alphas), 0.0, up)
   return up, low, t_read
