@@ -167,6 +167,9 @@ def job_tradeoff(q, sigma, steps, alphas, is_add, *, n, atol, pl=None):
   """
   if pl is None:
     pl, _ = _grid.plan_tradeoff(q, sigma, steps, alphas, atol, is_add)
+  # The plan only places the grid: no derivative flows through it (a zero
+  # cotangent times an infinite local derivative there would be NaN).
+  pl = jax.tree_util.tree_map(jax.lax.stop_gradient, pl)
   c, d, t_total = _curves(q, sigma, steps, 0.0, is_add, "delta", n, pl)
   tab = _tradeoff_read.block_table(c)
   shift = _shift(d, t_total, _ETA_TRADEOFF)

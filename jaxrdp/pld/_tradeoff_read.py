@@ -71,7 +71,12 @@ def _alias_log_above(c, s):
   up = nu > c["lam"]
   gain = jnp.where(up, nu - c["lam"], 1.0) * circle
   const = jnp.where(up, kk - gain - jnp.log(-jnp.expm1(-gain)), jnp.inf)
-  return jnp.min(const - jnp.where(up, nu, 0.0) * s[..., None], axis=-1)
+  values = const - jnp.where(up, nu, 0.0) * s[..., None]
+  # The minimum as a gather at the argmin: its derivative is that entry's (the
+  # reverse-mode rule of a min reduction came out NaN on some entries at XLA's
+  # optimization level 0).
+  best = jnp.argmin(values, axis=-1)
+  return jnp.take_along_axis(values, best[..., None], axis=-1)[..., 0]
 
 
 def _log_below(c):
@@ -100,12 +105,16 @@ def _delta_bounds(c, s, s1, s2, e1):
   err_inf, err_l2 = c["fft_l2"]
   l1_weight = jnp.minimum(float(n), 1.0 / -jnp.expm1(-lam * d))
   l2_weight = jnp.minimum(float(n) ** 0.5, 1.0 / jnp.sqrt(-jnp.expm1(-2.0 * lam * d)))
-  fft = jnp.exp(c["log_c"] - lam * s_c) * jnp.minimum(err_inf * l1_weight, err_l2 * l2_weight)
+  # (exponents capped at 700: far below the answer these bounds are astronomically
+  # loose anyway, and a finite value keeps every derivative finite)
+  fft = jnp.exp(jnp.minimum(c["log_c"] - lam * s_c, 700.0)) * jnp.minimum(
+    err_inf * l1_weight, err_l2 * l2_weight
+  )
   fft_l = fft * jnp.exp(lam * d)
   # Wrap-around (the lower bound only).
   circle = c["tau"][2]
   below = jnp.exp(_log_below(c) - lam * circle) / -jnp.expm1(-lam * circle)
-  alias_l = below + jnp.exp(_alias_log_above(c, s_c - d))
+  alias_l = below + jnp.exp(jnp.minimum(_alias_log_above(c, s_c - d), 700.0))
   return read + rounding + fft + c["tail"], read - rounding_l - fft_l - alias_l
 
 

@@ -120,21 +120,27 @@ def advantage_bound(rdp_total, orders):
   def tpr(a):  # (..., G) -> (..., G): min over the picked orders
     return jnp.min(_largest_b(a[..., None], lam_k[..., None, :], budget[..., None, :]), axis=-1)
 
-  # Level 0: a in logit space over (e^-30, 1 - e^-30); then twice around the best point.
-  u_lo = jnp.full(rdp_total.shape[:-1], -30.0)
-  u_hi = jnp.full(rdp_total.shape[:-1], 30.0)
+  # Level 0: a in logit space over (e^-30, 1 - e^-30); then twice around the best point
+  # (one loop, so that the bisection is compiled once).
   t = jnp.linspace(0.0, 1.0, _GRID)
-  for _ in range(_LEVELS):
+  shape = rdp_total.shape[:-1]
+
+  def level(_, carry):
+    u_lo, u_hi = carry[:2]
     u = u_lo[..., None] + (u_hi - u_lo)[..., None] * t
     a = _logistic(u)
     b = tpr(a)
-    i = jnp.argmax(b - a, axis=-1)
+    i = jnp.argmax(b - a, axis=-1).astype(jnp.int32)
     i_lo = jnp.clip(i - 1, 0, _GRID - 1)
     i_hi = jnp.clip(i + 1, 0, _GRID - 1)
     new_lo = jnp.take_along_axis(u, i_lo[..., None], axis=-1)[..., 0]
     new_hi = jnp.take_along_axis(u, i_hi[..., None], axis=-1)[..., 0]
-    last_b, last_a = b, a
-    u_lo, u_hi = new_lo, new_hi
+    return new_lo, new_hi, b, a, i_lo, i_hi
+
+  zeros = jnp.zeros(shape + (_GRID,))
+  first = jnp.zeros(shape, jnp.int32)
+  init = (jnp.full(shape, -30.0), jnp.full(shape, 30.0), zeros, zeros, first, first)
+  _, _, last_b, last_a, i_lo, i_hi = jax.lax.fori_loop(0, _LEVELS, level, init)
   # On [a_j, a_{j+1}]: TPR - a <= b(a_{j+1}) - a_j; the maximum lies in [a_{i-1}, a_{i+1}]
   # (concavity), and the ends of the range (a < e^-30 or a > 1 - e^-30) add at most e^-30.
   cells = last_b[..., 1:] - last_a[..., :-1]
