@@ -42,7 +42,7 @@ first call: the seconds JAX spent tracing, lowering and compiling (its
 ``/jax/core/compile/*`` duration events) during the reference calls and the
 first batched call of each N, with the number of XLA compilations (small eager
 operations included). The
-issue's target on an H100 is 10,000 configurations/s.
+target on an H100 is 10,000 configurations/s.
 
     python benchmarks/bench_accelerator.py [--sizes 1000 10000 ...] [--pld-sizes 100 1000 ...]
         [--no-pld] [--tiny] [--json FILE]

@@ -27,6 +27,8 @@ DP-SGD step, sampling, checkpoints), :mod:`jaxrdp.classical` (classical
 (epsilon, delta) theorems).
 """
 
+from typing import TYPE_CHECKING
+
 from ._core.lazy import exports as _exports
 from ._version import __version__ as __version__
 
@@ -37,8 +39,8 @@ _NAMES = {
   # DP-SGD in one call, and the Renyi-DP orders.
   "DEFAULT_ORDERS": ".rdp._dpsgd",
   "DP_ACCOUNTING_ORDERS": ".rdp._dpsgd",
-  "dpsgd_delta": ".rdp._dpsgd",
-  "dpsgd_epsilon": ".rdp._dpsgd",
+  "dpsgd_delta": ".accountants._dpsgd",
+  "dpsgd_epsilon": ".accountants._dpsgd",
   # Conversions from Renyi DP to (epsilon, delta).
   "DeltaResult": ".rdp._conversions",
   "EpsilonResult": ".rdp._conversions",
@@ -51,9 +53,9 @@ _NAMES = {
   "epsilon_from_event": ".accountants._api",
   "RdpAccountant": ".rdp._accountant",
   # Calibration to a budget.
-  "NoiseCalibration": ".calibration._calibration",
-  "SamplingRateCalibration": ".calibration._calibration",
-  "StepsCalibration": ".calibration._calibration",
+  "NoiseCalibration": ".calibration._families",
+  "SamplingRateCalibration": ".calibration._families",
+  "StepsCalibration": ".calibration._families",
   "calibrate_noise": ".calibration._calibration",
   "calibrate_sampling_rate": ".calibration._calibration",
   "calibrate_steps": ".calibration._calibration",
@@ -80,45 +82,46 @@ _SUBMODULES = (
   "train",
 )
 
-__all__ = [
-  # DP-SGD in one call
-  "DEFAULT_ORDERS",
-  "DP_ACCOUNTING_ORDERS",
-  "dpsgd_delta",
-  "dpsgd_epsilon",
-  # conversions
-  "DeltaResult",
-  "EpsilonResult",
-  "rdp_to_delta",
-  "rdp_to_epsilon",
-  # events and accountants
-  "PrivacyAccountant",
-  "RdpAccountant",
-  "delta_from_event",
-  "epsilon_from_event",
-  # calibration
-  "NoiseCalibration",
-  "SamplingRateCalibration",
-  "StepsCalibration",
-  "calibrate_noise",
-  "calibrate_sampling_rate",
-  "calibrate_steps",
-  # attack risk
-  "dpsgd_advantage",
-  "dpsgd_tpr",
-  "tradeoff_curve",
-  # sweeps
-  "SweepResult",
-  "plot_sweep",
-  "sweep",
-  # submodules
-  "accountants",
-  "classical",
-  "events",
-  "mechanisms",
-  "pld",
-  "risk",
-  "train",
-]
+
+# The public names: the keys of _NAMES (and the submodules), listed once.
+__all__ = sorted([*_NAMES, *_SUBMODULES])
 
 __getattr__, __dir__ = _exports(__name__, _NAMES, _SUBMODULES)
+
+# The same names for static analysers (pyright, IDEs): never run (the imports above
+# are lazy); tests/test_public_surface.py checks that the two lists agree.
+if TYPE_CHECKING:
+  from .accountants._api import PrivacyAccountant as PrivacyAccountant
+  from .accountants._api import delta_from_event as delta_from_event
+  from .accountants._api import epsilon_from_event as epsilon_from_event
+  from .accountants._dpsgd import dpsgd_delta as dpsgd_delta
+  from .accountants._dpsgd import dpsgd_epsilon as dpsgd_epsilon
+  from .calibration._families import NoiseCalibration as NoiseCalibration
+  from .calibration._families import SamplingRateCalibration as SamplingRateCalibration
+  from .calibration._families import StepsCalibration as StepsCalibration
+  from .calibration._calibration import calibrate_noise as calibrate_noise
+  from .calibration._calibration import calibrate_sampling_rate as calibrate_sampling_rate
+  from .calibration._calibration import calibrate_steps as calibrate_steps
+  from .rdp._accountant import RdpAccountant as RdpAccountant
+  from .rdp._conversions import DeltaResult as DeltaResult
+  from .rdp._conversions import EpsilonResult as EpsilonResult
+  from .rdp._conversions import rdp_to_delta as rdp_to_delta
+  from .rdp._conversions import rdp_to_epsilon as rdp_to_epsilon
+  from .rdp._dpsgd import DEFAULT_ORDERS as DEFAULT_ORDERS
+  from .rdp._dpsgd import DP_ACCOUNTING_ORDERS as DP_ACCOUNTING_ORDERS
+  from .risk._api import dpsgd_advantage as dpsgd_advantage
+  from .risk._api import dpsgd_tpr as dpsgd_tpr
+  from .risk._api import tradeoff_curve as tradeoff_curve
+  from .sweeps import SweepResult as SweepResult
+  from .sweeps import plot_sweep as plot_sweep
+  from .sweeps import sweep as sweep
+  from . import accountants as accountants
+  from . import calibration as calibration
+  from . import classical as classical
+  from . import events as events
+  from . import mechanisms as mechanisms
+  from . import pld as pld
+  from . import rdp as rdp
+  from . import risk as risk
+  from . import sweeps as sweeps
+  from . import train as train

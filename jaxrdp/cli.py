@@ -9,8 +9,13 @@
 
 Every numeric option takes one or more values; several values give the outer-product
 grid, evaluated in one vectorized call. Output is a readable table, or `--json` /
-`--csv` on stdout. Bad arguments exit with status 2 and a one-line message naming the
-argument. Heavy modules (jax, matplotlib) are imported only once the arguments parse.
+`--csv` on stdout. The table rounds every bound to publish (epsilon, delta) up and a
+calibrated parameter in the direction that keeps the budget (sigma up; steps, epochs,
+q and batch size down), exactly; JSON and CSV carry the exact floats, with an
+infinite or undefined value as the string "inf", "-inf" or "nan". Bad arguments exit
+with status 2 and a one-line message naming the argument. Heavy modules (jax,
+matplotlib) are imported only once the arguments parse. `jaxrdp --version` prints
+the version.
 """
 
 from __future__ import annotations
@@ -30,6 +35,9 @@ DEFAULT_BATCH_SIZES = (64, 128, 256, 512, 1024, 2048)
 DEFAULT_SIGMAS = tuple(round(0.5 + 0.1 * i, 1) for i in range(26))  # 0.5, 0.6, ..., 3.0
 DEFAULT_EPOCHS = tuple(range(1, 101))
 DEFAULT_DELTA = 1e-5
+# jaxrdp.events.SAMPLINGS, spelled out so that the parser does not import JAX
+# (tests/test_dispatch.py checks that they agree).
+_SAMPLINGS = ("poisson", "fixed", "shuffle", "allocation")
 SWEEP_BASENAME = "jaxrdp_sweep"
 #: Grids larger than this many cells need --yes (about 20 us per cell on a
 #: 2-core CPU: a million cells take some 20 s, 27 million some 10 minutes).
@@ -81,8 +89,17 @@ def _count(text: str) -> int:
 
 def _add_output(p: argparse.ArgumentParser) -> None:
   group = p.add_mutually_exclusive_group()
-  group.add_argument("--json", action="store_true", help="print JSON (a list of records)")
-  group.add_argument("--csv", action="store_true", help="print CSV with a header row")
+  group.add_argument(
+    "--json",
+    action="store_true",
+    help='print JSON (a list of records); numbers are exact, and an infinite or '
+    'undefined one is the string "inf", "-inf" or "nan" (JSON has no such numbers)',
+  )
+  group.add_argument(
+    "--csv",
+    action="store_true",
+    help="print CSV with a header row (exact numbers; inf, -inf and nan as such)",
+  )
 
 
 def _add_values(g, flag: str, kind, metavar: str, help: str, **kwargs) -> None:
@@ -137,11 +154,12 @@ def _add_scheme(p: argparse.ArgumentParser) -> None:
   g = p.add_argument_group("batching scheme and neighbouring relation")
   g.add_argument(
     "--sampling",
-    choices=("poisson", "fixed", "shuffle"),
+    choices=_SAMPLINGS,
     default="poisson",
     help="poisson (default): each example joins a batch with probability q; "
     "fixed: B distinct examples per step (q = B / N); shuffle: shuffled "
-    "epochs, accounted without amplification",
+    "epochs, accounted without amplification; allocation: random allocation, "
+    "epochs of 1 / q steps with each example in one of them (epsilon and delta)",
   )
   g.add_argument(
     "--relation",
@@ -165,8 +183,12 @@ def _add_accountant(p) -> None:
 def _build_parser() -> _Parser:
   parser = _Parser(
     prog="jaxrdp",
-    description="Renyi-DP accounting for DP-SGD (Sampled Gaussian Mechanism) in JAX.",
+    description="Privacy accounting for DP-SGD in JAX: Renyi DP (--accountant rdp) and tight, "
+    "certified accounting by privacy-loss distributions (--accountant pld).",
   )
+  from ._version import __version__
+
+  parser.add_argument("--version", action="version", version=f"jaxrdp {__version__}")
   sub = parser.add_subparsers(
     dest="command", required=True, parser_class=_Parser, metavar="{epsilon,delta,calibrate,sweep}"
   )
@@ -174,7 +196,8 @@ def _build_parser() -> _Parser:
   p = sub.add_parser(
     "epsilon",
     help="epsilon of a DP-SGD run for a given delta",
-    description="Epsilon (and the optimal RDP order) of DP-SGD.",
+    description="Epsilon of DP-SGD (and the optimal RDP order, or with --accountant pld "
+    "the tight epsilon and its certified lower bound).",
   )
   _add_mechanism(p, sigma_required=True)
   _add_delta(p)
@@ -183,8 +206,11 @@ def _build_parser() -> _Parser:
     type=_count,
     default=None,
     metavar="BMAX",
-    help="Poisson batches truncated at BMAX (needs --dataset-size): the epsilon "
-    "then holds at --delta including the truncation term",
+    help="Poisson batches truncated at BMAX (needs --dataset-size and --sampling "
+    "poisson): the epsilon then holds at --delta including the truncation term. "
+    "(This subcommand only: for delta add jaxrdp.train.truncated_poisson_delta; "
+    "calibrate and sweep assume untruncated batches, whose answers a capacity from "
+    "jaxrdp.train.default_capacity changes by at most 0.1%% of delta)",
   )
   _finish(p, _cmd_epsilon)
 
@@ -305,7 +331,7 @@ def _derived(cols: dict) -> dict:
   """Add q and steps columns computed from dataset_size, batch_size and epochs."""
   import numpy as np
 
-  from .train._dataset import epochs_to_steps
+  from .events._dataset import epochs_to_steps
 
   out = dict(cols)
   if "batch_size" in cols:
@@ -317,54 +343,81 @@ def _derived(cols: dict) -> dict:
   return out
 
 
-def _emit(cols: dict, args, *, note: str | None = None) -> None:
-  """Print equal-length columns as a table, JSON records or CSV."""
-  import numpy as np
+def _json_value(x):
+  """A JSON/CSV value: the string itself, an int when exact, a float, or "inf",
+  "-inf", "nan" for the non-finite numbers (strict JSON has no literal for them)."""
+  if isinstance(x, str):
+    return x
+  x = float(x)
+  if math.isnan(x):
+    return "nan"
+  if math.isinf(x):
+    return "inf" if x > 0 else "-inf"
+  return int(x) if x == int(x) and abs(x) < 2**53 else x
 
+
+def _labels(args, scheme: dict) -> dict:
+  """What computed the numbers: the accountant, the sampler and the relation."""
+  return {"accountant": args.accountant, **scheme}
+
+
+def _emit(
+  cols: dict,
+  args,
+  *,
+  directions: dict | None = None,
+  note: str | None = None,
+  labels: dict | None = None,
+) -> None:
+  """Print equal-length columns as a table, JSON records or CSV.
+
+  ``directions`` maps a column to how its table cells are rounded: +1 up, -1 down
+  (exactly, ``jaxrdp.sweeps._table.round_decimal``); the other columns (the
+  inputs) are printed to nearest. JSON and CSV carry every float exactly (repr).
+  ``labels`` (the accountant, sampler and relation) head the table and are fields
+  of every JSON record and CSV row.
+  """
   from .sweeps._table import format_number, format_table
 
   names = list(cols)
   n = len(next(iter(cols.values()))) if cols else 0
+  directions = directions or {}
 
-  def value(x):
-    if isinstance(x, str):
-      return x
-    x = float(x)
-    if not math.isfinite(x):
-      return None
-    return int(x) if x == int(x) and abs(x) < 2**53 else x
-
+  labels = labels or {}
   if args.json:
     import json
 
-    records = [{k: value(cols[k][i]) for k in names} for i in range(n)]
+    records = [{**{k: _json_value(cols[k][i]) for k in names}, **labels} for i in range(n)]
     print(json.dumps(records, indent=2, allow_nan=False))
   elif args.csv:
     import csv
 
     writer = csv.writer(sys.stdout, lineterminator="\n")
-    writer.writerow(names)
+    writer.writerow(names + list(labels))
     for i in range(n):
-      row = [value(cols[k][i]) for k in names]
-      writer.writerow(["" if v is None else (v if isinstance(v, str) else repr(v)) for v in row])
+      row = [_json_value(cols[k][i]) for k in names]
+      writer.writerow([v if isinstance(v, str) else repr(v) for v in row] + list(labels.values()))
   else:
-    # Bounds to publish are printed with 5 significant digits, rounded up (lower
-    # bounds rounded down), so that the table never shows less privacy loss
-    # than was computed.
-    bound = {"epsilon": 1, "delta": 1, "epsilon_lower": -1, "delta_lower": -1}
-
+    # A bound to publish (epsilon, delta) is printed with 5 significant digits,
+    # rounded up (a lower bound down); a calibrated parameter with 4, rounded in
+    # the direction that keeps the budget; so that the table never shows less
+    # privacy loss than was computed.
     def cell(k, x):
       if isinstance(x, str):
         return x
-      if k in bound:
-        return format_number(x, digits=5, direction=bound[k])
+      if k in directions:
+        return format_number(x, digits=5 if k in _BOUNDS else 4, direction=directions[k])
       return format_number(x)
 
     rows = [[cell(k, cols[k][i]) for k in names] for i in range(n)]
+    if labels:
+      print(", ".join(f"{k} {v}" for k, v in labels.items()))
     print(format_table(names, rows))
   if note:
     print(note, file=sys.stderr)
-  del np
+
+
+_BOUNDS = ("epsilon", "delta", "epsilon_lower", "delta_lower")
 
 
 # --------------------------------------------------------------------------------------
@@ -376,7 +429,7 @@ def _cmd_accountant(args, parser, given: str, value: str) -> int:
   sampling = _sampling_axes(args, parser)
   duration = _duration_axes(args, parser, sampling)
   cols = _derived(_grid({**sampling, **duration, "sigma": args.sigma, given: getattr(args, given)}))
-  from .rdp._dpsgd import dpsgd_delta, dpsgd_epsilon
+  from .accountants._dpsgd import dpsgd_delta, dpsgd_epsilon
 
   fn = dpsgd_epsilon if value == "epsilon" else dpsgd_delta
   scheme = _scheme(args, parser)
@@ -390,28 +443,31 @@ def _cmd_accountant(args, parser, given: str, value: str) -> int:
   # compiled program each time.
   import numpy as np
 
-  if args.accountant == "rdp":
+  if hasattr(res, "order"):
     cols[value], cols["order"] = np.asarray(getattr(res, value)), np.asarray(res.order)
   else:  # a certified interval: the value to publish, and the lower bound
     cols[value] = np.asarray(getattr(res, value))
     cols[value + "_lower"] = np.asarray(getattr(res, value + "_lower"))
-  _emit(cols, args)
+  labels = _labels(args, scheme)
+  _emit(cols, args, directions={value: 1, value + "_lower": -1}, labels=labels)
   return 0
 
 
 def _scheme(args, parser) -> dict:
-  """The --sampling and --relation keywords, checked (a bad pair is a usage error)."""
-  from .rdp._sampling import is_default_scheme, resolve_scheme
+  """The --sampling and --relation keywords, checked (a bad pair is a usage error), and
+  whether --accountant can account that scheme (its own answer, as a usage error)."""
+  from .accountants._protocol import get_accountant, require_support
+  from .events._dpsgd import dpsgd_event, resolve_scheme
 
   try:
     sampling, relation = resolve_scheme(args.sampling, args.relation)
   except ValueError as e:
     parser.error(f"argument --relation: {e}")
-  if args.accountant != "rdp" and not is_default_scheme(sampling, relation):
-    parser.error(
-      f"argument --accountant: --sampling {sampling} with --relation {relation} is "
-      "accounted by the Renyi-DP accountant only (--accountant rdp)"
-    )
+  try:
+    event = dpsgd_event(0.5, 1.0, 1.0, sampling=sampling, relation=relation)
+    require_support(get_accountant(args.accountant), event)
+  except NotImplementedError as e:
+    parser.error(f"argument --accountant: {e}")
   return {"sampling": sampling, "relation": relation}
 
 
@@ -422,7 +478,8 @@ def _truncated_epsilon(cols, args, parser, scheme):
   epsilon_lower for the tight accountant), one value per cell."""
   import numpy as np
 
-  from .rdp._dpsgd import dpsgd_epsilon
+  from .accountants._dpsgd import dpsgd_epsilon
+  from .accountants._truncation import TruncationError
 
   if "dataset_size" not in cols:
     parser.error("argument --capacity: needs --dataset-size and --batch-size")
@@ -439,11 +496,38 @@ def _truncated_epsilon(cols, args, parser, scheme):
         accountant=args.accountant,
         **scheme,
       )
+    except TruncationError as e:
+      parser.error(
+        _capacity_advice(
+          e, int(cols["dataset_size"][i]), cols["q"][i], cols["steps"][i], cols["delta"][i]
+        )
+      )
     except ValueError as e:
       parser.error(f"argument --capacity: {e}")
     for k, v in r._asdict().items():
       fields.setdefault(k, []).append(float(v))
   return type(r)(**{k: np.asarray(v) for k, v in fields.items()})
+
+
+def _capacity_advice(error, n: int, q: float, steps: float, delta: float) -> str:
+  """The --capacity error in the user's terms: what happened and a capacity that works."""
+  from .mechanisms._truncated_poisson import default_capacity
+
+  text = (
+    f"argument --capacity: {error.capacity} is too small for this run: batches larger "
+    f"than {error.capacity} are truncated so often over {int(steps):,} steps (probability "
+    f"up to {min(error.eta, 1.0):.2g}) that it uses up --delta {delta:g}; give a larger --capacity"
+  )
+  try:
+    suggested = default_capacity(n, float(q), int(steps), float(delta))
+  except ValueError:
+    return text
+  if suggested > error.capacity:
+    text += (
+      f", e.g. --capacity {suggested} (truncation then costs at most 0.1% of delta "
+      "for any epsilon up to 16)"
+    )
+  return text
 
 
 def _cmd_epsilon(args, parser) -> int:
@@ -512,13 +596,14 @@ def _cmd_calibrate(args, parser) -> int:
     out["epochs"] = out["steps"] * cols["batch_size"] / cols["dataset_size"]
   if solve == "q" and "dataset_size" in cols:
     from .calibration._batch_size import floor_to_batch_size
+    from .calibration._core import Budget
 
     res = floor_to_batch_size(
       res,
       cols["dataset_size"],
       cols["sigma"],
       cols["steps"],
-      for_delta=by_delta,
+      budget=Budget.DELTA if by_delta else Budget.EPSILON,
       accountant=args.accountant,
       **scheme,
     )
@@ -534,6 +619,15 @@ def _cmd_calibrate(args, parser) -> int:
   if args.accountant == "rdp":
     table["order"] = np.asarray(res.order)
   if not (args.json or args.csv):
+    if "dataset_size" in cols and ("epochs" in out or "batch_size" in out):
+      # The exact ratios (epochs T B / N, or q = B / N), rounded down with no float
+      # rounding in between.
+      k, a, b = (
+        ("epochs", table["steps"], cols["batch_size"])
+        if "epochs" in out
+        else ("q", table["batch_size"], np.ones(feasible.size))
+      )
+      table[k] = [_ratio(*abnx) for abnx in zip(a, b, cols["dataset_size"], table[k])]
     for k in out:
       table[k] = [("infeasible" if not f else x) for x, f in zip(table[k], feasible)]
   if args.json or args.csv:
@@ -551,8 +645,25 @@ def _cmd_calibrate(args, parser) -> int:
       "the budget (an epsilon at or below the infinite-noise floor of the RDP "
       "conversion cannot be met)"
     )
-  _emit(table, args, note=note)
+  # Rounded so that the printed numbers keep the budget: the solved parameter
+  # (sigma up; steps, epochs, q and the batch size down) and the achieved value up.
+  directions = {k: (1 if solve == "sigma" else -1) for k in out}
+  if "epochs" in out:
+    directions["epochs"] = -1
+  directions[tgt] = 1
+  _emit(table, args, directions=directions, note=note, labels=_labels(args, scheme))
   return 0
+
+
+def _ratio(a, b, n, fallback):
+  """The exact ``a * b / n`` as a Fraction where a, b and n are finite integers, else
+  ``fallback``."""
+  from fractions import Fraction
+
+  a, b, n = float(a), float(b), float(n)
+  if not all(math.isfinite(v) and v == int(v) for v in (a, b, n)) or n <= 0:
+    return fallback
+  return Fraction(int(a) * int(b), int(n))
 
 
 def _sweep_axes(args, parser) -> dict:

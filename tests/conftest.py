@@ -85,6 +85,7 @@ sys.path.insert(0, os.path.dirname(__file__))
 # it: test_dpsgd compiles the scalar epsilon and delta searches that
 # test_grad_x64_off's subprocess then reads for its finite differences.
 _HEAVY_FIRST = (
+  "test_docs_build.py",  # the build runs the notebooks
   "test_calibration.py",
   "test_dpsgd.py",
   "test_grad_x64_off.py",
@@ -93,6 +94,7 @@ _HEAVY_FIRST = (
   "test_kernel_table.py",
   "test_soundness.py",
   "test_cli.py",
+  "test_readme.py",
   "test_doctests.py",
   "test_regression_guard.py",
   "test_sampling_schemes.py",
@@ -104,13 +106,10 @@ _HEAVY_FIRST = (
   "test_rdp_curves.py",
   "test_tight_epsilon.py",
   "test_pld_exact.py",
-  "test_docs_build.py",
   "test_quadrature_layouts.py",
   "test_pld_accuracy.py",
   "test_accountant.py",
   "test_bench_scripts.py",
-  "test_notebook_quickstart.py",
-  "test_notebooks_reproductions.py",
   "test_precision.py",
   "test_stored_programs.py",
   "test_sgm_single_step.py",
@@ -121,14 +120,35 @@ _HEAVY_FIRST = (
   "test_pld_calibration.py",
   "test_pld_double_word.py",
   "test_sampled_step.py",
-  "test_notebook_dpsgd.py",
 )
+
+
+# The integration tests: the documentation build, the notebooks, the README's blocks,
+# the benchmark scripts, the training runs and everything that starts subprocesses.
+# ``python -m pytest -m "not slow"`` leaves them out (the fast unit run); the README's
+# command runs everything.
+_SLOW_FILES = {
+  "test_bench_scripts.py",
+  "test_cli.py",
+  "test_docs_build.py",
+  "test_doctests.py",
+  "test_grad_x64_off.py",
+  "test_layers.py",
+  "test_precision.py",
+  "test_readme.py",
+  "test_stored_programs.py",
+  "test_sweep_distributed.py",
+  "test_training.py",
+}
 
 
 def pytest_collection_modifyitems(config, items):
   del config
   rank = {name: i for i, name in enumerate(_HEAVY_FIRST)}
   items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: file order kept
+  for item in items:
+    if item.path.name in _SLOW_FILES:
+      item.add_marker(pytest.mark.slow)
 
 
 @pytest.fixture(autouse=True, scope="module")

@@ -11,6 +11,7 @@ import numpy as np
 
 import jaxrdp
 from jaxrdp.calibration._batch_size import floor_to_batch_size
+from jaxrdp.calibration._core import Budget
 from jaxrdp.calibration._calibration import SamplingRateCalibration
 
 N = 60000
@@ -45,7 +46,7 @@ def test_floors_the_batch_and_recomputes_epsilon_at_its_rate():
 
 def test_for_delta_recomputes_delta_and_passes_epsilon_through():
   cal = _calibration([256.9 / N, NAN], 2.6, 1e-5)
-  res = floor_to_batch_size(cal, np.array([N, N]), SIGMA, STEPS, for_delta=True)
+  res = floor_to_batch_size(cal, np.array([N, N]), SIGMA, STEPS, budget=Budget.DELTA)
   want = jaxrdp.dpsgd_delta(np.full(2, 256 / N), SIGMA, STEPS, np.full(2, 2.6))
   np.testing.assert_array_equal(res.delta, [float(want.delta[0]), NAN])
   np.testing.assert_array_equal(res.epsilon, [2.6, NAN])

@@ -14,7 +14,7 @@ import jax.numpy as jnp
 import jaxrdp
 from helpers import run_fresh_python
 from jaxrdp._core.precision import x64_context
-from jaxrdp.calibration import _calibration
+from jaxrdp.calibration import _calibration, _sgm_calibration
 from jaxrdp.calibration._core import Budget, Domain, Evaluator, Known, calibrate
 
 DELTA = 1e-5
@@ -313,9 +313,9 @@ def test_float32_callers_get_safe_rounding():
 def test_same_shape_does_not_recompile(grid):
   q, steps, delta, eps, _ = grid
   jaxrdp.calibrate_noise(eps, delta, q, steps)
-  before = _calibration._noise_jit._cache_size()
+  before = _sgm_calibration._noise_jit._cache_size()
   jaxrdp.calibrate_noise(eps * 1.1, delta, q, steps * 2)
-  assert _calibration._noise_jit._cache_size() == before
+  assert _sgm_calibration._noise_jit._cache_size() == before
 
 
 @pytest.mark.parametrize(
@@ -514,3 +514,50 @@ def test_core_known_cells_and_accelerators():
   ok = b.feasible
   assert np.all(C[ok][2:] / b.param[ok][2:] <= TARGET[ok][2:])
   np.testing.assert_allclose(b.param, a.param, rtol=1e-7)
+
+
+def test_fixed_size_calibration_memory_is_bounded():
+  # FINDINGS 5: calibrate_noise(..., sampling="fixed") on 400 cells asked for 45 GB
+  # (112 MB per cell at the default orders, all cells at once). The bound's kernel
+  # now runs in batches of elements: the compiled calibration's working memory does
+  # not grow with the grid. Compiled, not run (the memory analysis is XLA's).
+  from jaxrdp._core.validation import StaticArray
+  from jaxrdp.calibration import _schemes
+
+  orders = _calibration.orders_array(None)
+
+  def temp_bytes(n):
+    with x64_context():
+      args = [jnp.full(n, 3.0), jnp.full(n, 1e-5), jnp.full(n, 0.01), jnp.full(n, 100.0)]
+      compiled = (
+        _schemes.JITS["noise"]
+        .lower(
+          *args,
+          jnp.asarray(orders),
+          orders_static=StaticArray(orders),
+          budget=Budget.EPSILON,
+          sampling="fixed",
+          relation="replace_one",
+        )
+        .compile()
+      )
+    analysis = compiled.memory_analysis()
+    if analysis is None:
+      pytest.skip("no memory analysis on this backend")
+    return analysis.temp_size_in_bytes
+
+  big = temp_bytes(64)  # 7.2 GB before
+  assert big < 1e9, big
+
+
+def test_fixed_size_calibration_of_a_grid_meets_the_budget():
+  # A grid larger than one batch of the kernel (16 cells x 42 orders = 672 > 512
+  # elements): every cell meets its budget and is tight.
+  orders = np.concatenate([np.linspace(1.25, 10.0, 36), [12.0, 16.0, 24.0, 32.0, 48.0, 64.0]])
+  q = np.geomspace(1e-3, 0.3, 16)
+  res = jaxrdp.calibrate_noise(2.0, 1e-5, q, 500, orders, sampling="fixed")
+  sigma = np.asarray(res.sigma)
+  assert np.all(np.asarray(res.feasible))
+  both = np.stack([sigma, sigma * (1 - 1e-6)])
+  eps = np.asarray(jaxrdp.dpsgd_epsilon(q, both, 500, 1e-5, orders, sampling="fixed").epsilon)
+  assert np.all(eps[0] <= 2.0) and np.all(eps[1] > 2.0)

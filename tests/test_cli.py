@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import jaxrdp
@@ -44,9 +45,17 @@ def test_epsilon_mnist_table_and_json(capsys):
   code, out, err = run(["epsilon", *MNIST_Q], capsys)
   assert code == 0 and err == ""
   # 2.59665553 printed with 5 significant digits, rounded up (never below the value).
-  assert "2.5967" in out and "epsilon" in out.splitlines()[0]
+  # The first line says what computed the numbers; the table follows.
+  labels, header = out.splitlines()[:2]
+  assert labels == "accountant rdp, sampling poisson, relation add_remove"
+  assert "2.5967" in out and "epsilon" in header
   code, out, _ = run(["epsilon", *MNIST_Q, "--json"], capsys)
   (record,) = json.loads(out)
+  assert (record["accountant"], record["sampling"], record["relation"]) == (
+    "rdp",
+    "poisson",
+    "add_remove",
+  )
   assert record["epsilon"] == pytest.approx(2.597, abs=5e-4)
   assert record["steps"] == 14063
   code, out, _ = run(["epsilon", *MNIST_DATA, "--json"], capsys)
@@ -279,7 +288,129 @@ def test_epsilon_pld_mnist_prints_the_tight_value(capsys):
   # is printed rounded up to 5 digits, the lower bound rounded down.
   code, out, err = run(["epsilon", *MNIST_Q, "--accountant", "pld"], capsys)
   assert code == 0 and err == ""
-  header, _, row = out.splitlines()[:3]
+  labels, header, _, row = out.splitlines()[:4]
+  assert labels.startswith("accountant pld, sampling poisson")
   assert header.split() == ["q", "steps", "sigma", "delta", "epsilon", "epsilon_lower"]
   eps, low = map(float, row.split()[-2:])
   assert eps == 2.3817 and 2.36 < low <= 2.38169
+
+
+# --------------------------------------------------------------------------------------
+# Printed calibrations keep the budget: every calibrated value in the table is
+# rounded in the direction that keeps it (sigma up; steps, epochs, q, batch size
+# down) and every bound up, checked exactly (Fraction) and by recomputing the budget
+# from the printed numbers with the library.
+
+
+def table_rows(out):
+  """The table's rows as dicts of strings (header line, dashes, rows), after the
+  line naming the accountant where the table has one."""
+  lines = out.strip().splitlines()
+  if lines[0].startswith("accountant "):
+    lines = lines[1:]
+  names = lines[0].split()
+  return [dict(zip(names, line.split())) for line in lines[2:]]
+
+
+MNIST_EPOCHS = ["--dataset-size", "60000", "--batch-size", "256", "--epochs", "60"]
+
+
+@pytest.mark.parametrize(
+  "argv, solve",
+  [
+    # The user report: sigma 1.014 gave 3.000114 (rdp), 0.9684 gave 3.000175 (pld).
+    (["--epsilon", "3", *MNIST_EPOCHS], "sigma"),
+    (["--epsilon", "3", *MNIST_EPOCHS, "--accountant", "pld"], "sigma"),
+    # FINDINGS 4: sigma 1.08 gave 1.00044.
+    (["--epsilon", "1", "--q", "0.01", "--steps", "100"], "sigma"),
+    (["--epsilon", "1", "--q", "0.01", "--steps", "100", "--target", "delta"], "sigma"),
+    (["--epsilon", "1", "--dataset-size", "60000", "--batch-size", "256", "--sigma", "1"], "steps"),
+    (["--epsilon", "1", "--sigma", "1", "--steps", "1000"], "q"),
+    (["--epsilon", "1", "--dataset-size", "60000", "--sigma", "1", "--steps", "1000"], "q"),
+    (["--epsilon", "1", "--sigma", "1", "--steps", "1000", "--accountant", "pld"], "q"),
+  ],
+)
+def test_printed_calibration_keeps_the_budget(argv, solve, capsys):
+  from fractions import Fraction
+
+  code, out, err = run(["calibrate", *argv, "--delta", "1e-5"], capsys)
+  assert code == 0, err
+  (row,) = table_rows(out)
+  accountant = "pld" if "pld" in argv else "rdp"
+  by_delta = "delta" in argv[argv.index("--target") + 1 :] if "--target" in argv else False
+  n = int(row["dataset_size"]) if "dataset_size" in row else None
+  # The parameters as printed: what a user copies into a training script.
+  q = Fraction(int(row["batch_size"]), n) if "batch_size" in row else Fraction(row["q"])
+  steps = int(row["steps"])
+  sigma = float(row["sigma"])
+  if solve == "q" and n is not None:
+    assert Fraction(row["q"]) <= q  # printed rounded down
+  if "epochs" in row and solve == "steps":
+    assert Fraction(row["epochs"]) <= Fraction(steps * int(row["batch_size"]), n)
+  if by_delta:
+    value = float(jaxrdp.dpsgd_delta(float(q), sigma, steps, 1.0, accountant=accountant).delta)
+    target, printed = float(row["target_delta"]), Fraction(row["delta"])
+  else:
+    value = float(jaxrdp.dpsgd_epsilon(float(q), sigma, steps, 1e-5, accountant=accountant).epsilon)
+    target, printed = float(row["target_epsilon"]), Fraction(row["epsilon"])
+  assert value <= target, (solve, row, value)
+  # The achieved value is printed rounded up (it is computed at the unrounded
+  # parameter, where the budget is spent a little faster than at the printed one).
+  assert printed >= Fraction(value) or solve == "steps"
+
+
+def test_sweep_tables_round_epsilon_up(capsys):
+  from fractions import Fraction
+
+  q, sigma, steps = [0.001, 0.01, 0.05], [0.7, 1.3], [10, 300, 1000]
+  res = jaxrdp.sweep(q=q, sigma=sigma, steps=steps, orders=jaxrdp.DEFAULT_ORDERS)
+  eps = res.epsilon[..., 0]  # [q, sigma, steps]
+  # The grid has cells that rounding to nearest would print below their value.
+  assert any(Fraction(f"{x:.4g}") < Fraction(float(x)) for x in eps.ravel())
+  table = res.table()
+  grid = np.meshgrid(q, sigma, steps, indexing="ij")
+  ref = np.asarray(jaxrdp.dpsgd_epsilon(*grid, 1e-5).epsilon)  # the library's own answer
+  code, out, err = run(
+    ["sweep", "--q", *map(str, q), "--sigma", *map(str, sigma), "--steps", *map(str, steps)]
+    + ["--no-files", "--no-progress"],
+    capsys,
+  )
+  assert code == 0, err
+  for text in (table, out[out.index("epsilon:") :]):
+    rows = table_rows(text.split("epsilon:")[1])
+    assert len(rows) == 6
+    for r in rows:
+      i, j = q.index(float(r["q"])), sigma.index(float(r["sigma"]))
+      for k, t in enumerate(steps):
+        printed = Fraction(r[f"steps={t}"])
+        assert printed >= Fraction(float(ref[i, j, k])) and printed >= Fraction(float(eps[i, j, k]))
+        assert float(printed) <= ref[i, j, k] * (1 + 1e-3)  # 4 significant digits: tight
+
+
+def test_json_and_csv_name_non_finite_numbers(capsys):
+  # sigma = 0 releases the data: epsilon is infinite. JSON has no literal for it.
+  code, out, _ = run(["epsilon", "--q", "1", "--sigma", "0", "--steps", "1", "--json"], capsys)
+  assert code == 0
+  (rec,) = json.loads(out)
+  assert rec["epsilon"] == "inf" and float(rec["epsilon"]) == float("inf")
+  code, out, _ = run(["epsilon", "--q", "1", "--sigma", "0", "--steps", "1", "--csv"], capsys)
+  (row,) = csv.DictReader(io.StringIO(out))
+  assert float(row["epsilon"]) == float("inf")
+  code, out, _ = run(["epsilon", "--help"], capsys)
+  assert '"inf"' in out
+
+
+def test_version(capsys):
+  code, out, _ = run(["--version"], capsys)
+  assert code == 0 and out.strip() == f"jaxrdp {jaxrdp.__version__}"
+
+
+def test_capacity_error_says_what_to_change(capsys):
+  # Batches of mean 256 capped at 330: the truncation term uses up delta.
+  code, out, err = run(["epsilon", *MNIST_DATA, "--capacity", "330"], capsys)
+  assert code == 2 and out == ""
+  (line,) = err.strip().splitlines()
+  assert "--capacity" in line and "larger" in line and "jaxrdp.train" not in line
+  suggested = int(line.split("e.g. --capacity ")[1].split()[0])
+  code, out, err = run(["epsilon", *MNIST_DATA, "--capacity", str(suggested)], capsys)
+  assert code == 0, err

@@ -31,9 +31,11 @@ MODULES = _modules_with_examples()
 
 def test_examples_are_found():
   # A sanity floor, so that a broken discovery does not pass by finding nothing.
-  assert {"jaxrdp.rdp._dpsgd", "jaxrdp.mechanisms._sgm", "jaxrdp.calibration._calibration"} <= set(
-    MODULES
-  )
+  assert {
+    "jaxrdp.accountants._dpsgd",
+    "jaxrdp.mechanisms._sgm",
+    "jaxrdp.calibration._calibration",
+  } <= set(MODULES)
 
 
 @pytest.mark.parametrize("name", MODULES)

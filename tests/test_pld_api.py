@@ -15,12 +15,12 @@ N = 2**12  # a small fixed grid: these tests check plumbing, not the last digit
 @pytest.mark.parametrize(
   "kwargs, name",
   [
-    (dict(q=0.0), "q"),
+    (dict(q=-0.1), "q"),
     (dict(q=1.5), "q"),
     (dict(q=float("nan")), "q"),
     (dict(sigma=0.0), "sigma"),
     (dict(sigma=-1.0), "sigma"),
-    (dict(steps=0), "steps"),
+    (dict(steps=-1), "steps"),
     (dict(steps=2.5), "steps"),
     (dict(steps=1e8), "steps"),
     (dict(delta=0.0), "delta"),
@@ -140,7 +140,7 @@ def test_answer_does_not_depend_on_the_batch_or_the_threads(monkeypatch):
   # same certified epsilon, whatever batch it comes in and however many jobs
   # run at once.
   # Calibration relies on it: a budget met in a batch is met when recomputed.
-  from jaxrdp.pld import _accountant
+  from jaxrdp.pld import _driver
 
   q = np.geomspace(2e-3, 0.2, 20)  # >= 16 rows: the add direction goes coarse first
   sigma = np.linspace(0.7, 2.5, 20)
@@ -149,12 +149,12 @@ def test_answer_does_not_depend_on_the_batch_or_the_threads(monkeypatch):
   for i in (0, 7, 19):
     alone = float(pld_epsilon(q[i], sigma[i], 300, 1e-6, **kw).epsilon)
     assert alone == batch[i], (i, alone, batch[i])
-  monkeypatch.setattr(_accountant, "_WORKERS", 1)
+  monkeypatch.setattr(_driver, "_WORKERS", 1)
   serial = np.asarray(pld_epsilon(q, sigma, 300, 1e-6, **kw).epsilon)
   np.testing.assert_array_equal(serial, batch)
   # Float64 is a thread-local setting that the workers enter themselves: the
   # same bits with x64 off globally (JAX's default; this session turns it on).
-  monkeypatch.setattr(_accountant, "_WORKERS", 4)
+  monkeypatch.setattr(_driver, "_WORKERS", 4)
   jax.config.update("jax_enable_x64", False)
   try:
     off = np.asarray(pld_epsilon(q, sigma, 300, 1e-6, **kw).epsilon)

@@ -14,7 +14,7 @@ import pytest
 from helpers import central_difference
 from pld_oracle import tight_delta
 
-from jaxrdp.pld import _accountant, pld_delta, pld_epsilon
+from jaxrdp.pld import _driver, pld_delta, pld_epsilon
 
 # (q, sigma, steps, delta)
 CASES = [
@@ -48,7 +48,7 @@ def results():
   # Every direction composed again in double-word arithmetic (the pass keeps
   # the tighter certified bound, so this checks that it stays sound).
   with pytest.MonkeyPatch.context() as mp:
-    mp.setattr(_accountant, "_DOUBLE_WORD_SHARE", -np.inf)
+    mp.setattr(_driver, "_DOUBLE_WORD_SHARE", -np.inf)
     forced = pld_epsilon(q[FORCED], sigma[FORCED], steps[FORCED], delta[FORCED])
   return default, dict(zip(FORCED, np.asarray(forced.epsilon)))
 

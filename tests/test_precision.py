@@ -74,3 +74,26 @@ def test_round_up_to_float32_is_never_below_and_at_most_one_ulp_above():
     assert np.all((y - x)[normal] <= ulp[normal])
     # Below the normal range: the smallest normal float (positive x) or 0 (negative x).
     assert np.all(y[~normal] == np.where(x[~normal] > 0, tiny, 0.0))
+
+
+def test_float32_tight_bounds_round_outwards_and_traced_bad_steps_give_nan():
+  # A jitted float32 call: the upper bound is rounded up and the certified lower
+  # bound down (it used to be rounded up too, above the truth 1.0690777020 here);
+  # a traced non-integer number of steps gives NaN, not the value at fewer steps.
+  out = _run("""
+      import numpy as np, jax, jax.numpy as jnp
+      import jaxrdp
+      assert not jax.config.jax_enable_x64
+      f = jax.jit(lambda q, s, t, d: jaxrdp.dpsgd_epsilon(q, s, t, d, accountant="pld"))
+      args = [np.float32(x) for x in (0.16036066, 2.2302697, 1.0, 2.3914223e-10)]
+      r = f(*args)
+      assert r.epsilon.dtype == jnp.float32 and r.epsilon_lower.dtype == jnp.float32
+      exact = jaxrdp.dpsgd_epsilon(*[float(x) for x in args], accountant="pld")
+      assert float(r.epsilon) >= float(exact.epsilon), (r, exact)
+      assert float(r.epsilon_lower) <= float(exact.epsilon_lower), (r, exact)
+      g = jax.jit(lambda t: jaxrdp.dpsgd_epsilon(0.01, 1.0, t, 1e-5, accountant="pld").epsilon)
+      assert np.isnan(float(g(2.5))), g(2.5)
+      assert np.isfinite(float(g(3.0)))
+      print("ok")
+  """)
+  assert out.strip().endswith("ok")

@@ -49,7 +49,7 @@ print(json.dumps({
   "loaded_by_import": loaded,
   "missing": missing,
   "in_dir": sorted({"dpsgd_epsilon", "train", "sweep"} & set(dir(jaxrdp))),
-  "same": jaxrdp.dpsgd_epsilon is importlib.import_module("jaxrdp.rdp._dpsgd").dpsgd_epsilon,
+  "same": jaxrdp.dpsgd_epsilon is importlib.import_module("jaxrdp.accountants._dpsgd").dpsgd_epsilon,
 }))
 """
 
@@ -82,3 +82,48 @@ def test_an_unknown_name_is_an_attribute_error():
   with pytest.raises(AttributeError, match="no_such_name"):
     jaxrdp.no_such_name  # noqa: B018
   assert not hasattr(jaxrdp.train, "no_such_name")
+
+
+_LAZY_PACKAGES = [
+  "jaxrdp",
+  "jaxrdp.accountants",
+  "jaxrdp.calibration",
+  "jaxrdp.events",
+  "jaxrdp.mechanisms",
+  "jaxrdp.rdp",
+  "jaxrdp.risk",
+  "jaxrdp.sweeps",
+  "jaxrdp.train",
+]
+
+
+@pytest.mark.parametrize("package", _LAZY_PACKAGES)
+def test_one_export_table_per_package(package):
+  # __all__ is derived from the table of lazy names, and the static-analysis block
+  # (``if TYPE_CHECKING:``, what pyright and IDEs read) imports exactly those names
+  # from the same modules, so the three cannot drift apart.
+  import ast
+
+  mod = importlib.import_module(package)
+  subs = tuple(getattr(mod, "_SUBMODULES", ()))
+  assert sorted(mod.__all__) == sorted([*mod._NAMES, *subs])
+  tree = ast.parse(pathlib.Path(mod.__file__).read_text())
+  blocks = [
+    n for n in tree.body if isinstance(n, ast.If) and "TYPE_CHECKING" in ast.unparse(n.test)
+  ]
+  assert len(blocks) == 1, package
+  static = {}
+  for node in blocks[0].body:
+    assert isinstance(node, ast.ImportFrom), ast.unparse(node)
+    for alias in node.names:
+      assert alias.asname == alias.name, ast.unparse(node)
+      static[alias.name] = "." * node.level + (node.module or "")
+  want = {name: where for name, where in mod._NAMES.items()}
+  want.update({name: "." for name in subs})
+  assert static == want
+
+
+def test_the_package_is_typed():
+  import jaxrdp
+
+  assert (pathlib.Path(jaxrdp.__file__).parent / "py.typed").exists()

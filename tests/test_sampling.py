@@ -12,6 +12,7 @@ from scipy import stats
 from jaxrdp.train import (
   FixedSizeSampler,
   PoissonSampler,
+  RandomAllocationSampler,
   ShuffleSampler,
   default_capacity,
   dp_gradient,
@@ -134,6 +135,7 @@ def test_reproducible_and_resumable():
     lambda: PoissonSampler(n=500, q=0.05, capacity=50, seed=9),
     lambda: FixedSizeSampler(n=500, batch_size=20, seed=9),
     lambda: ShuffleSampler(n=500, batch_size=30, seed=9),
+    lambda: RandomAllocationSampler(n=500, steps_per_epoch=16, capacity=45, selected=2, seed=9),
   ):
     a = [make().sample(t) for t in range(40)]
     resumed = make()  # a fresh sampler from the stored config, asked for steps 20..39
@@ -295,3 +297,182 @@ def test_gathered_gradient_noise_std():
     expected_batch_size=4.0,
   )
   assert float(jnp.std(g)) == pytest.approx(1.5 * 2.0 / 4.0, rel=0.03)
+
+
+def test_samplers_refuse_non_numbers_and_name_the_argument():
+  # As jaxrdp.dpsgd_epsilon does: "0.1", b"0.1", Decimal, Fraction, a bool and a
+  # longdouble are refused, not converted (a Decimal or Fraction rounded to a float
+  # can land below the value given; q=True is not a rate of 1).
+  import decimal
+  import fractions
+
+  bad = ["0.1", b"0.1", decimal.Decimal("0.1"), fractions.Fraction(1, 10), True, np.longdouble(0.1)]
+  for x in bad:
+    with pytest.raises(TypeError, match="^q must"):
+      PoissonSampler(n=100, q=x, capacity=10)
+    with pytest.raises(TypeError, match="^q must"):
+      truncation_delta(100, x, 10, 10)
+    with pytest.raises(TypeError, match="^q must"):
+      default_capacity(100, x, 10, 1e-5)
+    with pytest.raises(TypeError, match="^delta must"):
+      default_capacity(100, 0.1, 10, x)
+    with pytest.raises(TypeError, match="^fraction must"):
+      default_capacity(100, 0.1, 10, 1e-5, fraction=x)
+  for x in ["10", b"10", decimal.Decimal(10), fractions.Fraction(10), True]:
+    with pytest.raises(TypeError, match="^capacity must"):
+      PoissonSampler(n=100, q=0.1, capacity=x)
+    with pytest.raises(TypeError, match="^batch_size must"):
+      FixedSizeSampler(n=100, batch_size=x)
+    with pytest.raises(TypeError, match="^steps must"):
+      truncation_delta(100, 0.1, 10, x)
+
+
+def test_seed_must_fit_an_int64():
+  # The train state and its checkpoints store the seed as an int64: 2**63 used to be
+  # accepted here and fail later in sampler_state with OverflowError.
+  from jaxrdp.train._sampled_step import sampler_from_state, sampler_state
+
+  for make in (
+    lambda s: PoissonSampler(n=100, q=0.1, capacity=10, seed=s),
+    lambda s: FixedSizeSampler(n=100, batch_size=10, seed=s),
+    lambda s: ShuffleSampler(n=100, batch_size=10, seed=s),
+  ):
+    for seed in (2**63, 2**64 + 5, -1):
+      with pytest.raises(ValueError, match="^seed must be in \\[0, 2\\*\\*63 - 1\\]"):
+        make(seed)
+    top = make(2**63 - 1)
+    assert sampler_from_state(sampler_state(top)) == top
+
+
+# --- Random allocation ("balls in bins", k-out-of-t) -------------------------------
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_allocation_each_example_k_times_per_epoch(k):
+  n, t = 103, 8
+  s = RandomAllocationSampler(n=n, steps_per_epoch=t, capacity=n, selected=k, seed=4)
+  epochs = []
+  for e in range(3):
+    counts = np.zeros(n, int)
+    steps_of = [set() for _ in range(n)]
+    for j in range(t):
+      idx, mask = s.sample(e * t + j)
+      batch = idx[mask]
+      assert len(set(batch.tolist())) == batch.size == s.batch_size(e * t + j)
+      assert np.all(idx[~mask] == 0)
+      np.add.at(counts, batch, 1)
+      for i in batch:
+        steps_of[i].add(j)
+    assert np.all(counts == k)  # never truncated (capacity n): exactly k steps each
+    epochs.append([frozenset(x) for x in steps_of])
+  assert epochs[0] != epochs[1]
+
+
+def test_allocation_batch_size_fits_binomial():
+  # Each example is in a given step with probability k / t independently of the others:
+  # the batch size is Binomial(n, k / t). Chi-square over 3000 steps (375 epochs).
+  n, t, k, steps = 120, 8, 2, 3000
+  s = RandomAllocationSampler(n=n, steps_per_epoch=t, capacity=n, selected=k, seed=7)
+  sizes = np.array([s.batch_size(j) for j in range(steps)])
+  q = k / t
+  lo, hi = int(stats.binom.ppf(0.003, n, q)), int(stats.binom.ppf(0.997, n, q))
+  edges = np.arange(lo, hi + 1)
+  obs = np.array([np.sum(sizes <= lo)] + [np.sum(sizes == i) for i in edges[1:-1]])
+  obs = np.append(obs, np.sum(sizes >= hi))
+  exp = np.concatenate(
+    [
+      [stats.binom.cdf(lo, n, q)],
+      stats.binom.pmf(edges[1:-1], n, q),
+      [stats.binom.sf(hi - 1, n, q)],
+    ]
+  )
+  _, p = stats.chisquare(obs, exp * steps)
+  assert p > 1e-3, p
+  # Power: a rate 10% off fails.
+  wrong = np.concatenate(
+    [
+      [stats.binom.cdf(lo, n, 1.1 * q)],
+      stats.binom.pmf(edges[1:-1], n, 1.1 * q),
+      [stats.binom.sf(hi - 1, n, 1.1 * q)],
+    ]
+  )
+  assert stats.chisquare(obs, wrong * steps / wrong.sum())[1] < 1e-3
+
+
+def test_allocation_pairs_independent_and_subsets_uniform():
+  # Two given examples share a step with probability 1 - C(t - k, k) / C(t, k) (their
+  # k-subsets are independent and uniform), and the k-subset of one example takes
+  # each of its C(t, k) values with probability 1 / C(t, k).
+  n, t, k, epochs = 40, 5, 2, 600
+  s = RandomAllocationSampler(n=n, steps_per_epoch=t, capacity=n, selected=k, seed=11)
+  share = 0
+  subsets = {}
+  for e in range(epochs):
+    steps_of = [[] for _ in range(n)]
+    for j in range(t):
+      idx, mask = s.sample(e * t + j)
+      for i in idx[mask]:
+        steps_of[i].append(j)
+    share += bool(set(steps_of[0]) & set(steps_of[1]))
+    key = tuple(steps_of[2])
+    subsets[key] = subsets.get(key, 0) + 1
+  p = 1 - math.comb(t - k, k) / math.comb(t, k)
+  assert abs(share - epochs * p) <= _Z * math.sqrt(epochs * p * (1 - p))
+  assert len(subsets) == math.comb(t, k)
+  _, pv = stats.chisquare(list(subsets.values()))
+  assert pv > 1e-3
+
+
+def test_allocation_truncation_rate_and_kept_subset():
+  n, t, cap, steps = 200, 10, 24, 2000
+  s = RandomAllocationSampler(n=n, steps_per_epoch=t, capacity=cap, seed=3)
+  truncated = 0
+  for j in range(steps):
+    k = s.batch_size(j)
+    idx, mask = s.sample(j)
+    assert mask.sum() == min(k, cap)
+    assert len(set(idx[mask].tolist())) == mask.sum()
+    truncated += k > cap
+  p = stats.binom.sf(cap, n, 1 / t)
+  assert abs(truncated - steps * p) <= _Z * math.sqrt(steps * p * (1 - p)), (truncated, steps * p)
+  assert s.truncation_delta(steps) == truncation_delta(n + 1, 0.1, cap, steps)
+  assert s.truncation_delta(steps) >= steps * stats.binom.sf(cap, n + 1, 0.1)
+
+
+def test_allocation_truncation_keeps_a_uniform_subset():
+  # A truncated batch keeps a uniformly random subset of its members: over many
+  # epochs of an overfull step, every member is kept equally often.
+  n, t, cap = 30, 2, 5  # steps hold ~15 examples, 5 kept
+  s = RandomAllocationSampler(n=n, steps_per_epoch=t, capacity=cap, seed=5)
+  kept = np.zeros(n)
+  present = np.zeros(n)
+  for e in range(3000):
+    full = s._members(e * t)
+    idx, mask = s.sample(e * t)
+    np.add.at(present, full, 1)
+    np.add.at(kept, idx[mask], 1)
+  rate = kept / present  # ~ cap / (batch size), the same for every example
+  assert np.all(np.abs(rate - rate.mean()) < 0.03), rate
+
+
+def test_allocation_bad_arguments_name_the_argument():
+  with pytest.raises(ValueError, match="^capacity"):
+    RandomAllocationSampler(n=100, steps_per_epoch=10, capacity=0)
+  with pytest.raises(ValueError, match="^capacity"):
+    RandomAllocationSampler(n=100, steps_per_epoch=10, capacity=101)
+  with pytest.raises(ValueError, match="^selected"):
+    RandomAllocationSampler(n=100, steps_per_epoch=10, capacity=20, selected=11)
+  with pytest.raises(ValueError, match="^steps_per_epoch"):
+    RandomAllocationSampler(n=100, steps_per_epoch=0, capacity=20)
+  with pytest.raises(ValueError, match="^step"):
+    RandomAllocationSampler(n=100, steps_per_epoch=10, capacity=20).sample(-1)
+  with pytest.raises(ValueError, match="^selected must be an integer"):
+    RandomAllocationSampler(n=100, steps_per_epoch=10, capacity=20, selected=1.5)
+  for x in ["10", b"10", True]:
+    with pytest.raises(TypeError, match="^steps_per_epoch must"):
+      RandomAllocationSampler(n=100, steps_per_epoch=x, capacity=20)
+  for seed in (2**63, -1):
+    with pytest.raises(ValueError, match="^seed must be in"):
+      RandomAllocationSampler(n=100, steps_per_epoch=10, capacity=20, seed=seed)
+  s = RandomAllocationSampler(n=100, steps_per_epoch=10, capacity=20, seed=2**63 - 1)
+  assert RandomAllocationSampler(**s.config()) == s

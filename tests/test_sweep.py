@@ -13,7 +13,7 @@ import jax
 
 import jaxrdp
 from helpers import run_fresh_python
-from jaxrdp.sweeps import _sweep
+from jaxrdp.sweeps import _sharding
 
 # Integer orders: the sweep's programs and the reference searches compile without the
 # quadrature. The default orders, fractional ones included, have their own test below.
@@ -56,6 +56,31 @@ def test_dataset_helpers():
     jaxrdp.train.sampling_rate(200, 100)
   with pytest.raises(ValueError, match="epochs"):
     jaxrdp.train.epochs_to_steps(-1, 100, 10)
+
+
+def test_epochs_to_steps_is_exact_for_any_size():
+  # FINDINGS 10: the float64 ceiling with its 1e-12 slack dropped a step beyond about
+  # 1e12 examples. Concrete arguments are now counted in exact arithmetic, against
+  # Python's integers and Fractions here (epochs as the decimal they print as).
+  from fractions import Fraction
+
+  f = jaxrdp.train.epochs_to_steps
+  assert int(f(1, 2_000_000_000_001, 1_000_000)) == 2_000_001
+  cases = [
+    (1, 2_000_000_000_001, 1_000_000),
+    (7, 10**15 + 3, 999_983),
+    (3, 2**61, 3),  # E * N beyond int64
+    (0.1, 2560, 256),  # 0.1 as 1/10: one step, not two
+    (2.5, 10**13 + 1, 4),
+    (0.7, 3 * 10**12 + 7, 1),
+  ]
+  for e, n, b in cases:
+    exact = Fraction(repr(e)) * n / b
+    want = -(-exact.numerator // exact.denominator)
+    assert int(f(e, n, b)) == float(want), (e, n, b)
+  # A grid: the same counts elementwise (ceil(E N / 7)).
+  grid = np.asarray(f(np.array([[1.0], [2.5]]), np.array([10**12 + 1, 999]), 7))
+  np.testing.assert_array_equal(grid, [[142857142858, 143], [357142857144, 357]])
 
 
 def test_q_sweep_matches_dpsgd_epsilon(q_sweep):
@@ -144,11 +169,13 @@ def test_default_orders_match_dpsgd_epsilon():
   assert np.any(order != np.round(order))
 
 
-def test_json_non_finite_becomes_null():
+def test_json_non_finite_is_named():
+  # Strict JSON has no inf: it is the string "inf" (not null, which says nothing).
   res = jaxrdp.sweep(q=[0.5], sigma=[0.0, 1.0], steps=10, orders=ORDERS)
   assert np.isinf(res.epsilon[0, 0, 0, 0])
   back = json.loads(res.to_json())
-  assert back["epsilon"][0][0][0][0] is None
+  assert back["epsilon"][0][0][0][0] == "inf"
+  assert isinstance(back["epsilon"][0][1][0][0], float)
 
 
 def test_to_pandas_optional(q_sweep, monkeypatch):
@@ -187,8 +214,8 @@ def test_same_shape_does_not_recompile():
   kw = dict(sigma=[1.0, 2.0], steps=[100], orders=ORDERS)
   jaxrdp.sweep(q=[0.01, 0.02], **kw)
   programs = [
-    _sweep._program(fn, _sweep._cell_mesh(tuple(jax.devices())).mesh, *n)
-    for fn, n in ((_sweep._rdp_local, (1, 2)), (_sweep._eps_local, (2, 3)))
+    _sharding._program(fn, _sharding._cell_mesh(tuple(jax.devices())).mesh, *n)
+    for fn, n in ((_sharding._rdp_local, (1, 2)), (_sharding._eps_local, (2, 3)))
   ]
   before = [p._cache_size() for p in programs]
   assert min(before) >= 1

@@ -790,6 +790,49 @@ def _rewrite(path, header_fn=None, leaf_fn=None):
     np.savez(f, **members)
 
 
+def _write_zip(path, members):
+  """A zip of raw members (name -> bytes), as np.savez would name them."""
+  import zipfile
+
+  with zipfile.ZipFile(path, "w") as z:
+    for name, data in members.items():
+      z.writestr(name, data)
+
+
+def _npy(a):
+  import io
+
+  buf = io.BytesIO()
+  np.save(buf, a, allow_pickle=False)
+  return buf.getvalue()
+
+
+def test_foreign_members_refused_as_checkpoint_errors(saved):
+  # FINDINGS 7: a header.npy member that is not an .npy file escaped as
+  # AttributeError. So did a leaf, and a header nested too deep or holding an
+  # integer too long for Python to parse.
+  path, template, _ = saved
+  with np.load(path) as npz:
+    members = {k: npz[k] for k in npz.files}
+  leaves = {f"{k}.npy": _npy(v) for k, v in members.items() if k != "header"}
+  header = _npy(members["header"])
+  deep = np.frombuffer(b"[" * 100000 + b"]" * 100000, np.uint8)
+  long_int = np.frombuffer(b'{"version": 1' + b"0" * 5000 + b"}", np.uint8)
+  variants = {
+    "header not npy": {"header.npy": b"PK not an npy", **leaves},
+    "empty header": {"header.npy": b"", **leaves},
+    "leaf not npy": {"header.npy": header, **leaves, "leaf_00000.npy": b"\x93NUMPX"},
+    "header 2-D": {"header.npy": _npy(members["header"][None, :]), **leaves},
+    "header floats": {"header.npy": _npy(np.arange(4.0)), **leaves},
+    "deep nesting": {"header.npy": _npy(deep), **leaves},
+    "long integer": {"header.npy": _npy(long_int), **leaves},
+  }
+  for name, zipped in variants.items():
+    _write_zip(path, zipped)
+    with pytest.raises(jaxrdp.train.CheckpointError, match="corrupted|not an .npy"):
+      jaxrdp.train.load_checkpoint(path, template)
+
+
 def test_truncated_checkpoint_refused(saved):
   path, template, _ = saved
   data = path.read_bytes()

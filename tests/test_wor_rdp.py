@@ -196,3 +196,23 @@ def test_tables_built_inside_a_trace_are_concrete(monkeypatch):
   monkeypatch.setattr(wor, "_DEVICE_TABLES", None)
   traced = jax.jit(lambda g: rdp(g, 1.0, 2.0))(0.1)
   assert float(rdp(0.1, 1.0, 2.0)) == float(traced)
+
+
+def test_batched_evaluation_equals_elementwise(monkeypatch):
+  # Large grids run the kernel a batch of elements at a time (bounded memory); a
+  # batch of 4 here, so that 3 x 7 elements take five full batches and a remainder.
+  from jaxrdp.mechanisms import _sampled_without_replacement as wor
+
+  monkeypatch.setattr(wor, "_ELEMENT_BATCH", 4)
+  gammas = np.array([[2e-3], [0.05], [0.4]])
+  sigmas = np.array([[0.8], [2.5], [9.0]])
+  orders = np.array([1.5, 2.0, 3.0, 6.5, 12.0, 40.0, 130.0])
+  grid = np.asarray(rdp(gammas, sigmas, orders))
+  assert grid.shape == (3, 7)
+  for i in range(3):
+    for k in range(7):
+      one = float(rdp(float(gammas[i, 0]), float(sigmas[i, 0]), float(orders[k])))
+      assert grid[i, k] == pytest.approx(one, rel=1e-13)
+  with jax.enable_x64(True):
+    g = jax.grad(lambda s: jnp.sum(rdp(jnp.full(5, 0.01), s, orders[:5])))(jnp.float64(1.5))
+  assert np.isfinite(float(g)) and float(g) < 0

@@ -102,8 +102,8 @@ class Float64Scope:
   def __exit__(self, *exc):
     return self._ctx.__exit__(*exc)
 
-  def finalize(self, tree):
-    return finalize(tree, self.outer_x64)
+  def finalize(self, tree, down=None):
+    return finalize(tree, self.outer_x64, down)
 
 
 def finalize(tree, outer_x64: bool, down=None):
@@ -152,7 +152,7 @@ def _as_array(x):
   return x
 
 
-def elementwise_float64(kernel, diff_args, const_args=(), *, tangent_trailing=None):
+def elementwise_float64(kernel, diff_args, const_args=(), *, tangent_trailing=None, down=None):
   """``kernel(*diff_args, *const_args)`` in float64, finalized as by Float64Scope.
 
   For kernels whose outputs are elementwise (NumPy-broadcast) functions of
@@ -176,6 +176,10 @@ def elementwise_float64(kernel, diff_args, const_args=(), *, tangent_trailing=No
   diff arguments lack (an RDP curve over orders from scalar mechanism fields),
   the number of trailing axes to append to each diff argument's tangent, so
   that it lines up with the output (default: none).
+
+  ``down``: as in :func:`finalize`, a pytree of bools with the structure of the
+  kernel's output, True where a leaf's safe side is smaller (a certified lower
+  bound), which is then rounded towards -inf when cast to float32.
   """
   diff_args, const_args = tuple(_as_array(x) for x in diff_args), tuple(const_args)
   n = len(diff_args)
@@ -184,7 +188,12 @@ def elementwise_float64(kernel, diff_args, const_args=(), *, tangent_trailing=No
   def run(*args):
     with Float64Scope() as scope:
       out = kernel(*args)
-    return scope.finalize(out)
+    return scope.finalize(out, down)
+
+  def directed(out):
+    if down is None:
+      return jax.tree_util.tree_map(_float32_directed, out)
+    return jax.tree_util.tree_map(_float32_directed, out, down)
 
   traced = any(isinstance(x, jax.core.Tracer) for x in diff_args + const_args)
   if bool(jax.config.jax_enable_x64) or not traced:
@@ -197,7 +206,7 @@ def elementwise_float64(kernel, diff_args, const_args=(), *, tangent_trailing=No
   def call(*args):
     with x64_context():
       out = kernel(*args)
-    return jax.tree_util.tree_map(_float32_directed, out)
+    return directed(out)
 
   @call.defjvp
   def call_jvp(primals, tangents):
@@ -210,7 +219,7 @@ def elementwise_float64(kernel, diff_args, const_args=(), *, tangent_trailing=No
         lin(*[jnp.ones_like(p) if j == i else jnp.zeros_like(p) for j, p in enumerate(p64)])
         for i in range(n)
       ]
-    out = jax.tree_util.tree_map(_float32_directed, out64)
+    out = directed(out64)
 
     def tangent(leaf, *partials):
       if not jnp.issubdtype(leaf.dtype, jnp.floating):

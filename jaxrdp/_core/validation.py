@@ -10,6 +10,9 @@ its ``holds`` the traced mask.
 
 from __future__ import annotations
 
+import decimal
+import fractions
+import operator
 from typing import NamedTuple
 
 import numpy as np
@@ -32,6 +35,9 @@ __all__ = [
   "EPSILON",
   "FINITE_EPSILON",
   "RDP",
+  "check_real",
+  "check_int",
+  "real_scalar",
 ]
 
 
@@ -50,25 +56,39 @@ def concrete_or_none(x):
     raise ValueError(f"could not convert argument to a float array: {e}") from None
 
 
-_REAL_KINDS = "biuf"  # numpy dtype kinds accepted: bool, integers, floats
+_REAL_KINDS = "iuf"  # numpy dtype kinds accepted: integers, floats
+
+
+def _holds_bool(x) -> bool:
+  """True if the nested list or tuple ``x`` has a bool among its elements."""
+  return any(
+    isinstance(e, (bool, np.bool_)) or (isinstance(e, (list, tuple)) and _holds_bool(e)) for e in x
+  )
 
 
 def check_real(name: str, x) -> None:
   """Raises TypeError unless ``x`` is a real number or an array (or nested list) of them.
 
-  Strings, None, complex numbers, Decimal, Fraction, dicts and other objects are
-  refused here, with the argument's name, instead of failing later inside JAX
-  (or, for Decimal and Fraction, being rounded to the nearest float, which can
-  be below the value given). A Python int too large for float64 raises ValueError.
+  Strings, bytes, None, booleans (``q=True`` is not a rate of 1), complex numbers,
+  Decimal, Fraction, dicts and other objects are refused here, with the argument's
+  name, instead of failing later inside JAX (or, for Decimal and Fraction, being
+  rounded to the nearest float, which can be below the value given). So are floats
+  wider than float64 (``np.longdouble``): JAX has no such type, and rounding them to
+  float64 can land below the value given. A Python int too large for float64 raises
+  ValueError.
   """
   if not is_concrete(x):
     return
   allowed = "a real number (int or float) or an array or list of them"
+  if isinstance(x, (bool, np.bool_)):
+    raise TypeError(f"{name} must be {allowed}, got a bool ({x!r})")
   if isinstance(x, (jax.Array, np.ndarray, np.generic)):
     kind = np.dtype(x.dtype).kind
-  elif isinstance(x, (bool, int, float)):
+  elif isinstance(x, (int, float)):
     kind = "f"
   elif isinstance(x, (list, tuple)):
+    if _holds_bool(x):  # np.asarray([1.0, True]) would read True as 1.0
+      raise TypeError(f"{name} must be {allowed}, got {type(x).__name__} with a bool element")
     try:
       kind = np.asarray(x).dtype.kind
     except (TypeError, ValueError, OverflowError):
@@ -79,6 +99,12 @@ def check_real(name: str, x) -> None:
     raise TypeError(
       f"{name} must be {allowed}, got {type(x).__name__} with "
       f"{'elements of dtype ' + str(np.asarray(x).dtype) if kind != 'O' else 'non-numeric or oversized elements'}"
+    )
+  if kind == "f" and not isinstance(x, (int, float)) and np.asarray(x).dtype.itemsize > 8:
+    raise TypeError(
+      f"{name} must be at most float64 precision, got {np.asarray(x).dtype} "
+      "(np.longdouble): JAX computes in float64; convert it, knowing that rounding to "
+      "float64 can go either way"
     )
   try:
     np.asarray(x, dtype=np.float64)
@@ -212,3 +238,30 @@ COUNT = Interval(0.0)  # a number of steps or compositions: finite, >= 0
 EPSILON = Interval(0.0, allow_inf=True)
 FINITE_EPSILON = Interval(0.0)
 RDP = Interval(0.0, allow_inf=True)  # an RDP value (inf: no bound at that order)
+
+
+def check_int(name, value, low, high=None):
+  """``value`` as a Python int in [low, high], or an error naming ``name``.
+
+  TypeError for what is not a number (a str, bytes, a bool, Decimal, Fraction);
+  ValueError for a number that is not an integer or lies outside the range."""
+  if isinstance(value, (bool, np.bool_, str, bytes, decimal.Decimal, fractions.Fraction)):
+    raise TypeError(f"{name} must be an integer, got {value!r} ({type(value).__name__})")
+  try:
+    v = operator.index(value)
+  except TypeError:
+    raise ValueError(f"{name} must be an integer, got {value!r}") from None
+  if v < low or (high is not None and v > high):
+    hi = "inf" if high is None else str(high)
+    raise ValueError(f"{name} must be in [{low}, {hi}], got {v}")
+  return v
+
+
+def real_scalar(name, value) -> float:
+  """A real scalar as a float, or an error naming ``name``: TypeError for a str,
+  bytes, a bool, Decimal, Fraction or np.longdouble (as ``jaxrdp.dpsgd_epsilon``
+  refuses them), ValueError for an array."""
+  check_real(name, value)
+  if np.ndim(value) != 0:
+    raise ValueError(f"{name} must be a scalar, got shape {np.shape(value)}")
+  return float(np.asarray(value, dtype=np.float64))

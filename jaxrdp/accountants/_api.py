@@ -8,13 +8,10 @@ from jax.typing import ArrayLike
 
 from ..events._events import Gaussian, PoissonSampled, SelfComposed
 from ..events._interop import from_dp_accounting, is_dp_accounting_event
-from ..rdp._accountant import RdpAccountant
 from ..rdp._conversions import DeltaResult, EpsilonResult
-from ._protocol import Accountant, get_accountant, register_accountant
+from ._protocol import Accountant, get_accountant, require_support
 
 __all__ = ["epsilon_from_event", "delta_from_event", "PrivacyAccountant"]
-
-register_accountant("rdp", RdpAccountant)
 
 
 def _as_event(event):
@@ -46,14 +43,18 @@ def epsilon_from_event(
     >>> jaxrdp.epsilon_from_event(grid, 1e-5).epsilon.shape
     (2, 2)
   """
-  return get_accountant(accountant).epsilon(_as_event(event), delta)
+  acct, event = get_accountant(accountant), _as_event(event)
+  require_support(acct, event)
+  return acct.epsilon(event, delta)
 
 
 def delta_from_event(
   event: Any, epsilon: ArrayLike, *, accountant: str | Accountant = "rdp"
 ) -> DeltaResult:
-  """delta at ``epsilon`` of everything ``event`` describes; see :func:`epsilon_from_event`."""
-  return get_accountant(accountant).delta(_as_event(event), epsilon)
+  """delta at ``epsilon`` of everything ``event`` describes; see :func:`~jaxrdp.epsilon_from_event`."""
+  acct, event = get_accountant(accountant), _as_event(event)
+  require_support(acct, event)
+  return acct.delta(event, epsilon)
 
 
 class PrivacyAccountant:
@@ -86,12 +87,14 @@ class PrivacyAccountant:
   def step(self, *, q: float, sigma: float, steps: int = 1) -> None:
     """Records ``steps`` DP-SGD steps with sampling rate q and noise multiplier sigma."""
     event = SelfComposed(PoissonSampled(q, Gaussian(sigma)), steps)
+    require_support(self.accountant, event)
     self.state = self.accountant.compose(self.state, event)
     self.history.append((q, sigma, steps))
 
   def compose(self, event: Any) -> None:
     """Records any event (a jaxrdp event or a dp_accounting ``DpEvent``)."""
     event = _as_event(event)
+    require_support(self.accountant, event)
     self.state = self.accountant.compose(self.state, event)
     self.history.append(event)
 

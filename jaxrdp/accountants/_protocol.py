@@ -6,18 +6,29 @@ the caller's training state, is updated inside ``jax.jit``, and is saved with
 the checkpoint. The one-shot methods evaluate a whole (broadcast) event at
 once.
 
-Accountants register under a name (``"rdp"``; others register themselves on
-import), so that every function taking ``accountant=`` accepts a name or an
-accountant object.
+Accountants are known by name (``"rdp"``, ``"pld"``, and any registered with
+:func:`register_accountant`), so that every function taking ``accountant=`` accepts
+a name or an accountant object (:func:`get_accountant`, the one place a name is
+read). Each accountant says which events it can account (``unsupported`` /
+``supports``, decided by the event's structure); :func:`require_support` turns a
+refusal into a message that names what is missing and the accountants that can.
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any, Callable, Protocol, runtime_checkable
 
 from jax.typing import ArrayLike
 
-__all__ = ["Accountant", "register_accountant", "get_accountant", "registered_accountants"]
+__all__ = [
+  "Accountant",
+  "register_accountant",
+  "get_accountant",
+  "registered_accountants",
+  "require_support",
+  "accountant_name",
+]
 
 
 @runtime_checkable
@@ -28,6 +39,12 @@ class Accountant(Protocol):
   the one-shot ``epsilon`` and ``delta`` are vectorized over the event's
   broadcast leaves and return results of the broadcast shape.
   """
+
+  def supports(self, event: Any) -> bool:
+    """Whether this accountant can account ``event`` (decided by its structure)."""
+
+  def unsupported(self, event: Any) -> str | None:
+    """``None`` if supported, else the part of ``event`` it cannot account (a phrase)."""
 
   def init(self) -> Any:
     """A fresh state (a pytree): nothing spent."""
@@ -48,7 +65,18 @@ class Accountant(Protocol):
     """``DeltaResult`` of ``event`` alone at ``epsilon``."""
 
 
-_FACTORIES: dict[str, Callable[[], Accountant]] = {}
+def _builtin(module: str, name: str) -> Callable[[], Accountant]:
+  def factory():
+    return getattr(importlib.import_module(module, __package__), name)()
+
+  return factory
+
+
+# The built-in accountants, imported when first asked for (the tight one is large).
+_FACTORIES: dict[str, Callable[[], Accountant]] = {
+  "rdp": _builtin("..rdp._accountant", "RdpAccountant"),
+  "pld": _builtin("..pld._event_accountant", "PldAccountant"),
+}
 _DEFAULTS: dict[str, Accountant] = {}
 
 
@@ -92,3 +120,40 @@ def get_accountant(accountant: str | Accountant) -> Accountant:
       f"{type(accountant).__name__}"
     )
   return accountant
+
+
+def _describe(accountant: Accountant) -> str:
+  return getattr(accountant, "description", None) or f"the accountant {accountant!r}"
+
+
+def require_support(accountant: Accountant, event: Any) -> None:
+  """Raises NotImplementedError if ``accountant`` cannot account ``event``.
+
+  The message is generated from the accountants' own ``unsupported``: what is
+  missing, and which registered accountants can account the event (or that none can).
+  """
+  why = accountant.unsupported(event)
+  if why is None:
+    return
+  able = []
+  for name in registered_accountants():
+    other = get_accountant(name)
+    if type(other) is not type(accountant) and other.unsupported(event) is None:
+      able.append(f"accountant={name!r}")
+  if able:
+    tail = f"; {' and '.join(able)} can"
+  else:
+    tail = "; no registered accountant can"
+  raise NotImplementedError(f"{_describe(accountant)} cannot account {why}{tail}")
+
+
+def accountant_name(accountant: Accountant) -> str:
+  """The registered name of ``accountant``'s kind (``"rdp"``, ``"pld"``), else its class name.
+
+  For labelling results: an accountant object with other settings (other orders, say)
+  is still of that kind.
+  """
+  for name in registered_accountants():
+    if type(get_accountant(name)) is type(accountant):
+      return name
+  return type(accountant).__name__

@@ -17,7 +17,9 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from ..calibration._calibration import SamplingRateCalibration
-from ..rdp._dpsgd import dpsgd_delta, dpsgd_epsilon
+from ..accountants._dpsgd import dpsgd_delta, dpsgd_epsilon
+from ..accountants._protocol import Accountant
+from ._core import Budget
 
 __all__ = ["BatchSizeCalibration", "floor_to_batch_size"]
 
@@ -49,22 +51,21 @@ def floor_to_batch_size(
   sigma: ArrayLike,
   steps: ArrayLike,
   *,
-  for_delta: bool = False,
-  accountant="rdp",
+  budget: Budget = Budget.EPSILON,
+  accountant: str | Accountant = "rdp",
   sampling: str = "poisson",
   relation: str | None = None,
 ) -> BatchSizeCalibration:
   """The largest integer batch size within a sampling-rate calibration's budget.
 
   Args:
-    calibration: the result of ``calibrate_sampling_rate`` (``for_delta`` False)
-      or ``calibrate_sampling_rate_for_delta`` (``for_delta`` True), concrete.
+    calibration: the result of ``calibrate_sampling_rate``, concrete.
     dataset_size: the number of examples N (broadcasts with the calibration).
     sigma, steps: the noise multiplier and number of steps it was calibrated for.
-    for_delta: whether the budget was on delta (epsilon given) rather than on
-      epsilon (delta given). The budgeted quantity is recomputed at q = B / N;
-      the given one is passed through.
-    accountant: the accountant the calibration used (``"rdp"`` or ``"pld"``), which
+    budget: what the calibration bounded: ``Budget.EPSILON`` (epsilon at a given
+      delta, the default) or ``Budget.DELTA``. The budgeted quantity is recomputed
+      at q = B / N; the given one is passed through.
+    accountant: the accountant the calibration used (a name or an object), which
       recomputes the budgeted quantity at B / N.
     sampling, relation: the batching scheme and relation the calibration used (as
       in ``jaxrdp.dpsgd_epsilon``); every scheme's epsilon and delta are
@@ -89,13 +90,12 @@ def floor_to_batch_size(
   epsilon = np.asarray(calibration.epsilon, dtype=np.float64)
   delta = np.asarray(calibration.delta, dtype=np.float64)
   # Infeasible cells (where the calibration's given value is NaN too) are
-  # evaluated at q = 0 with a valid placeholder, then masked.
-  # (The tight accountant needs q > 0: there the placeholder is q = 0.5.)
-  q_eval = np.where(ok, q, 0.0 if accountant == "rdp" else 0.5)
-  sigma_eval = sigma if accountant == "rdp" else np.where(ok, sigma, 1.0)
-  steps_eval = steps if accountant == "rdp" else np.where(ok, steps, 1.0)
+  # evaluated at q = 0 with valid placeholders, then masked.
+  q_eval = np.where(ok, q, 0.0)
+  sigma_eval = np.where(ok, sigma, 1.0)
+  steps_eval = np.where(ok, steps, 1.0)
   scheme = {"sampling": sampling, "relation": relation}
-  if for_delta:
+  if budget is Budget.DELTA:
     res = dpsgd_delta(
       q_eval, sigma_eval, steps_eval, np.where(ok, epsilon, 0.5), accountant=accountant, **scheme
     )

@@ -55,7 +55,6 @@ calibrations (``jaxrdp.calibration._schemes``), on the same core.
 from __future__ import annotations
 
 import functools
-from typing import NamedTuple
 
 import numpy as np
 import jax
@@ -63,21 +62,19 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from .._core import precision as _precision
-from ..rdp._conversions import delta_from_rdp_f64, epsilon_from_rdp_f64
+from ..accountants._dpsgd import accountant_and_orders
+from ..accountants._protocol import Accountant, require_support
+from ..events._dpsgd import dpsgd_event, resolve_scheme
+from ..rdp._accountant import RdpAccountant
 from ..rdp import _sampling
 from ..rdp._dpsgd import (
-  _dpsgd_delta_f64,
-  _dpsgd_rdp_f64,
   _orders_or_default,
-  _search_f64,
-  check_scheme_accountant,
 )
-from ..rdp._order_search import table_size as search_table_size
-from ..mechanisms._sgm import _rdp_f64
-from .._core.numerics import raise_subnormal
-from .._core.validation import COUNT, NOISE_MULTIPLIER, PROBABILITY, StaticArray, is_concrete
+from .._core.validation import StaticArray, is_concrete
+from ._families import FIXED_RANGE, NoiseCalibration, SamplingRateCalibration, StepsCalibration
+from . import _schemes, _sgm_calibration
 from ._with_accountant import calibrate_with_accountant
-from ._core import SAFETY, Budget, Domain, Evaluator, Known, calibrate
+from ._core import Budget
 
 __all__ = [
   "NoiseCalibration",
@@ -87,288 +84,6 @@ __all__ = [
   "calibrate_steps",
   "calibrate_sampling_rate",
 ]
-
-# Search domains: sigma in [1e-3, 1e6]; q in [1e-10, 1]; steps in [1, 2**52] (integers
-# are exact in float64 up to 2**52).
-_SIGMA_DOMAIN = Domain(1e-3, 1e6, "log")
-_Q_DOMAIN = Domain(1e-10, 1.0, "log")
-_STEPS_DOMAIN = Domain(1.0, float(2**52), "integer")
-_ACCOUNTANTS = ("rdp", "pld")
-
-
-class NoiseCalibration(NamedTuple):
-  """Result of :func:`calibrate_noise` (a pytree).
-
-  Attributes:
-    sigma: smallest noise multiplier meeting the budget; NaN where infeasible.
-    epsilon: epsilon of the guarantee at ``sigma`` (achieved under an epsilon
-      budget, given under a delta budget).
-    delta: delta of the guarantee at ``sigma`` (given, respectively achieved).
-    order: Renyi order attaining the bound at ``sigma``.
-    feasible: boolean mask, False where no sigma meets the budget.
-  """
-
-  sigma: jax.Array
-  epsilon: jax.Array
-  delta: jax.Array
-  order: jax.Array
-  feasible: jax.Array
-
-
-class StepsCalibration(NamedTuple):
-  """Result of :func:`calibrate_steps` (a pytree).
-
-  Attributes:
-    steps: largest integer number of steps meeting the budget (a float64 holding
-      an integer); inf where any number fits; NaN where not even one step does.
-    epsilon: epsilon of the guarantee after ``steps`` steps.
-    delta: delta of the guarantee after ``steps`` steps.
-    order: Renyi order attaining the bound.
-    feasible: boolean mask, False where not even one step meets the budget.
-  """
-
-  steps: jax.Array
-  epsilon: jax.Array
-  delta: jax.Array
-  order: jax.Array
-  feasible: jax.Array
-
-
-class SamplingRateCalibration(NamedTuple):
-  """Result of :func:`calibrate_sampling_rate` (a pytree).
-
-  Attributes:
-    q: largest sampling rate in (0, 1] meeting the budget; NaN where infeasible.
-    epsilon: epsilon of the guarantee at ``q``.
-    delta: delta of the guarantee at ``q``.
-    order: Renyi order attaining the bound at ``q``.
-    feasible: boolean mask, False where no q > 0 meets the budget.
-  """
-
-  q: jax.Array
-  epsilon: jax.Array
-  delta: jax.Array
-  order: jax.Array
-  feasible: jax.Array
-
-
-# --------------------------------------------------------------------------------------
-# The RDP accountant as families of evaluations (traced).
-
-
-def _rdp_value(budget, rdp_total, orders, given):
-  """(value, order) of the accountant over ``orders``, as dpsgd_epsilon/delta do."""
-  if budget is Budget.DELTA:
-    res = delta_from_rdp_f64(rdp_total, orders, given, "improved")
-    return res.delta, res.order
-  res = epsilon_from_rdp_f64(rdp_total, orders, given, "improved")
-  return res.epsilon, res.order
-
-
-def _floor_value(budget, given, all_orders):
-  """The accountant at zero RDP: what infinite noise (or q = 0, or no step) achieves."""
-  zeros = jnp.zeros(given.shape + all_orders.shape)
-  return _rdp_value(budget, zeros, all_orders, given)
-
-
-def _zcdp_rho(epsilon, delta):
-  # Invert epsilon = rho + 2 sqrt(rho L), L = log(1/delta): sqrt(rho) =
-  # sqrt(L + epsilon) - sqrt(L), written without cancellation. A first guess only.
-  log_inv_delta = -jnp.log(delta)
-  return (epsilon / (jnp.sqrt(log_inv_delta + epsilon) + jnp.sqrt(log_inv_delta))) ** 2
-
-
-def _guess_rho(budget, target, given):
-  eps, dlt = budget.pair(target, given)
-  eps = jnp.where(jnp.isfinite(eps) & (eps > 0), eps, 1.0)
-  dlt = jnp.where((dlt > 0) & (dlt < 1), dlt, 1e-5)
-  return _zcdp_rho(eps, dlt)
-
-
-def _proxy_orders(all_orders: np.ndarray) -> np.ndarray:
-  """The orders of the grid whose RDP the cheap integer series gives (2 to 64)."""
-  ints = all_orders[(all_orders == np.round(all_orders)) & (all_orders >= 2) & (all_orders <= 64)]
-  return np.unique(ints)
-
-
-def _sgm_evaluator(
-  budget, q_of, sigma_of, steps, given, all_orders, orders_static, increasing, domain, start
-) -> Evaluator:
-  """The SGM accountant as a family in one parameter p: q_of(p), sigma_of(p) per cell.
-
-  Epsilon uses the order search (the exact minimum over the orders, which evaluates the
-  SGM kernel at far fewer orders than all of them), with the floors of the module
-  docstring as its memo; delta evaluates every order. Both get the integer-order proxy.
-  """
-
-  def value(p, live, hint=None):
-    q, sigma = q_of(p), sigma_of(p)
-    if budget is Budget.DELTA:
-      res = _dpsgd_delta_f64(q, sigma, steps, given, all_orders, orders_static, "improved")
-      return res.delta, res.order
-    # Beyond the best acceptable point, log A at every order is at least what that
-    # point's search computed (module docstring, item 2); elsewhere no floor.
-    floor = jnp.where(hint.beyond[..., None], hint.memo, 0.0)
-    res = _search_f64(q, sigma, steps, given, orders_static, "improved", live, floor)
-    return res.epsilon, res.order, res.table
-
-  sub = _proxy_orders(orders_static.array)
-
-  def proxy(p):
-    # Never below the accountant over all orders (a minimum over a subset), and one
-    # shared finite series per cell, no quadrature.
-    rdp = _dpsgd_rdp_f64(q_of(p), sigma_of(p), steps, jnp.asarray(sub), StaticArray(sub))
-    return _rdp_value(budget, rdp, jnp.asarray(sub), given)[0]
-
-  memo_like = None
-  if budget is Budget.EPSILON:
-    memo_like = jax.ShapeDtypeStruct(
-      jnp.shape(steps) + (search_table_size(orders_static.array),), jnp.float64
-    )
-  return Evaluator(value, increasing, domain, start, proxy if sub.size else None, memo_like)
-
-
-# --------------------------------------------------------------------------------------
-# The three calibrations (traced): degenerate cells in closed form, the rest by the core.
-
-
-class Cells(NamedTuple):
-  """The cells of a calibration before its search (arrays of the cells' shape).
-
-  Attributes:
-    valid: every argument in range.
-    reachable: the budget is above the floor that no privacy loss at all reaches.
-    active: the cells to search: valid, reachable, not degenerate, and not hopeless
-      (sigma = 0).
-    degenerate: the cells that lose no privacy whatever the searched parameter
-      (q = 0 or T = 0); the valid and reachable ones are answered in closed form.
-    fixed: the two fixed parameters, in argument order, subnormal q and T rounded
-      up to the smallest normal float (XLA would read them as 0), and a harmless
-      stand-in where the cell is not searched.
-    given: the given half of the (epsilon, delta) pair, with the same stand-in.
-    floor, floor_order: the accountant at zero RDP (:func:`_floor_value`).
-  """
-
-  valid: jax.Array
-  reachable: jax.Array
-  active: jax.Array
-  degenerate: jax.Array
-  fixed: tuple
-  given: jax.Array
-  floor: jax.Array
-  floor_order: jax.Array
-
-  def known(self, degenerate, param) -> Known:
-    """The closed-form answer ``param`` at the valid, reachable ``degenerate`` cells."""
-    mask = degenerate & self.valid & self.reachable
-    return Known(mask, jnp.full(mask.shape, param), self.floor, self.floor_order)
-
-
-# The fixed parameters of the calibrations: their valid range, stated once (the eager
-# check of the public functions and the traced mask of ``_cells``), and the stand-in
-# value where a cell is not searched.
-_FIXED_RANGE = {"q": PROBABILITY, "steps": COUNT, "sigma": NOISE_MULTIPLIER}
-_STAND_IN = {"q": 0.5, "steps": 1.0, "sigma": 1.0}
-
-
-def _cells(budget, target, given, fixed: dict, all_orders) -> Cells:
-  """The prologue every calibration shares, the SGM's and the other schemes' alike.
-
-  ``fixed`` maps the two fixed parameters' names (``q``, ``steps``, ``sigma``), in
-  argument order, to their values. q = 0 or T = 0 spend nothing (degenerate); sigma =
-  0 with q > 0 and T > 0 reveals the data (infinite RDP at every order: never
-  searched, so infeasible).
-  """
-  fixed = {k: raise_subnormal(v) if k != "sigma" else v for k, v in fixed.items()}
-  valid = budget.valid(target, given)
-  for name, x in fixed.items():
-    valid &= _FIXED_RANGE[name].holds(x)
-  floor, floor_order = _floor_value(budget, given, all_orders)
-  reachable = floor <= target * (1.0 - SAFETY)
-  degenerate = jnp.zeros(valid.shape, bool)
-  for name in ("q", "steps"):
-    if name in fixed:
-      degenerate |= fixed[name] == 0
-  active = valid & reachable & ~degenerate
-  if "sigma" in fixed:
-    active &= fixed["sigma"] > 0
-  sanitized = tuple(jnp.where(active, x, _STAND_IN[k]) for k, x in fixed.items())
-  return Cells(
-    valid,
-    reachable,
-    active,
-    degenerate,
-    sanitized,
-    jnp.where(active, given, 0.5),
-    floor,
-    floor_order,
-  )
-
-
-def _noise_impl(target, given, q, steps, all_orders, orders_static, budget):
-  cells = _cells(budget, target, given, dict(q=q, steps=steps), all_orders)
-  q_s, t_s = cells.fixed
-  sigma0 = jnp.clip(q_s * jnp.sqrt(t_s / _guess_rho(budget, target, given)), 0.3, 1e5)
-  ev = _sgm_evaluator(
-    budget,
-    lambda s: q_s,
-    lambda s: s,
-    t_s,
-    cells.given,
-    all_orders,
-    orders_static,
-    False,
-    _SIGMA_DOMAIN,
-    sigma0,
-  )
-  known = cells.known(cells.degenerate, 0.0)
-  return NoiseCalibration(*calibrate(ev, budget, target, given, cells.active, known))
-
-
-def _rate_impl(target, given, sigma, steps, all_orders, orders_static, budget):
-  cells = _cells(budget, target, given, dict(sigma=sigma, steps=steps), all_orders)
-  s_s, t_s = cells.fixed
-  q0 = jnp.clip(s_s * jnp.sqrt(_guess_rho(budget, target, given) / t_s), 1e-8, 1.0)
-  ev = _sgm_evaluator(
-    budget,
-    lambda q: q,
-    lambda q: s_s,
-    t_s,
-    cells.given,
-    all_orders,
-    orders_static,
-    True,
-    _Q_DOMAIN,
-    q0,
-  )
-  known = cells.known(cells.degenerate, 1.0)
-  return SamplingRateCalibration(*calibrate(ev, budget, target, given, cells.active, known))
-
-
-def _steps_impl(target, given, q, sigma, all_orders, orders_static, budget):
-  cells = _cells(budget, target, given, dict(q=q, sigma=sigma), all_orders)
-  q_s, s_s = cells.fixed
-  # T steps compose to T times the per-step RDP (Mironov 2017, Prop. 1): one kernel
-  # evaluation per cell, then a search over T with the cheap conversion only.
-  rdp1 = _rdp_f64(q_s[..., None], s_s[..., None], all_orders, orders_static)
-
-  def value(t, live):
-    del live
-    total = jnp.where(t[..., None] == 0, 0.0, t[..., None] * rdp1)
-    return _rdp_value(budget, total, all_orders, cells.given)
-
-  ev = Evaluator(value, True, _STEPS_DOMAIN)
-  # Zero RDP (q = 0 or sigma = inf): any number of steps fits.
-  unlimited = cells.degenerate | (cells.active & jnp.all(rdp1 == 0, axis=-1))
-  known = cells.known(unlimited, jnp.inf)
-  return StepsCalibration(*calibrate(ev, budget, target, given, cells.active, known))
-
-
-_STATIC = ("orders_static", "budget")
-_noise_jit = jax.jit(_noise_impl, static_argnames=_STATIC)
-_rate_jit = jax.jit(_rate_impl, static_argnames=_STATIC)
-_steps_jit = jax.jit(_steps_impl, static_argnames=_STATIC)
-_JITS = {"noise": _noise_jit, "rate": _rate_jit, "steps": _steps_jit}
 
 
 # --------------------------------------------------------------------------------------
@@ -403,20 +118,12 @@ def _budget(fn, target_epsilon, delta, target_delta, epsilon):
   return budget, target, given
 
 
-def _check_accountant(accountant, orders, values):
-  """Reject a bad accountant request before anything is compiled."""
-  if accountant not in _ACCOUNTANTS:
-    raise ValueError(f"accountant must be one of {_ACCOUNTANTS}, got {accountant!r}")
-  if accountant == "rdp":
-    return
-  if orders is not None:
+def _check_host_accountant(acct, values):
+  """An accountant other than Renyi DP refines on the host: concrete arguments only."""
+  if not isinstance(acct, RdpAccountant) and not all(is_concrete(x) for x in values):
     raise ValueError(
-      f"orders configures the RDP accountant; leave it out with accountant={accountant!r}"
-    )
-  if not all(is_concrete(x) for x in values):
-    raise ValueError(
-      f"calibration with accountant={accountant!r} needs concrete arguments "
-      "(it runs on the host); use accountant='rdp' under jit"
+      f"calibration with {acct!r} needs concrete arguments (it runs on the host); use "
+      "accountant='rdp' under jit"
     )
 
 
@@ -433,39 +140,44 @@ def _public(fn, kind, budget_args, fixed, orders, accountant, sampling, relation
       raise TypeError(f"{fn}() missing argument {name!r}")
   budget.check(target, given)
   for name, x in fixed.items():
-    _FIXED_RANGE[name].check(name, x)
-  jitted = _scheme_jitted(kind, sampling, relation, accountant, orders)
-  return _solve(kind, jitted, accountant, budget, target, given, fixed, orders)
+    FIXED_RANGE[name].check(name, x)
+  acct, orders = accountant_and_orders(accountant, orders)
+  jitted = _scheme_jitted(kind, sampling, relation, acct, orders)
+  return _solve(kind, jitted, acct, budget, target, given, fixed, orders)
 
 
-def _scheme_jitted(kind, sampling, relation, accountant, orders):
+def _scheme_jitted(kind, sampling, relation, acct: Accountant, orders):
   """The jitted calibration of ``kind`` for a batching scheme and relation.
 
   The SGM's (Poisson under add/remove) for the default pair; else the scheme's
   (``jaxrdp.calibration._schemes``) with the pair bound, after the checks that need
-  no compilation: the pair, the accountant (Renyi DP only) and the orders.
+  no compilation: the pair, whether the accountant can account the scheme (its
+  ``supports``, on the scheme's event), and the orders.
   """
-  sampling, relation = _sampling.resolve_scheme(sampling, relation)
-  if _sampling.is_default_scheme(sampling, relation):
-    return _JITS[kind]
-  check_scheme_accountant(sampling, relation, accountant)
+  sampling, relation = resolve_scheme(sampling, relation)
+  require_support(acct, dpsgd_event(0.5, 1.0, 1.0, sampling=sampling, relation=relation))
+  if (sampling, relation) == ("poisson", "add_remove"):
+    return _sgm_calibration.JITS[kind]
+  if sampling == "allocation":
+    raise NotImplementedError(
+      "calibration for sampling='allocation' is not implemented yet (dpsgd_epsilon and "
+      "dpsgd_delta account it)"
+    )
   _sampling.check_orders_for(sampling, orders_array(orders))
-  from ._schemes import JITS  # imports this module
-
-  return functools.partial(JITS[kind], sampling=sampling, relation=relation)
+  return functools.partial(_schemes.JITS[kind], sampling=sampling, relation=relation)
 
 
-def _solve(kind, jitted, accountant, budget, target, given, fixed, orders):
+def _solve(kind, jitted, acct, budget, target, given, fixed, orders):
   """One jitted Renyi-DP calibration, refined on the host for another accountant.
 
   ``fixed`` maps the two given DP-SGD parameters, in the jitted function's argument
   order, to their values.
   """
-  _check_accountant(accountant, orders, (target, given, *fixed.values()))
+  _check_host_accountant(acct, (target, given, *fixed.values()))
   out = _call(jitted, budget, target, given, *fixed.values(), orders)
-  if accountant == "rdp":
+  if isinstance(acct, RdpAccountant):
     return out
-  return _refine(kind, accountant, out, budget, target, given, fixed)
+  return _refine(kind, acct, out, budget, target, given, fixed)
 
 
 def _refine(kind, accountant, out, budget, target, given, fixed):
@@ -541,7 +253,7 @@ def calibrate_noise(
   *,
   target_delta: ArrayLike | None = None,
   epsilon: ArrayLike | None = None,
-  accountant: str = "rdp",
+  accountant: str | Accountant = "rdp",
   sampling: str = "poisson",
   relation: str | None = None,
 ) -> NoiseCalibration:
@@ -568,7 +280,8 @@ def calibrate_noise(
     target_delta: delta budget, in (0, 1) (keyword; with ``epsilon`` instead of
       ``target_epsilon`` and ``delta``).
     epsilon: epsilon of the guarantee, >= 0 (keyword).
-    accountant: ``"rdp"`` (default: Renyi DP, one jitted search) or ``"pld"`` (tight,
+    accountant: a name or an accountant object: ``"rdp"`` (default: Renyi DP, one
+      jitted search) or ``"pld"`` (tight,
       certified accounting: the search starts from the Renyi-DP answer and runs on
       the host, one vectorized tight evaluation per round, until the bracket is
       1e-5 wide in log sigma or log q, or one step; needs concrete arguments and
@@ -577,7 +290,8 @@ def calibrate_noise(
     relation: ``"add_remove"`` or ``"replace_one"`` (default per scheme): the batching
       scheme and neighbouring relation, as in :func:`jaxrdp.dpsgd_epsilon` (q is
       B / n for ``"fixed"`` and ``"shuffle"``; sigma is the DP-SGD noise multiplier).
-      Other than Poisson under add/remove, they need ``accountant="rdp"``.
+      The accountant says whether it can account the scheme (the tight one accounts
+      Poisson sampling under add/remove).
 
   Returns:
     ``NoiseCalibration(sigma, epsilon, delta, order, feasible)``, float64 arrays of
@@ -616,7 +330,7 @@ def calibrate_steps(
   *,
   target_delta: ArrayLike | None = None,
   epsilon: ArrayLike | None = None,
-  accountant: str = "rdp",
+  accountant: str | Accountant = "rdp",
   sampling: str = "poisson",
   relation: str | None = None,
 ) -> StepsCalibration:
@@ -675,7 +389,7 @@ def calibrate_sampling_rate(
   *,
   target_delta: ArrayLike | None = None,
   epsilon: ArrayLike | None = None,
-  accountant: str = "rdp",
+  accountant: str | Accountant = "rdp",
   sampling: str = "poisson",
   relation: str | None = None,
 ) -> SamplingRateCalibration:

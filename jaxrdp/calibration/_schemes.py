@@ -19,7 +19,7 @@ non-increasing in sigma and non-decreasing in q and T at each order
 increasing in the RDP. The shuffle curve is a staircase in q and T (ceil(T q)
 epochs); the core's answers stay conservative on staircases (it answers with the end
 of its bracket that meets the budget). Every calibration starts with the SGM's own
-prologue (``_calibration._cells``: ranges, floor, degenerate cells, stand-ins).
+prologue (``_families.prepare_cells``: ranges, floor, degenerate cells, stand-ins).
 """
 
 from __future__ import annotations
@@ -27,26 +27,31 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..rdp._sampling import count_f64, effective_sigma, per_step_rdp_f64, scheme_rdp_f64
+from ..mechanisms._sampled_without_replacement import effective_noise_multiplier
+from ..rdp._sampling import count_f64, per_step_rdp_f64, scheme_rdp_f64
 from ._core import Evaluator, calibrate
+from ._families import (
+  Q_DOMAIN,
+  SIGMA_DOMAIN,
+  STEPS_DOMAIN,
+  NoiseCalibration,
+  SamplingRateCalibration,
+  StepsCalibration,
+  prepare_cells,
+  guess_rho,
+  rdp_value,
+)
+from ._sgm_calibration import noise_impl, rate_impl, steps_impl
 
 __all__ = ["JITS"]
 
 
-def _parts():
-  # Imported late: _calibration imports this module.
-  from . import _calibration as c
-
-  return c
-
-
 def _scheme_evaluator(budget, rdp_of, given, all_orders, increasing, domain, start=None):
   """The scheme's accountant as a family in one parameter p: the RDP at every order."""
-  c = _parts()
 
   def value(p, live):
     del live
-    return c._rdp_value(budget, rdp_of(p), all_orders, given)
+    return rdp_value(budget, rdp_of(p), all_orders, given)
 
   return Evaluator(value, increasing, domain, start)
 
@@ -61,14 +66,13 @@ def _rho_per_unit(sampling, relation, q):
 
 
 def _noise_impl(target, given, q, steps, all_orders, orders_static, budget, sampling, relation):
-  c = _parts()
   if sampling == "poisson":  # replace-one: the SGM at sigma / 2
-    out = c._noise_impl(target, given, q, steps, all_orders, orders_static, budget)
+    out = noise_impl(target, given, q, steps, all_orders, orders_static, budget)
     return out._replace(sigma=2.0 * out.sigma)
-  cells = c._cells(budget, target, given, dict(q=q, steps=steps), all_orders)
+  cells = prepare_cells(budget, target, given, dict(q=q, steps=steps), all_orders)
   q_s, t_s = cells.fixed
   count = count_f64(sampling, q_s, t_s)
-  rho = c._guess_rho(budget, target, given)
+  rho = guess_rho(budget, target, given)
   sigma0 = jnp.clip(jnp.sqrt(count * _rho_per_unit(sampling, relation, q_s) / rho), 0.3, 1e5)
   ev = _scheme_evaluator(
     budget,
@@ -76,43 +80,41 @@ def _noise_impl(target, given, q, steps, all_orders, orders_static, budget, samp
     cells.given,
     all_orders,
     False,
-    c._SIGMA_DOMAIN,
+    SIGMA_DOMAIN,
     sigma0,
   )
   known = cells.known(cells.degenerate, 0.0)
-  return c.NoiseCalibration(*calibrate(ev, budget, target, given, cells.active, known))
+  return NoiseCalibration(*calibrate(ev, budget, target, given, cells.active, known))
 
 
 def _rate_impl(target, given, sigma, steps, all_orders, orders_static, budget, sampling, relation):
-  c = _parts()
   if sampling == "poisson":  # replace-one: the SGM at sigma / 2
-    half = effective_sigma(sigma, relation)
-    return c._rate_impl(target, given, half, steps, all_orders, orders_static, budget)
-  cells = c._cells(budget, target, given, dict(sigma=sigma, steps=steps), all_orders)
+    half = effective_noise_multiplier(sigma, relation)
+    return rate_impl(target, given, half, steps, all_orders, orders_static, budget)
+  cells = prepare_cells(budget, target, given, dict(sigma=sigma, steps=steps), all_orders)
   s_s, t_s = cells.fixed
   q0 = None
   if sampling == "fixed":  # the shuffle curve is a staircase in q: the default start
-    s_eff = effective_sigma(s_s, relation)
-    q0 = jnp.clip(s_eff * jnp.sqrt(c._guess_rho(budget, target, given) / t_s), 1e-8, 1.0)
+    s_eff = effective_noise_multiplier(s_s, relation)
+    q0 = jnp.clip(s_eff * jnp.sqrt(guess_rho(budget, target, given) / t_s), 1e-8, 1.0)
   ev = _scheme_evaluator(
     budget,
     lambda q: scheme_rdp_f64(sampling, relation, q, s_s, t_s, all_orders, orders_static),
     cells.given,
     all_orders,
     True,
-    c._Q_DOMAIN,
+    Q_DOMAIN,
     q0,
   )
   known = cells.known(cells.degenerate, 1.0)
-  return c.SamplingRateCalibration(*calibrate(ev, budget, target, given, cells.active, known))
+  return SamplingRateCalibration(*calibrate(ev, budget, target, given, cells.active, known))
 
 
 def _steps_impl(target, given, q, sigma, all_orders, orders_static, budget, sampling, relation):
-  c = _parts()
   if sampling == "poisson":  # replace-one: the SGM at sigma / 2
-    half = effective_sigma(sigma, relation)
-    return c._steps_impl(target, given, q, half, all_orders, orders_static, budget)
-  cells = c._cells(budget, target, given, dict(q=q, sigma=sigma), all_orders)
+    half = effective_noise_multiplier(sigma, relation)
+    return steps_impl(target, given, q, half, all_orders, orders_static, budget)
+  cells = prepare_cells(budget, target, given, dict(q=q, sigma=sigma), all_orders)
   q_s, s_s = cells.fixed
   # One curve per cell (per step, or per epoch for shuffling), composed count(T) times.
   rdp1 = per_step_rdp_f64(sampling, relation, q_s, s_s, all_orders, orders_static)
@@ -121,13 +123,13 @@ def _steps_impl(target, given, q, sigma, all_orders, orders_static, budget, samp
     del live
     n = count_f64(sampling, q_s, t)[..., None]
     total = jnp.where(n == 0, 0.0, n * rdp1)
-    return c._rdp_value(budget, total, all_orders, cells.given)
+    return rdp_value(budget, total, all_orders, cells.given)
 
-  ev = Evaluator(value, True, c._STEPS_DOMAIN)
+  ev = Evaluator(value, True, STEPS_DOMAIN)
   # Zero RDP (q = 0 or sigma = inf): any number of steps fits.
   unlimited = cells.degenerate | (cells.active & jnp.all(rdp1 == 0, axis=-1))
   known = cells.known(unlimited, jnp.inf)
-  return c.StepsCalibration(*calibrate(ev, budget, target, given, cells.active, known))
+  return StepsCalibration(*calibrate(ev, budget, target, given, cells.active, known))
 
 
 _STATIC = ("orders_static", "budget", "sampling", "relation")

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..accountants._dpsgd import dpsgd_delta, dpsgd_epsilon
 from ._core import Budget
 
 __all__ = ["calibrate_with_accountant"]
@@ -40,8 +41,6 @@ _NARROW = 1.25  # step towards more privacy when the start violates
 
 def _evaluate(kind, accountant, budget, param, fixed, target_given):
   """The budgeted value (epsilon or delta) at ``param`` for the cells given (1-D arrays)."""
-  from ..rdp._dpsgd import dpsgd_delta, dpsgd_epsilon
-
   q, sigma, steps = fixed["q"], fixed["sigma"], fixed["steps"]
   if kind == "noise":
     sigma = param

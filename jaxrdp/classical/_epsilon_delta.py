@@ -21,6 +21,7 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
+from .._core.numerics import log1p_rate_expm1
 from .._core import precision as _precision
 from .._core.validation import (
   DELTA,
@@ -442,7 +443,7 @@ def amplify_by_subsampling(epsilon: ArrayLike, delta: ArrayLike, rate: ArrayLike
   contains each record with probability ``r`` is
   ``(log(1 + r (e^epsilon - 1)), r delta)``-DP. Computed as
   ``log1p(r expm1(epsilon))`` (no loss of precision for small ``r`` or
-  ``epsilon``).
+  ``epsilon``), and without ``e^epsilon`` where that would overflow.
 
   Args:
     epsilon: epsilon of the mechanism, ``>= 0``.
@@ -473,7 +474,8 @@ def amplify_by_subsampling(epsilon: ArrayLike, delta: ArrayLike, rate: ArrayLike
 
 
 def _amplified(epsilon, delta, rate):
-  # At rate 0 with epsilon = inf the product would be 0 * inf; sanitize it.
+  # log(1 + rate (e^eps - 1)), formed without e^eps where it would overflow (eps > 709);
+  # at rate 0 with epsilon = inf the product would be 0 * inf: sanitize it.
   rate_s = jnp.where(rate > 0, rate, 1.0)
-  eps_amp = jnp.where(rate > 0, jnp.log1p(rate_s * jnp.expm1(epsilon)), 0.0)
+  eps_amp = jnp.where(rate > 0, log1p_rate_expm1(rate_s, epsilon), 0.0)
   return EpsilonDelta(eps_amp, rate * delta)

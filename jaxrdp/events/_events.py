@@ -35,6 +35,8 @@ from .._core.pytrees import register_dataclass_pytree
 from .._core.validation import check_range
 
 __all__ = [
+  "RELATIONS",
+  "check_relation",
   "Event",
   "Gaussian",
   "Laplace",
@@ -57,26 +59,47 @@ class Event:
   #: names of the fields that hold child events (an Event or a tuple of Events).
   _children: tuple[str, ...] = ()
 
+  # An event type may define ``_check(self, prefix)``: checks of its concrete fields
+  # beyond their ranges, run by :func:`validate_event` (ValueError naming the field).
 
-def event_type(*, ranges: dict[str, dict[str, Any]] | None = None, children: tuple[str, ...] = ()):
+
+def event_type(
+  *,
+  ranges: dict[str, dict[str, Any]] | None = None,
+  children: tuple[str, ...] = (),
+  static: tuple[str, ...] = (),
+):
   """Class decorator: a frozen dataclass registered as a pytree Event.
 
-  Every field is a pytree child (numeric leaves or child events): an event
-  has no static configuration besides its type and nesting.
+  Every field is a pytree child (numeric leaves or child events), except the
+  ``static`` ones: configuration such as the neighbouring relation, a string that
+  is pytree metadata (part of the treedef, never traced).
 
   Args:
     ranges: valid range of each numeric field, as ``check_range`` keywords.
     children: the fields that hold child events.
+    static: the fields that are static metadata.
   """
 
   def wrap(cls):
     cls = dataclasses.dataclass(frozen=True, eq=False)(cls)
     cls._ranges = dict(ranges or {})
     cls._children = tuple(children)
-    names = [f.name for f in dataclasses.fields(cls)]
-    return register_dataclass_pytree(cls, data_fields=names)
+    names = [f.name for f in dataclasses.fields(cls) if f.name not in static]
+    return register_dataclass_pytree(cls, data_fields=names, meta_fields=list(static))
 
   return wrap
+
+
+#: The neighbouring relations: one example added or removed, or one replaced.
+RELATIONS = ("add_remove", "replace_one")
+
+
+def check_relation(relation, *, allowed=RELATIONS) -> str:
+  """Returns ``relation`` if it is one of ``allowed``, else raises ValueError naming it."""
+  if not isinstance(relation, str) or relation not in allowed:
+    raise ValueError(f"relation must be one of {tuple(allowed)}, got {relation!r}")
+  return relation
 
 
 @event_type(ranges={"sigma": dict(lower=0.0, allow_inf=True)})
@@ -121,17 +144,46 @@ class RandomizedResponse(Event):
   p: ArrayLike
 
 
-@event_type(ranges={"q": dict(lower=0.0, upper=1.0)}, children=("inner",))
+@event_type(ranges={"q": dict(lower=0.0, upper=1.0)}, children=("inner",), static=("relation",))
 class PoissonSampled(Event):
   """``inner`` applied to a Poisson subsample: each record kept with probability ``q``.
+
+  The RDP accountant handles a :class:`Gaussian` inner event (the Sampled Gaussian
+  Mechanism, exact), and Gaussians composed on the same subsample (``Composed`` and
+  ``SelfComposed`` trees of ``Gaussian``): queries of L2 sensitivity 1 with noise
+  multipliers ``s_i``, each scaled by ``1 / s_i`` and stacked, are one query of
+  sensitivity ``(sum_i 1 / s_i^2)^(1/2)`` with unit noise, so the tree is the
+  Sampled Gaussian Mechanism at ``sigma_eff = (sum_i 1 / s_i^2)^(-1/2)`` (a count
+  ``k`` contributes ``k / s^2``), exactly. Queries chosen adaptively within the
+  subsample are covered too: an adaptive composition of Gaussian mechanisms is
+  dominated by the single Gaussian pair at ``sigma_eff`` (Gaussian DP composes as
+  ``mu = (sum_i mu_i^2)^(1/2)``: Dong, Roth, Su 2019, arXiv:1905.02383), and Poisson
+  subsampling carries a dominating pair over to the subsampled mechanism (Zhu, Dong,
+  Wang 2022, arXiv:2106.08567). dp_accounting makes the same reduction. Other inner
+  events are refused
+  (NotImplementedError): no sound RDP bound of their subsampled curves is implemented.
+
+  Under ``relation="replace_one"`` (one example replaced, the pair of DP-SGD's sum
+  moving by up to 2C) the inner Gaussian holds the DP-SGD noise multiplier and the
+  RDP accountant accounts the Sampled Gaussian at ``sigma / 2``: a replaced example
+  is sampled or not with the same coin, so the outputs are ``(1-q) N(0) + q N(u)``
+  against ``(1-q) N(0) + q N(v)`` with ``|u - v| <= 2C``, checked numerically to be
+  dominated in Renyi divergence by the Sampled Gaussian pair at sensitivity 2C
+  (not a published theorem; dp_accounting refuses Poisson sampling under
+  replace-one). The tight accountant accounts add/remove only.
 
   Attributes:
     q: sampling rate in ``[0, 1]``.
     inner: the event applied to the subsample.
+    relation: ``"add_remove"`` (default) or ``"replace_one"``; static metadata.
   """
 
   q: ArrayLike
   inner: Event
+  relation: str = "add_remove"
+
+  def __post_init__(self):
+    check_relation(self.relation)
 
 
 @event_type(ranges={"count": dict(lower=0.0)}, children=("event",))
@@ -186,6 +238,9 @@ def validate_event(event: Event, path: str = "") -> None:
   prefix = f"{path}{name}"
   for field, kwargs in event._ranges.items():
     check_range(f"{prefix}.{field}", getattr(event, field), **kwargs)
+  extra = getattr(event, "_check", None)
+  if extra is not None:  # checks beyond ranges (an integer, probabilities summing to 1)
+    extra(prefix)
   if isinstance(event, Composed) and not isinstance(event.events, (tuple, list)):
     raise TypeError(f"{prefix}.events must be a tuple of events, got {type(event.events).__name__}")
   for child in _child_events(event):

@@ -25,8 +25,7 @@ import dataclasses
 from jax.typing import ArrayLike
 
 from .._core.pytrees import register_dataclass_pytree
-from ..mechanisms._sampled_without_replacement import RELATIONS
-from ._events import Event, Gaussian
+from ._events import Event, Gaussian, check_relation
 
 __all__ = ["FixedSizeSampled", "ShuffledEpochs", "check_relation", "FIXED_ADD_REMOVE_ERROR"]
 
@@ -38,13 +37,6 @@ FIXED_ADD_REMOVE_ERROR = (
   "bound for fixed-size batches is implemented; use relation='replace_one', or Poisson "
   "sampling for an add/remove guarantee"
 )
-
-
-def check_relation(relation, *, allowed=RELATIONS) -> str:
-  """Returns ``relation`` if it is one of ``allowed``, else raises ValueError naming it."""
-  if not isinstance(relation, str) or relation not in allowed:
-    raise ValueError(f"relation must be one of {tuple(allowed)}, got {relation!r}")
-  return relation
 
 
 def _event_with_relation(*, ranges, children):
@@ -70,7 +62,8 @@ class FixedSizeSampled(Event):
   """``inner`` on a fixed-size batch drawn uniformly without replacement.
 
   One DP-SGD step on B of the n examples (``gamma = B / n``); ``inner.sigma`` is
-  the DP-SGD noise multiplier. RDP: WBK19 Thm 27
+  the DP-SGD noise multiplier. RDP: Wang, Balle, Kasiviswanathan 2019
+  (arXiv:1808.00087), Thm 27
   (:func:`jaxrdp.mechanisms.sampled_without_replacement_gaussian_rdp`) at the
   relation's effective multiplier, sigma / 2 under replace-one.
 
@@ -78,7 +71,7 @@ class FixedSizeSampled(Event):
     gamma: sampling ratio B / n in [0, 1].
     inner: a :class:`~jaxrdp.events.Gaussian` with the DP-SGD noise multiplier.
     relation: ``"replace_one"`` (the default and the only relation accepted;
-      ``"add_remove"`` raises ValueError, see :data:`FIXED_ADD_REMOVE_ERROR`).
+      ``"add_remove"`` raises ValueError: the bound holds under replace-one).
 
   Examples:
     >>> import jaxrdp

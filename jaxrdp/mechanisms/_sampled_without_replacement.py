@@ -95,6 +95,9 @@ _EPS = float(np.finfo(np.float64).eps)
 # Relative margin added to every M_k for the rounding of the log-table and
 # the exponentials (observed error <= 1e-14 against 80-digit mpmath; tests).
 _M_MARGIN = 1e-12
+# Elements (cells times orders, or values of sigma for the chi moments) evaluated at
+# once by the kernel; the rest wait their turn (``_log_a_f64``).
+_ELEMENT_BATCH = 512
 # A finite stand-in for log 0 (e^-1e5 is 0 in float64): a logsumexp over
 # entries that are all -inf has a NaN derivative.
 _LOG_ZERO = -1e5
@@ -253,7 +256,56 @@ def _log_a_integer(log_gamma, c, log_m, a, j_max, log_fact):
 
 
 def _log_a_f64(gamma, sigma, alpha, tables, j_max):
-  gamma, sigma, alpha = _precision.broadcast_float64(gamma, sigma, alpha)
+  """log A per element of the broadcast (gamma, sigma, alpha), with bounded memory.
+
+  The chi moments depend on sigma alone, so they are computed once per value of
+  ``sigma`` as given (once per cell, not once per cell and order), and broadcast.
+  Both stages run ``_ELEMENT_BATCH`` elements at a time (``_map_elements``): an
+  element of the sum over j holds a [2, j_max + 1] array (about 0.2 MB with its
+  intermediates at j_max = 4096), and a chi-moment evaluation a [128, 257] one, so
+  the peak memory is that of one batch whatever the size of the grid (a 400-cell
+  calibration at the default orders held some 45 GB at once before).
+  """
+  gamma, sigma, alpha = (_precision.as_float64(x) for x in (gamma, sigma, alpha))
+  shape = jnp.broadcast_shapes(gamma.shape, sigma.shape, alpha.shape)
+  # The chi moments at c = 1 / (2 sigma^2). Where c is 0 (sigma^2 overflows) or inf
+  # (it underflows) they are what the series and the alternating sum give there,
+  # log M = -inf (the stand-in _LOG_ZERO) and +inf, set here so that no derivative
+  # passes through a log of 0 or an inf.
+  positive = (sigma > 0) & jnp.isfinite(sigma)
+  s_safe = jnp.where(positive, sigma, 1.0)
+  c_all = 1.0 / (2.0 * s_safe * s_safe)
+  ordinary = positive & (c_all > 0) & jnp.isfinite(c_all)
+  s_chi = jnp.where(ordinary, sigma, 1.0)  # (a second where: finite derivatives)
+  log_m = _map_elements(
+    lambda s: _log_chi_moments(1.0 / (2.0 * s * s), tables), (s_chi,), _ELEMENT_BATCH
+  )
+  extreme = jnp.where(c_all == 0, _LOG_ZERO, jnp.inf)[..., None]
+  log_m = jnp.where(ordinary[..., None], log_m, extreme)
+  args = tuple(jnp.broadcast_to(x, shape) for x in (gamma, sigma, alpha))
+  log_m = jnp.broadcast_to(log_m, shape + log_m.shape[-1:])
+  return _map_elements(
+    lambda g, s, a, m: _log_a_elements(g, s, a, m, tables, j_max), (*args, log_m), _ELEMENT_BATCH
+  )
+
+
+def _map_elements(fn, args, batch):
+  """``fn(*args)`` over the elements of ``args[0]``'s shape, ``batch`` at a time.
+
+  ``fn`` is elementwise: each argument has the elements' shape plus its own trailing
+  dimensions, and so has the result. Up to ``batch`` elements run at once; more are
+  flattened and mapped (``lax.map``, vectorized within each batch)."""
+  shape = args[0].shape
+  size = math.prod(shape)
+  if size <= batch:
+    return fn(*args)
+  flat = tuple(jnp.reshape(x, (size,) + x.shape[len(shape) :]) for x in args)
+  out = jax.lax.map(lambda xs: fn(*xs), flat, batch_size=batch)
+  return jnp.reshape(out, shape + out.shape[1:])
+
+
+def _log_a_elements(gamma, sigma, alpha, log_m, tables, j_max):
+  """log A of equal-shape float64 (gamma, sigma, alpha), given the chi moments log_m."""
   invalid = ~((gamma >= 0) & (gamma <= 1) & (sigma >= 0) & (alpha > 1))
   invalid = invalid | (alpha > j_max) & ~jnp.isinf(alpha)
   zero = (gamma == 0) | jnp.isinf(sigma)
@@ -264,7 +316,8 @@ def _log_a_f64(gamma, sigma, alpha, tables, j_max):
   ss = jnp.where(special, 1.0, sigma)
   as_ = jnp.where(special, 2.0, alpha)
   c = 1.0 / (2.0 * ss * ss)
-  log_m = _log_chi_moments(c, tables)
+  # (log_m is that of sigma: for a special element, of whatever sigma it holds; its
+  # result is replaced below.)
   lo = jnp.floor(as_)
   hi = jnp.ceil(as_)
   t = as_ - lo
@@ -387,8 +440,11 @@ def sampled_without_replacement_gaussian_rdp(
 
   Returns:
     float64 array of the broadcast shape (float32 rounded up when traced with
-    x64 off). Work and memory are O(alpha_max) per element plus
-    O(256 * 480) per element for the chi moments (about 0.3 MB each).
+    x64 off). Work is O(alpha_max) per element plus O(256 * 480) per value of
+    ``sigma`` as given (the chi moments depend on sigma only: pass sigma without
+    the orders' axis, as in ``rdp(g, s, orders)``, and they are computed once per
+    configuration); memory is that of at most 512 elements at a time, however
+    large the grid.
 
   Raises:
     ValueError: concrete gamma outside [0, 1], sigma < 0, alpha <= 1 or
@@ -420,8 +476,9 @@ def effective_noise_multiplier(sigma: ArrayLike, relation: str) -> ArrayLike:
   * ``"replace_one"``: one example replaced changes it by up to 2C (the
     difference of two clipped gradients), so the multiplier is ``sigma / 2``.
 
-  (SAMPLING.md; google/differential-privacy issue 378 for the factor-of-4 RDP
-  difference when this is missed.)
+  (Replace-one is the relation of Wang, Balle, Kasiviswanathan 2019,
+  arXiv:1808.00087, Thm 27; google/differential-privacy issue 378 reports the
+  factor-of-4 RDP difference when the halving is missed.)
 
   Args:
     sigma: DP-SGD noise multiplier (array-like, may be traced).

@@ -16,7 +16,7 @@ from ..mechanisms._sgm_series import (
   log_a_minus_1_integer_grid,
   log_a_minus_1_integer_windowed,
 )
-from .._core.numerics import TINY, log_expm1, positive_subnormal, raise_subnormal
+from .._core.numerics import TINY, floor_rate, log_expm1, positive_subnormal
 from .._core.static_index import concatenate_to
 from .._core.validation import (
   NOISE_MULTIPLIER,
@@ -221,9 +221,9 @@ def _log_a_minus_1_f64(q, sigma, alpha, alpha_static=None):
     and all(np.ndim(x) == 0 or np.shape(x)[-1] == 1 for x in (q, sigma))
   )
   q, sigma, alpha = _precision.broadcast_float64(q, sigma, alpha)
-  # XLA reads a subnormal q as 0; A is non-decreasing in q, so rounding it up to
-  # the smallest normal float is sound.
-  q = raise_subnormal(q)
+  # XLA reads a subnormal q as 0; A is non-decreasing in q, so raising q to
+  # RATE_FLOOR is sound (see floor_rate).
+  q = floor_rate(q)
   invalid = ~(
     PROBABILITY.holds(q)
     & NOISE_MULTIPLIER.holds(sigma)

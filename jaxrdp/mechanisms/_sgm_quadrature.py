@@ -1,9 +1,8 @@
 """log(A_alpha - 1) of the Sampled Gaussian Mechanism by windowed quadrature.
 
-The integral (MATH.md section 1, "Direct integral"; Mironov, Talwar, Zhang 2019,
-arXiv:1908.10530, eq. for A_alpha) is rewritten so that the integrand is
-non-negative. With z ~ N(0, sigma^2), w = (2z - 1) / (2 sigma^2),
-u = q expm1(w) (so E[u] = 0) and l = log1p(u):
+The integral (Mironov, Talwar, Zhang 2019, arXiv:1908.10530, eq. for A_alpha) is
+rewritten so that the integrand is non-negative. With z ~ N(0, sigma^2),
+w = (2z - 1) / (2 sigma^2), u = q expm1(w) (so E[u] = 0) and l = log1p(u):
 
     A_alpha - 1 = E[(1 + u)^alpha - 1 - alpha u] = E[h(z)],
     h = (1 + u) * (beta * E2(-l) + E2(beta * l)),   beta = alpha - 1,

@@ -1,7 +1,7 @@
 """log(A_alpha - 1) of the SGM for integer alpha by a positive finite series.
 
-For integer alpha = n the binomial expansion of A_alpha is finite (MATH.md
-section 1; Mironov, Talwar, Zhang 2019, arXiv:1908.10530, Sec. 3.2). Because the
+For integer alpha = n the binomial expansion of A_alpha is finite (Mironov,
+Talwar, Zhang 2019, arXiv:1908.10530, Sec. 3.2). Because the
 binomial weights sum to 1 and the k = 0, 1 terms have exponent 0, the excess has
 only non-negative terms:
 

@@ -38,11 +38,66 @@ __all__ = ["sgm_single_step_delta", "sgm_single_step_sigma"]
 _DIRECTIONS = ("remove", "add", "max")
 
 
+# Beyond this |epsilon| the one-step curve is written without e^{+-eps}: e^710
+# overflows float64 and e^-745 underflows it, and the privacy loss of a step with
+# little noise reaches thousands.
+_LARGE_EPS = 700.0
+
+
+def log_remove_ratio(epsilon, q):
+  """``(full, log(h / q))`` with ``h = e^eps - 1 + q``, for every real ``eps``.
+
+  ``full`` is ``h <= 0`` (``e^eps <= 1 - q``): the remove direction's region
+  ``mu > e^eps mu0`` is then everything and ``delta = 1 - e^eps``; the ratio is
+  set to 0 there. Elsewhere ``log(h / q)`` is ``log1p(expm1(eps) / q)`` for
+  ``|eps| <= 1`` (accurate for small ``eps``) and ``eps - log q + log(1 - x)``
+  with ``log x = log(1 - q) - eps`` beyond, which never forms ``e^eps`` (it
+  overflows float64 beyond 709, and the privacy loss of a step with little noise
+  reaches thousands).
+  """
+  near = jnp.abs(epsilon) <= 1.0
+  v = jnp.expm1(jnp.where(near, epsilon, 0.0)) / q
+  full_near = v <= -1.0
+  e_f = jnp.where(near, 2.0, epsilon)
+  below_one = q < 1.0  # log(1 - q) = -inf at q = 1, with a finite derivative in q
+  log_x = jnp.where(below_one, jnp.log1p(-jnp.where(below_one, q, 0.5)), -jnp.inf) - e_f
+  full_far = log_x >= 0.0
+  far = e_f - jnp.log(q) + jax.nn.log1mexp(-jnp.where(full_far, -1.0, log_x))
+  full = jnp.where(near, full_near, full_far)
+  ell = jnp.where(near, jnp.log1p(jnp.where(full_near, 0.0, v)), far)
+  return full, jnp.where(full, 0.0, ell)
+
+
+def log_add_weight(epsilon, q):
+  """``(positive, log c, log(c / q))`` with ``c = q - (1 - e^-eps) = e^-eps - (1 - q)``.
+
+  The add direction's hockey-stick divergence is 0 unless ``c > 0``. For
+  ``|eps| <= 700``: ``c = e^-eps - (1 - q)`` when ``q >= 1/2`` (``1 - q`` is exact,
+  Sterbenz, so a tiny ``c`` stays accurate, e.g. ``q = 1``), ``q + expm1(-eps)``
+  otherwise. Beyond, ``e^-eps`` leaves float64: ``log c = -eps + log1p(-(1 - q)
+  e^eps)``, positive for ``eps < 0`` and, for ``eps > 700``, only at ``q = 1`` (for
+  ``q < 1``, ``1 - q >= 2^-53 > e^-700``). ``log(c / q)`` is ``log1p((c - q) / q)``
+  where ``c`` is near ``q`` and ``log c - log q`` elsewhere.
+  """
+  moderate = jnp.abs(epsilon) <= _LARGE_EPS
+  e_m = jnp.where(moderate, epsilon, 0.0)
+  c = jnp.where(q >= 0.5, jnp.exp(-e_m) - (1.0 - q), q + jnp.expm1(-e_m))
+  c_pos = c > 0
+  c_s = jnp.where(c_pos, c, q)
+  log_q = jnp.log(q)
+  e_l = jnp.where(moderate, -1.0, epsilon)
+  large_pos = (e_l < 0.0) | (q >= 1.0)
+  log_c_large = -e_l + jnp.log1p(-jnp.where(e_l < 0.0, (1.0 - q) * jnp.exp(e_l), 0.0))
+  positive = jnp.where(moderate, c_pos, large_pos)
+  log_c = jnp.where(moderate, jnp.log(c_s), log_c_large)
+  ell = jnp.where(moderate & (c_s >= 0.5 * q), jnp.log1p((c_s - q) / q), log_c - log_q)
+  return positive, log_c, ell
+
+
 def _log_delta_remove(epsilon, q, sigma):
   # Kalinin 2024 eq. (1): q Phi(x) - h Phi(x - 1/sigma), x = -sigma log(h/q) + 1/(2 sigma),
-  # where h phi(x - 1/sigma) = q phi(x). log(h/q) = log1p(expm1(eps)/q) is
-  # accurate for small eps.
-  ell = jnp.log1p(jnp.expm1(epsilon) / q)
+  # where h phi(x - 1/sigma) = q phi(x). Callers pass epsilon >= 0, where h >= q > 0.
+  _, ell = log_remove_ratio(epsilon, q)  # never full: epsilon >= 0 and q > 0
   x = -sigma * ell + 0.5 / sigma
   return _hockey_stick.log_gaussian_hockey_stick(jnp.log(q), x, 1.0 / sigma)
 
@@ -50,15 +105,12 @@ def _log_delta_remove(epsilon, q, sigma):
 def _log_delta_add(epsilon, q, sigma):
   # e^eps [c Phi(x) - q Phi(x - 1/sigma)], x = sigma log(c/q) + 1/(2 sigma), where
   # c = q - (1 - e^-eps) and q phi(x - 1/sigma) = c phi(x). Zero unless c > 0.
-  # For q >= 1/2, 1 - q is exact (Sterbenz), so c = e^-eps - (1 - q) keeps c
-  # accurate when it is tiny relative to q (e.g. q = 1, large eps).
-  c = jnp.where(q >= 0.5, jnp.exp(-epsilon) - (1.0 - q), q + jnp.expm1(-epsilon))
-  positive = c > 0
-  c_s = jnp.where(positive, c, q)
-  # log(c/q) < 0: log1p((c - q)/q) near c ~ q, log c - log q when c << q.
-  ell = jnp.where(c_s < 0.5 * q, jnp.log(c_s) - jnp.log(q), jnp.log1p((c_s - q) / q))
+  positive, log_c, ell = log_add_weight(epsilon, q)
+  ell = jnp.where(positive, ell, 0.0)
   x = sigma * ell + 0.5 / sigma
-  out = _hockey_stick.log_gaussian_hockey_stick(epsilon + jnp.log(c_s), x, 1.0 / sigma)
+  out = _hockey_stick.log_gaussian_hockey_stick(
+    epsilon + jnp.where(positive, log_c, 0.0), x, 1.0 / sigma
+  )
   return jnp.where(positive, out, -jnp.inf)
 
 
@@ -73,8 +125,9 @@ def _log_delta_kernel(epsilon, q, sigma, direction):
 
 def _delta_no_noise(epsilon, q, direction):
   # sigma = 0: mu0, mu1 are point masses at 0 and 1. remove: q; add: (1 - e^eps (1-q))_+.
+  # add: 1 - (1 - q) e^eps, formed without e^eps alone (which overflows at eps > 709).
   remove = q
-  add = jnp.maximum(-jnp.expm1(epsilon) + q * jnp.exp(epsilon), 0.0)
+  add = jnp.maximum(-jnp.expm1(epsilon + jnp.log1p(-q)), 0.0)
   return {"remove": remove, "add": add, "max": jnp.maximum(remove, add)}[direction]
 
 

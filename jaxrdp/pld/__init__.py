@@ -114,9 +114,6 @@ from ._tradeoff import pld_tpr as pld_tpr
 from ._tradeoff import pld_tradeoff as pld_tradeoff
 from ._event_accountant import PldAccountant as PldAccountant
 from ._event_accountant import PldState as PldState
-from ..accountants._protocol import register_accountant as _register_accountant
-
-_register_accountant("pld", PldAccountant)
 
 __all__ = [
   "DEFAULT_ATOL",
@@ -130,6 +127,8 @@ __all__ = [
   "PldState",
   "PldTpr",
   "PldTradeoff",
+  "default_fpr_grid",
+  "pld_advantage",
   "pld_delta",
   "pld_delta_phases",
   "pld_epsilon",

@@ -34,10 +34,12 @@ kernels), both directions: remove ``(P, Q) = (mu, mu0)``, add
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
-import jax.scipy.special
 import numpy as np
+
+from .._core.numerics import log1p_rate_expm1
+from .._core.numerics import log_ndtr as _log_ndtr
+from ..mechanisms import _sgm_single_step
 
 __all__ = [
   "log_delta_curve",
@@ -50,10 +52,13 @@ __all__ = [
 
 
 def loss_remove(x, q, sigma):
-  """Privacy loss of the remove direction at output ``x``: ``log(mu(x) / mu0(x))``."""
+  """Privacy loss of the remove direction at output ``x``: ``log(mu(x) / mu0(x))``.
+
+  ``log(1 - q + q e^z)`` with ``z = (2x - 1) / (2 sigma^2)``, formed without
+  ``e^z`` where it would overflow (:func:`jaxrdp._core.numerics.log1p_rate_expm1`).
+  """
   z = (2.0 * x - 1.0) / (2.0 * sigma * sigma)
-  # q = 1: the Gaussian's linear loss (log1p(expm1(z)) would round to -inf for z < -37).
-  return jnp.where(q >= 1.0, z, jnp.log1p(q * jnp.expm1(z)))
+  return log1p_rate_expm1(q, z)
 
 
 def support(q, sigma, z, direction):
@@ -69,38 +74,6 @@ def support(q, sigma, z, direction):
   if direction == "remove":
     return loss_remove(lo_x, q, sigma), loss_remove(hi_x, q, sigma)
   return -loss_remove(hi_x, q, sigma), -loss_remove(lo_x, q, sigma)
-
-
-_SQRT_HALF = 0.7071067811865476
-_HALF_LOG_2PI = 0.9189385332046728
-# Below this x, log Phi(x) comes from its asymptotic series (erfc would underflow near -37).
-_SERIES_BELOW = -30.0
-
-
-def _log_ndtr(x):
-  """``log Phi(x)`` from one ``erfc``, for every real ``x``, safe for ``jax.grad``.
-
-  ``log(erfc(-x / sqrt 2) / 2)`` for ``x < 0``, ``log1p(-erfc(x / sqrt 2) / 2)``
-  above, and below ``-30`` the asymptotic series ``-x^2/2 - log(-x sqrt(2 pi)) +
-  log(1 - 1/x^2 + 3/x^4 - 15/x^6 + 105/x^8)`` (next term 945/x^10 < 2e-12
-  relative). Against ``scipy.special.log_ndtr`` on [-60, 12]: within 5e-14
-  relative, where ``jax.scipy.special.log_ndtr`` is off by up to 2e-10 on
-  (0, 5) and 8e-2 on (5, 12) (it takes the log of a rounded ``1 - Phi(-x)``),
-  and at 60% of its cost (it evaluates its three branches and two error
-  functions for every point).
-  """
-  # Each branch sees x only where it is taken (elsewhere a harmless constant),
-  # so no branch takes log 0 and every derivative is finite.
-  low = x < _SERIES_BELOW
-  xa = jnp.where(x >= 0, x, 0.0)
-  above = jnp.log1p(-0.5 * jax.scipy.special.erfc(xa * _SQRT_HALF))
-  xb = jnp.where(low, _SERIES_BELOW, x)
-  below = jnp.log(0.5 * jax.scipy.special.erfc(-xb * _SQRT_HALF))
-  xs = jnp.where(low, x, _SERIES_BELOW)
-  r = 1.0 / (xs * xs)
-  poly = r * (-1.0 + r * (3.0 + r * (-15.0 + 105.0 * r)))
-  series = -0.5 * xs * xs - jnp.log(-xs) - _HALF_LOG_2PI + jnp.log1p(poly)
-  return jnp.where(x >= 0, above, jnp.where(low, series, below))
 
 
 def _log_difference(log_w1, x, log_ratio, h):
@@ -141,25 +114,22 @@ def log_delta_curve(eps, q, sigma, direction):
     is_add = jnp.asarray(direction)
   inv = 1.0 / sigma
   log_q = jnp.log(q)
-  # Remove direction.
-  em1 = jnp.expm1(eps)
-  h = em1 + q
-  full = h <= 0
-  ell_r = jnp.log1p(jnp.where(full, 0.0, em1 / q))  # log(h / q)
+  # Remove direction (the ratio is formed in log space: the loss of a step with
+  # little noise reaches far beyond e^709).
+  full, ell_r = _sgm_single_step.log_remove_ratio(eps, q)  # h <= 0, log(h / q)
   special_r = jnp.log(-jnp.expm1(jnp.minimum(eps, -1e-300)))
   # Add direction.
-  c = jnp.where(q >= 0.5, jnp.exp(-eps) - (1.0 - q), q + jnp.expm1(-eps))
-  positive = c > 0
-  c_s = jnp.where(positive, c, q)
-  ell_a = jnp.where(c_s < 0.5 * q, jnp.log(c_s) - log_q, jnp.log1p((c_s - q) / q))  # log(c / q)
+  positive, log_c, ell_a = _sgm_single_step.log_add_weight(eps, q)  # log c, log(c / q)
+  log_c = jnp.where(positive, log_c, log_q)
+  ell_a = jnp.where(positive, ell_a, 0.0)
   if isinstance(is_add, bool):
     if not is_add:
       x = -sigma * ell_r + 0.5 * inv
       return jnp.where(full, special_r, _log_difference(log_q, x, ell_r, inv))
     x = sigma * ell_a + 0.5 * inv
-    return jnp.where(positive, _log_difference(eps + jnp.log(c_s), x, -ell_a, inv), -jnp.inf)
+    return jnp.where(positive, _log_difference(eps + log_c, x, -ell_a, inv), -jnp.inf)
   x = jnp.where(is_add, sigma * ell_a, -sigma * ell_r) + 0.5 * inv
-  log_w1 = jnp.where(is_add, eps + jnp.log(c_s), log_q)
+  log_w1 = jnp.where(is_add, eps + log_c, log_q)
   log_ratio = jnp.where(is_add, -ell_a, ell_r)
   out = _log_difference(log_w1, x, log_ratio, inv)
   return jnp.where(is_add, jnp.where(positive, out, -jnp.inf), jnp.where(full, special_r, out))

@@ -21,7 +21,10 @@ from typing import Any, NamedTuple
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
+from .._core import precision as _precision
+from .._core.validation import check_range
 from ..events._events import Composed, Gaussian, NoOp, PoissonSampled, SelfComposed, validate_event
+from ..rdp._event_curves import effective_sigma_f64, gaussian_terms
 from ._accountant import (
   DEFAULT_RTOL,
   MAX_GRID_SIZE,
@@ -31,7 +34,14 @@ from ._accountant import (
   pld_epsilon_phases,
 )
 
-__all__ = ["PldAccountant", "PldState", "event_phases"]
+__all__ = ["PldAccountant", "PldState", "event_phases", "pld_unsupported"]
+
+
+def _zeros(like):
+  """Upper and lower bound 0 (nothing released), float64 as every answer, of ``like``'s shape."""
+  with _precision.Float64Scope() as scope:
+    zero = jnp.zeros(jnp.shape(like), jnp.float64)
+  return scope.finalize((zero, zero), (False, True))
 
 
 class PldState(NamedTuple):
@@ -40,30 +50,69 @@ class PldState(NamedTuple):
   phases: tuple = ()
 
 
+def pld_unsupported(event: Any) -> str | None:
+  """``None`` if the tight accountant can account ``event``, else the part it cannot (a phrase).
+
+  Structural: Gaussian and Poisson-subsampled Gaussian mechanisms (a Gaussian, or
+  Gaussians composed on the sample) under add/remove, and their compositions.
+  """
+  if isinstance(event, (NoOp, Gaussian)):
+    return None
+  if isinstance(event, SelfComposed):
+    return pld_unsupported(event.event)
+  if isinstance(event, Composed):
+    for e in event.events:
+      why = pld_unsupported(e)
+      if why is not None:
+        return why
+    return None
+  if isinstance(event, PoissonSampled):
+    if gaussian_terms(event.inner) is None:
+      return (
+        f"PoissonSampled({type(event.inner).__name__}) events (no privacy-loss distribution "
+        "of other subsampled mechanisms is implemented)"
+      )
+    if event.relation != "add_remove":
+      return (
+        f"PoissonSampled events under relation={event.relation!r} (its pair is the Sampled "
+        "Gaussian's under add/remove only)"
+      )
+    return None
+  return f"{type(event).__name__} events"
+
+
 def event_phases(event: Any, count: ArrayLike | None = None) -> list[tuple]:
   """The phases ``[(q, sigma, steps), ...]`` of Poisson-subsampled Gaussians that ``event`` is.
+
+  Gaussians composed on one Poisson sample are one Gaussian at ``sigma_eff = (sum_i
+  1 / s_i^2)^(-1/2)`` (its dominating pair is the composed one's; see
+  :class:`jaxrdp.events.PoissonSampled`).
 
   Raises:
     NotImplementedError: for a mechanism without a PLD construction here.
   """
+  why = pld_unsupported(event)
+  if why is not None:
+    raise NotImplementedError(f"{PldAccountant.description} cannot account {why}")
+  return _phases(event, count)
+
+
+def _phases(event, count):
+  steps = 1 if count is None else count
   if isinstance(event, NoOp):
     return []
   if isinstance(event, SelfComposed):
-    return event_phases(
-      event.event, event.count if count is None else jnp.multiply(count, event.count)
-    )
+    return _phases(event.event, event.count if count is None else jnp.multiply(count, event.count))
   if isinstance(event, Composed):
-    return [p for e in event.events for p in event_phases(e, count)]
-  if isinstance(event, PoissonSampled) and isinstance(event.inner, Gaussian):
-    return [(event.q, event.inner.sigma, 1 if count is None else count)]
+    return [p for e in event.events for p in _phases(e, count)]
   if isinstance(event, Gaussian):
-    return [(1.0, event.sigma, 1 if count is None else count)]
-  inner = f" of {type(event.inner).__name__}" if isinstance(event, PoissonSampled) else ""
-  raise NotImplementedError(
-    f"the PLD accountant has no construction for {type(event).__name__}{inner} events "
-    "(it supports Gaussian and Poisson-subsampled Gaussian mechanisms and their "
-    "compositions); use accountant='rdp' for them"
-  )
+    return [(1.0, event.sigma, steps)]
+  if isinstance(event.inner, Gaussian):
+    return [(event.q, event.inner.sigma, steps)]
+  terms = gaussian_terms(event.inner)
+  with _precision.x64_context():
+    sigma = effective_sigma_f64([(c, s) for c, s in terms])
+  return [(event.q, sigma, steps)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -94,6 +143,17 @@ class PldAccountant:
   max_grid_size: int = MAX_GRID_SIZE
   memory_limit: int = 2**30
 
+  #: How refusals and results name this accountant.
+  description = "the tight accountant (accountant='pld')"
+
+  def unsupported(self, event: Any) -> str | None:
+    """``None`` if this accountant can account ``event``, else the part it cannot (a phrase)."""
+    return pld_unsupported(event)
+
+  def supports(self, event: Any) -> bool:
+    """Whether this accountant can account ``event`` (see :meth:`unsupported`)."""
+    return pld_unsupported(event) is None
+
   def _options(self):
     return dict(rtol=self.rtol, max_grid_size=self.max_grid_size, memory_limit=self.memory_limit)
 
@@ -111,15 +171,15 @@ class PldAccountant:
   def get_epsilon(self, state: PldState, delta: ArrayLike) -> PldEpsilon:
     """Tight epsilon at ``delta`` of everything composed into ``state``."""
     if not state.phases:
-      zero = jnp.zeros(jnp.shape(delta))
-      return PldEpsilon(zero, zero)
+      check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
+      return PldEpsilon(*_zeros(delta))
     return pld_epsilon_phases(list(state.phases), delta, **self._options())
 
   def get_delta(self, state: PldState, epsilon: ArrayLike) -> PldDelta:
     """Tight delta at ``epsilon`` of everything composed into ``state``."""
     if not state.phases:
-      zero = jnp.zeros(jnp.shape(epsilon))
-      return PldDelta(zero, zero)
+      check_range("epsilon", epsilon, lower=0.0)
+      return PldDelta(*_zeros(epsilon))
     return pld_delta_phases(list(state.phases), epsilon, **self._options())
 
   def epsilon(self, event: Any, delta: ArrayLike) -> PldEpsilon:

@@ -9,6 +9,7 @@ two directions (``_accountant``).
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -35,6 +36,8 @@ __all__ = [
 # wrap-around bounds, besides the plan's own exponents (nu_hi, nu_up, nu_lo).
 _NU = np.array([0.0, 0.5, 1.0, 1.25, 1.5, 2.0, 3.0, 4.0, 6.0])
 _I_ONE = 2
+# The tilts (multiples of lam, in _NU) at which the lower bounds' coupling shift is tried.
+_I_SHIFT = np.array([0, 1, 2])
 # Hoeffding failure probability, relative to delta (lower bound only).
 _ETA = 1e-3
 # Most points at which one step's delta curve is evaluated (see
@@ -115,13 +118,89 @@ def _curves(q, sigma, steps, target, is_add, mode, n, pl=None, double_word=False
   tail = jnp.exp(log_tail) + inf_mass
   k1 = kk[_I_ONE]
   c = _read.curve(w, lo, d, lam, k1, err_l2, tail, (nu, kk, n * d), hi)
-  return c, d, jnp.sum(steps)
+  # The support for the coupling shift of the lower bounds: its gaps, and the
+  # points' log masses and log moment-generating functions at the tilts tried.
+  gaps = jnp.diff(e, axis=-1)
+  cell = jnp.arange(gaps.shape[-1], dtype=e.dtype) < count[:, None] - 1.0
+  gaps = jnp.where(cell, gaps, 0.0)
+  return c, d, _Cells(gaps, e, lp, log_m[:, _I_SHIFT], lam * jnp.asarray(_NU[_I_SHIFT]), steps)
 
 
-def _shift(d, t_total, eta):
-  """Hoeffding shift of the coupling between the exact and the connect-the-dots losses."""
-  mean = t_total * d * d / 8.0 * (1.0 + d)
-  return mean + d * jnp.sqrt(t_total * jnp.log(1.0 / eta) / 2.0)
+class _Cells(NamedTuple):
+  """What :func:`_shift` needs of a job's discretization."""
+
+  gaps: jax.Array  # (P, N - 1) support gaps (0 on padding)
+  points: jax.Array  # (P, N) support points
+  log_p: jax.Array  # (P, N) log masses of the points (-inf on padding)
+  log_m: jax.Array  # (P, A) log M_j(a) at the tilts a tried
+  tilts: jax.Array  # (A,) the tilts tried
+  steps: jax.Array  # (P,)
+
+
+# Exponents of the Chernoff bound on the coupling shift, relative to the one that
+# is optimal on a uniform support of the lattice spacing.
+_THETA = 2.0 ** np.arange(-16.0, 3.0)
+
+
+def _shift(cells, d, log_budget, extra_rate):
+  """Shift ``t >= 0`` with ``delta_disc(eps + t) <= delta_true(eps) + eta`` under the coupling.
+
+  Connect-the-dots splits every atom ``s`` of the exact one-step loss ``L``
+  between the ends of the support cell ``[e_t, e_t + g_t]`` holding it, keeping
+  its P-mass and ``E[e^{-L}]``; so ``X = L' - L`` lies in an interval of length
+  ``g_t`` with mean at most ``m_t = g_t^2 (1 + g_t) / 8`` (Jensen), and by
+  Hoeffding's lemma ``E[e^{mu X} | s] <= 1 + c_t(mu)``, ``c_t(mu) = expm1(mu m_t +
+  mu^2 g_t^2 / 8)``. With ``S, S'`` the composed exact and discrete losses, on
+  ``S' - S <= t`` the discrete hockey-stick integrand at ``eps + t`` is at most
+  the exact one at ``eps``, so for ``lam, theta >= 0``
+
+      delta_disc(eps + t) <= delta_true(eps) + E[1{S' > eps + t} 1{S' - S > t}]
+                          <= delta_true(eps) + e^{-lam (eps + t) - theta t} E[e^{lam S' + theta (S' - S)}].
+
+  Per step, ``e^{lam L' + theta X} = e^{lam L} e^{mu X}`` with ``mu = lam + theta``,
+  so ``E[e^{lam L' + theta X}] <= E[e^{lam L}] + E[e^{lam L} c(mu)]``. Since
+  ``E[e^{lam X} | L] >= 1``, ``E[e^{lam L}] <= M(lam)``, the discrete PLD's
+  moment-generating function; and a cell's tilted mass reaches the discrete
+  PMF through its two ends, so ``E[e^{lam L} c(mu)] <= M(lam) r(theta)`` with
+  ``r = sum_t x_t max(e^{lam g_t} c_t, c_{t-1})``, ``x_t = p_t e^{lam e_t} / M(lam)``
+  the tilted masses (each point's mass came from its two cells; no cell is
+  counted twice). The excess is then at most ``exp(K(theta) - lam (eps + t) -
+  theta t)``, ``K(theta) = sum_j T_j (log M_j(lam) + log1p(r_j(theta)))``, which is
+  at most ``eta`` for
+
+      t = max(0, min_theta (K(theta) - log_budget) / (theta + extra_rate)),
+
+  with ``log_budget = log eta + lam eps``, ``extra_rate = lam`` when ``eps`` is
+  given (delta mode), and ``log_budget = log eta + lam (eps + t)``, ``extra_rate
+  = 0`` when the shifted point ``eps + t`` is the one read (epsilon mode). Coarse
+  cells of the thinned support cost in proportion to their *tilted* mass, near
+  where the answer is read; on a uniform support of spacing ``d`` this is about
+  Hoeffding's ``T d^2 / 8 + d sqrt(T log(1 / eta') / 2)``, ``eta'`` the excess
+  relative to the tilted scale ``M^T e^{-lam eps}`` (about delta). Mass cut off
+  the support is a failure event counted separately.
+  """
+  gaps = cells.gaps
+  lam = cells.tilts[:, None, None, None]  # (A, 1, 1, 1)
+  log_m = cells.log_m.T[:, None, :]  # (A, 1, P)
+  k0 = jnp.sum(cells.steps[:, None] * cells.log_m, axis=0)  # (A,) sum_j T_j log M_j
+  budget = log_budget(cells.tilts)  # (A,)
+  rel = jnp.maximum(k0 - budget, 1.0)
+  t_total = jnp.sum(cells.steps)
+  theta = jnp.sqrt(8.0 * rel / (t_total * d * d))[:, None] * jnp.asarray(_THETA)  # (A, C)
+  mu = (lam[..., 0] + theta[..., None])[..., None]  # (A, C, 1, 1)
+  c = jnp.expm1(mu * gaps * gaps * (1.0 + gaps) / 8.0 + (mu * gaps) ** 2 / 8.0)  # (A, C, P, N-1)
+  zero = jnp.zeros(c.shape[:-1] + (1,), c.dtype)
+  right = jnp.concatenate([c * jnp.exp(lam * gaps), zero], axis=-1)  # the cell after point t
+  left = jnp.concatenate([zero, c], axis=-1)  # the cell before it
+  per_point = jnp.maximum(right, left)
+  log_x = cells.log_p + lam * cells.points - log_m[..., None]  # (A, 1, P, N) tilted masses
+  x = jnp.where(cells.log_p > -jnp.inf, jnp.exp(log_x), 0.0)
+  r = jnp.sum(jnp.where(x > 0, x * per_point, 0.0), axis=-1)  # (A, C, P)
+  k = k0[:, None] + jnp.sum(cells.steps * jnp.log1p(r), axis=-1)  # (A, C)
+  rate = cells.tilts if extra_rate else jnp.zeros_like(cells.tilts)
+  bound = (k - budget[:, None]) / (theta + rate[:, None])
+  best = jnp.min(jnp.where(jnp.isfinite(bound), bound, jnp.inf))
+  return jnp.maximum(best, 0.0)
 
 
 def job_epsilon(q, sigma, steps, delta, is_add, *, n, pl=None, double_word=False):
@@ -129,11 +208,12 @@ def job_epsilon(q, sigma, steps, delta, is_add, *, n, pl=None, double_word=False
 
   ``fft``: the round-off term of delta at the answer, relative to ``delta``.
   """
-  c, d, t_total = _curves(q, sigma, steps, delta, is_add, "epsilon", n, pl, double_word)
+  c, d, cells = _curves(q, sigma, steps, delta, is_add, "epsilon", n, pl, double_word)
   up, ok, slope, fft = _read.epsilon_upper(c, delta)
   eta = _ETA * delta
-  # failure events: Hoeffding (eta) and the support cuts (<= 2e-12 delta).
-  low = _read.epsilon_lower(c, delta + eta * (1.0 + 1e-8)) - _shift(d, t_total, eta)
+  # failure events: the coupling (eta) and the support cuts (<= 2e-12 delta).
+  read = _read.epsilon_lower(c, delta + eta * (1.0 + 1e-8))
+  low = read - _shift(cells, d, lambda a: jnp.log(eta) + a * read, False)
   return up, low, ok | (up <= 0), slope, fft / delta
 
 
@@ -142,16 +222,16 @@ def job_delta(q, sigma, steps, epsilon, is_add, *, n, pl=None, double_word=False
 
   ``fft``: the round-off term of delta, relative to the upper bound.
   """
-  c, d, t_total = _curves(q, sigma, steps, epsilon, is_add, "delta", n, pl, double_word)
+  c, d, cells = _curves(q, sigma, steps, epsilon, is_add, "delta", n, pl, double_word)
   up, fft = _read.delta_upper(c, epsilon)
   eta = _ETA * jnp.maximum(up, 1e-300)
-  shifted = epsilon + _shift(d, t_total, eta)
+  shifted = epsilon + _shift(cells, d, lambda a: jnp.log(eta) + a * epsilon, True)
   low = _read.delta_lower(c, shifted) - eta * (1.0 + 1e-8)
   share = jnp.where(up > 0, fft / jnp.where(up > 0, up, 1.0), 0.0)
   return up, jnp.clip(low, 0.0, up), epsilon >= c["lo"], jnp.zeros_like(up), share
 
 
-# Hoeffding failure probability (absolute) of the trade-off lower bounds.
+# Failure probability (absolute) of the coupling in the trade-off lower bounds.
 _ETA_TRADEOFF = 1e-10
 
 
@@ -160,23 +240,32 @@ def job_tradeoff(q, sigma, steps, alphas, is_add, *, n, atol, pl=None):
 
   One composition read at every FPR (``_tradeoff_read``): ``tpr`` is a
   certified upper bound of this direction's true-positive rate, ``tpr_lower``
-  a certified lower bound (at least ``alpha``, by the coupling:
-  ``TPR_true(alpha) >= TPR_ctd(alpha e^{-s}) - eta``), ``threshold`` the
+  a certified lower bound (at least ``alpha``), ``threshold`` the
   Neyman-Pearson threshold read. Without ``pl`` the plan is made here
   (:func:`_grid.plan_tradeoff`, accuracy ``atol``).
+
+  The lower bound uses the coupling of :func:`_shift` at tilt 0, where its
+  bound ``P(S' - S > s) <= eta`` holds for every epsilon at once, so
+  ``delta_true(eps) >= delta_ctd(eps + s) - eta`` everywhere and
+
+      TPR_true(alpha) = min_eps [delta_true(eps) + e^eps alpha]
+                      >= min_eps [delta_ctd(eps + s) + e^eps alpha] - eta
+                       = TPR_ctd(alpha e^{-s}) - eta.
+
+  (The tilted shifts are smaller but hold at one given epsilon, and the true
+  minimizer, the exact Neyman-Pearson threshold, is not known.)
   """
   if pl is None:
     pl, _ = _grid.plan_tradeoff(q, sigma, steps, alphas, atol, is_add)
-  # The plan only places the grid: no derivative flows through it (a zero
-  # cotangent times an infinite local derivative there would be NaN).
-  pl = jax.tree_util.tree_map(jax.lax.stop_gradient, pl)
-  c, d, t_total = _curves(q, sigma, steps, 0.0, is_add, "delta", n, pl)
+  c, d, cells = _curves(q, sigma, steps, 0.0, is_add, "delta", n, pl)
   tab = _tradeoff_read.block_table(c)
-  shift = _shift(d, t_total, _ETA_TRADEOFF)
+  # Tilt 0 only (the first of _I_SHIFT, _NU = 0): a shift valid at every epsilon.
+  untilted = cells._replace(log_m=cells.log_m[:, :1], tilts=jnp.zeros((1,), cells.tilts.dtype))
+  shift = _shift(untilted, d, lambda a: jnp.log(_ETA_TRADEOFF) + 0.0 * a, False)
   up, t_read, low = _tradeoff_read.tpr_bounds(c, tab, alphas, alphas * jnp.exp(-shift))
-  # Failure events of the coupling: Hoeffding (eta) and the single-step support
+  # Failure events of the coupling: its tail (eta) and the single-step support
   # cuts (each side of each step's support drops at most 1e-12 delta_c / T).
-  cut = 2e-12 * jnp.exp(pl.log_delta_c)
+  cut = 2e-12 * jnp.exp(jax.lax.stop_gradient(pl.log_delta_c))
   low = low - (_ETA_TRADEOFF + cut) * (1.0 + 1e-8)
   up = jnp.clip(up, alphas, 1.0)
   low = jnp.clip(jnp.maximum(low, alphas), 0.0, up)

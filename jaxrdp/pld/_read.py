@@ -138,19 +138,32 @@ def curve(w, lo, d, lam, log_c, fft_l2, tail, tau, top):
   )
 
 
+def _difference(c, s1, s2, x):
+  """``A - e^x B`` from the scaled suffix sums: ``e^base (s1 - e^{x - top} s2)``.
+
+  The difference is taken on the scaled sums (each within ``e^700``), and the
+  scale ``e^base`` is applied in log space: alone it underflows where delta is
+  near 1e-300 (and ``B`` itself once the losses pass ~745).
+  """
+  diff = jnp.maximum(s1 - jnp.exp(x - c["top"]) * s2, 0.0)
+  return jnp.exp(c["base"] + _safe_log(diff))
+
+
 def _terms(c, s1, s2, s):
   """``(read, rounding, fft, alias, log_a, log_b)`` at losses ``s`` with suffix sums ``s1, s2``."""
   log_a = c["base"] + _safe_log(s1)  # log sum_{j>k} p_j (untilted P-mass above)
   log_b = c["base"] - c["top"] + _safe_log(s2)  # log sum_{j>k} p_j e^{-s_j}
-  read = jnp.exp(c["base"]) * jnp.maximum(s1 - jnp.exp(s - c["top"]) * s2, 0.0)
+  read = _difference(c, s1, s2, s)
   rounding = 8.0 * c["n"] * _U * jnp.exp(log_a)
-  scale = jnp.exp(c["log_c"] - c["lam"] * s)  # M^T e^{-lam s}
   err_inf, err_l2 = c["fft_l2"]
   n = float(c["n"])
   lam_d = c["lam"] * c["d"]
   l1_weight = jnp.minimum(n, 1.0 / -jnp.expm1(-lam_d))
   l2_weight = jnp.minimum(jnp.sqrt(n), 1.0 / jnp.sqrt(-jnp.expm1(-2.0 * lam_d)))
-  fft = scale * jnp.minimum(err_inf * l1_weight, err_l2 * l2_weight)
+  # M^T e^{-lam s} times the round-off, multiplied in log space (the factor alone
+  # can underflow where delta is tiny).
+  err = jnp.minimum(err_inf * l1_weight, err_l2 * l2_weight)
+  fft = jnp.exp(c["log_c"] - c["lam"] * s + _safe_log(err))
   return read, rounding, fft, _alias(c, s), log_a, log_b
 
 
@@ -225,10 +238,12 @@ def epsilon_upper(c, delta):
   s_prev = s[i] - c["d"]
   _, rounding, fft, _, log_a, log_b = _terms(c, t1, t2, s_prev)
   num = jnp.exp(log_a) + rounding + fft + c["tail"] - delta
-  b_abs = jnp.exp(log_b)
-  good = (num > 0) & (b_abs > 0)
-  eps = _safe_log(jnp.where(good, num, 1.0)) - _safe_log(jnp.where(good, b_abs, 1.0))
-  eps = jnp.clip(jnp.where(good, eps, s_prev), s_prev, s[i])
+  # log B directly: B = sum p_j e^{-s_j} underflows float64 once the losses pass ~745.
+  good = (num > 0) & (log_b > -jnp.inf)
+  eps = _safe_log(jnp.where(good, num, 1.0)) - jnp.where(good, log_b, 0.0)
+  # Where the cell cannot be solved (rounding), its top s_k, where up <= delta was
+  # checked, is the sound answer.
+  eps = jnp.clip(jnp.where(good, eps, s[i]), s_prev, s[i])
   eps = jnp.where(k == 0, c["lo"], eps)
   eps = jnp.where(found, eps, jnp.inf)
   # -d log delta / d eps at the answer: the reading curve is A + extra - e^eps B.
@@ -252,9 +267,8 @@ def epsilon_lower(c, delta):
   i = _last(_low(c, s1, s2, s) > delta)
   _, rounding, fft, alias, log_a, log_b = _terms(c, s1[i], s2[i], s[i])
   num = jnp.exp(log_a) - (fft + alias + rounding) - delta
-  b_abs = jnp.exp(log_b)
-  good = (num > 0) & (b_abs > 0)
-  eps = _safe_log(jnp.where(good, num, 1.0)) - _safe_log(jnp.where(good, b_abs, 1.0))
+  good = (num > 0) & (log_b > -jnp.inf)  # log B directly, as in epsilon_upper
+  eps = _safe_log(jnp.where(good, num, 1.0)) - jnp.where(good, log_b, 0.0)
   eps = jnp.clip(jnp.where(good, eps, s[i]), s[i], s[i] + c["d"])
   return jnp.where(found, eps, -jnp.inf)
 
@@ -265,13 +279,9 @@ def _at(c, x):
   b = k // c["blk"]
   s, s1, s2, _, _ = _block(c, b)
   i = k - b * c["blk"]
-  _, rounding, fft, alias, log_a, log_b = _terms(c, s1[i], s2[i], s[i])
-  finite = log_a > -jnp.inf
-  a_k = jnp.where(finite, log_a, 0.0)
-  # On the cell, e^x B <= A (every atom above x), so the gap is <= 0 up to rounding.
-  gap = jnp.minimum(x + jnp.where(finite, log_b, 0.0) - a_k, 0.0)
-  read = jnp.where(finite, jnp.exp(a_k) * -jnp.expm1(gap), 0.0)
-  return read, rounding, fft, alias
+  _, rounding, fft, alias, _, _ = _terms(c, s1[i], s2[i], s[i])
+  # On the cell, e^x B <= A (every atom above x), so the difference is >= 0 up to rounding.
+  return _difference(c, s1[i], s2[i], x), rounding, fft, alias
 
 
 def delta_upper(c, x):

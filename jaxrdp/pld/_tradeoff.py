@@ -26,9 +26,10 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from .._core import numerics as _numerics
 from .._core import precision as _precision
 from .._core.validation import check_range, is_concrete
-from . import _accountant, _kernel
+from . import _accountant, _driver, _kernel
 
 __all__ = [
   "DEFAULT_ATOL",
@@ -108,15 +109,15 @@ def _check_atol(atol):
 def _plan(q, sigma, steps, alphas, atol, at_zero):
   """Host plans ``[remove, add]`` and grid points needed ``[(B,), (B,)]`` for all rows."""
   size = q.shape[0]
-  block = _accountant._PLAN_BLOCK
+  block = _driver._PLAN_BLOCK
   rows = -(-size // block) * block
-  args = _accountant._pad_rows([np.asarray(x) for x in (q, sigma, steps, alphas)], rows)
+  args = _driver._pad_rows([np.asarray(x) for x in (q, sigma, steps, alphas)], rows)
 
   def one(i):
     out = _kernel.batch_plan_tradeoff(*(a[i : i + block] for a in args), atol, at_zero)
     return jax.tree_util.tree_map(np.asarray, out)
 
-  parts = _accountant._host_map(one, range(0, rows, block), _accountant._WORKERS)
+  parts = _driver._host_map(one, range(0, rows, block), _driver._WORKERS)
   out = jax.tree_util.tree_map(lambda *x: np.concatenate(x)[:size], *parts)
   return [out[0][0], out[1][0]], [out[0][1], out[1][1]]
 
@@ -141,9 +142,9 @@ def _run_jobs(jobs, q, sigma, steps, alphas, plans, atol, at_zero, memory_limit)
       return np.stack([out[0:1], out[1:2], np.zeros(1)])
     return np.asarray(_kernel.run_tradeoff_job(row, alphas[r], bool(a), atol, int(n_b), phases))
 
-  per_job = _accountant._BYTES_PER_POINT * int(np.max(sizes)) * phases
-  workers = max(1, min(_accountant._WORKERS, memory_limit // per_job))
-  outs = _accountant._host_map(one, list(zip(packed, is_add, sizes, rows)), workers)
+  per_job = _driver._BYTES_PER_POINT * int(np.max(sizes)) * phases
+  workers = max(1, min(_driver._WORKERS, memory_limit // per_job))
+  outs = _driver._host_map(one, list(zip(packed, is_add, sizes, rows)), workers)
   return np.stack(outs, axis=1)
 
 
@@ -155,7 +156,7 @@ def _concrete(q, sigma, steps, alphas, atol, at_zero, grid_size, max_grid_size, 
     n = [np.full(size, grid_size, np.int64)] * 2
     reached = True
   else:
-    (n_r, ok_r), (n_a, ok_a) = (_accountant._sizes(x, max_grid_size) for x in need)
+    (n_r, ok_r), (n_a, ok_a) = (_driver._sizes(x, max_grid_size) for x in need)
     n, reached = [n_r, n_a], ok_r and ok_a
   if not reached:
     warnings.warn(
@@ -182,9 +183,9 @@ def _concrete(q, sigma, steps, alphas, atol, at_zero, grid_size, max_grid_size, 
     return out
   asym = rows[~np.all(q >= 1.0, axis=-1)]  # q = 1: both directions are the Gaussian's
   if asym.size:
-    coarse_first = size >= _accountant._COARSE_MIN_ROWS
+    coarse_first = size >= _driver._COARSE_MIN_ROWS
     fine = n[1][asym]
-    coarse = np.maximum(fine // (_accountant._COARSE_ADD if coarse_first else 1), 2**10)
+    coarse = np.maximum(fine // (_driver._COARSE_ADD if coarse_first else 1), 2**10)
     jobs = (asym, np.ones(asym.size, bool), coarse)
     out[:, 1, asym] = _run_jobs(jobs, q, sigma, steps, alphas, plans, atol, False, memory_limit)
     # The add direction's coarse bound matters only where it could be the larger one.
@@ -200,15 +201,13 @@ def _traced(q, sigma, steps, alphas, atol, at_zero, grid_size, memory_limit):
   if at_zero:
     raise NotImplementedError("the advantage needs concrete arguments")
   size, phases = q.shape
-  n = _accountant.TRACED_GRID_SIZE if grid_size is None else grid_size
-  q2, s2, t2, is_add = _accountant._each_direction(q, sigma, steps)
+  n = _driver.TRACED_GRID_SIZE if grid_size is None else grid_size
+  q2, s2, t2, is_add = _driver._each_direction(q, sigma, steps)
   a2 = jnp.concatenate([alphas, alphas])
-  per_job = _accountant._BYTES_PER_POINT * n * phases
-  chunk = min(
-    _accountant._next_pow2(2 * size), 1 << (max(1, memory_limit // per_job).bit_length() - 1)
-  )
+  per_job = _driver._BYTES_PER_POINT * n * phases
+  chunk = min(_driver._next_pow2(2 * size), 1 << (max(1, memory_limit // per_job).bit_length() - 1))
   rows = -(-(2 * size) // chunk) * chunk
-  q2, s2, t2, a2, is_add = _accountant._pad_rows([q2, s2, t2, a2, is_add], rows)
+  q2, s2, t2, a2, is_add = _driver._pad_rows([q2, s2, t2, a2, is_add], rows)
   out = _kernel.run_tradeoff_jobs(q2, s2, t2, a2, is_add, atol, n, chunk)[: 2 * size]
   out = jnp.moveaxis(out, 1, 0)  # (3, 2 size, G)
   return out.reshape(3, 2, size, alphas.shape[1])[:2]
@@ -221,9 +220,21 @@ _ALPHA_BUCKET = 16
 
 
 def _run(q, sigma, steps, alphas, atol, at_zero, grid_size, max_grid_size, memory_limit):
-  """``(upper, lower)`` of shape ``(B, G)`` for rows ``(B, 1)`` and FPRs ``(B, G)`` (float64)."""
-  q2, sigma2, steps2 = (x.reshape(-1, 1) for x in (q, sigma, steps))
-  steps2 = jnp.round(steps2)
+  """``(upper, lower)`` of shape ``(B, G)`` for rows ``(B, 1)`` and FPRs ``(B, G)`` (float64).
+
+  Edges, as in the privacy profile (``_accountant``): a row with ``q = 0`` or no
+  steps releases nothing (TPR = FPR, advantage 0; a stand-in row runs in its
+  place); rates in ``(0, RATE_FLOOR)`` run at ``RATE_FLOOR`` (a post-processing
+  of it, so the upper bound stands) with the trivial lower bound.
+  """
+  q2, sigma2, steps_in = (x.reshape(-1, 1) for x in (q, sigma, steps))
+  steps2 = jnp.round(steps_in)
+  floored_q = _numerics.floor_rate(q2)
+  empty = (floored_q == 0) | (steps2 == 0)
+  floored = (floored_q != q2) & ~empty
+  q2 = jnp.where(empty, 1.0, floored_q)
+  sigma2 = jnp.where(empty, 1.0, sigma2)
+  steps2 = jnp.where(empty, 1.0, steps2)
   g = alphas.shape[1]
   a = jnp.clip(alphas, _ALPHA_CLIP, 1.0 - 1e-16)
   a = jnp.concatenate([a, jnp.repeat(a[:, -1:], -g % _ALPHA_BUCKET, axis=1)], axis=1)
@@ -235,14 +246,19 @@ def _run(q, sigma, steps, alphas, atol, at_zero, grid_size, max_grid_size, memor
     out = _traced(q2, sigma2, steps2, a, atol, at_zero, grid_size, memory_limit)
   up = jnp.max(jnp.asarray(out[0]), axis=0)[:, :g]
   low = jnp.max(jnp.asarray(out[1]), axis=0)[:, :g]
+  # Nothing released: the test can do no better than chance.
+  trivial = jnp.zeros_like(alphas) if at_zero else alphas
+  up = jnp.where(empty, trivial, up)
+  low = jnp.where(empty | floored, trivial, low)
   if not at_zero:
     # FPR 0 and 1 in closed form: both pairs have full support, so TPR(0) = 0; TPR(1) = 1.
     up = jnp.where(alphas <= 0.0, 0.0, jnp.where(alphas >= 1.0, 1.0, up))
     low = jnp.where(alphas <= 0.0, 0.0, jnp.where(alphas >= 1.0, 1.0, low))
-  invalid = ~(
-    (q2 > 0) & (q2 <= 1) & (sigma2 > 0) & (steps2 >= 1) & (steps2 <= _accountant.MAX_STEPS)
-  )
-  invalid = invalid | ~((alphas >= 0) & (alphas <= 1))
+  # (a traced non-integer count of steps is invalid, not rounded)
+  steps_ok = (steps_in >= 0) & (steps_in <= _accountant.MAX_STEPS)
+  steps_ok = steps_ok & (steps_in == jnp.round(steps_in))
+  invalid = ~((q.reshape(-1, 1) >= 0) & (q.reshape(-1, 1) <= 1) & (sigma.reshape(-1, 1) > 0))
+  invalid = invalid | ~steps_ok | ~((alphas >= 0) & (alphas <= 1))
   up = jnp.where(invalid, jnp.nan, up)
   low = jnp.where(invalid, jnp.nan, jnp.minimum(low, up))
   return up, low

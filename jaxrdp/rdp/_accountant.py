@@ -32,8 +32,8 @@ from ..rdp._conversions import (
   delta_from_rdp_f64,
   epsilon_from_rdp_f64,
 )
-from ..rdp._dpsgd import _orders_or_default, dpsgd_delta, dpsgd_epsilon
-from ..rdp._event_curves import as_sgm, rdp_curve_f64
+from ..rdp._dpsgd import _orders_or_default, sgm_dpsgd
+from ..rdp._event_curves import as_sgm, check_rdp_event, rdp_curve_f64, rdp_unsupported
 
 __all__ = ["RdpAccountant", "RdpState", "add_rdp_curve", "state_to_dict", "state_from_dict"]
 
@@ -44,7 +44,7 @@ _FORMAT = "jaxrdp.AccountantState/1"
 @functools.partial(register_dataclass_pytree, data_fields=["rdp"], meta_fields=["orders"])
 @dataclasses.dataclass(frozen=True, eq=False)
 class RdpState:
-  """Running RDP curve of an :class:`RdpAccountant` (a pytree).
+  """Running RDP curve of an :class:`~jaxrdp.RdpAccountant` (a pytree).
 
   Attributes:
     rdp: float64 array ``[..., n]``: the RDP spent at each order (a leaf; a
@@ -139,6 +139,9 @@ class RdpAccountant:
   orders: tuple[float, ...] | None = None
   method: str = "improved"
 
+  #: How refusals and results name this accountant.
+  description = "the Renyi-DP accountant (accountant='rdp')"
+
   def __post_init__(self):
     _check_method(self.method)
     object.__setattr__(self, "orders", _orders_tuple(self.orders))
@@ -161,6 +164,23 @@ class RdpAccountant:
         f"accountant's ({len(self.orders)} orders)"
       )
 
+  def unsupported(self, event: Event) -> str | None:
+    """``None`` if this accountant can account ``event``, else the part it cannot (a phrase).
+
+    Read from the registered rules (:func:`jaxrdp.rdp._event_curves.rdp_unsupported`):
+    structural, decided before anything is computed.
+    """
+    return rdp_unsupported(event)
+
+  def supports(self, event: Event) -> bool:
+    """Whether this accountant can account ``event`` (see :meth:`unsupported`)."""
+    return self.unsupported(event) is None
+
+  def _require(self, event):
+    why = self.unsupported(event)
+    if why is not None:
+      raise NotImplementedError(f"{self.description} cannot account {why}")
+
   def init(self) -> RdpState:
     """A fresh state: zero RDP at every order."""
     with _precision.x64_context():
@@ -176,6 +196,8 @@ class RdpAccountant:
     """
     self._check_state(state)
     validate_event(event)
+    self._require(event)
+    check_rdp_event(event)
     leaves, treedef = jax.tree.flatten(event)
     # The RDP curve is elementwise in the state's RDP and, over a trailing orders
     # axis, in the event's leaves: derivatives with x64 off go through
@@ -212,19 +234,23 @@ class RdpAccountant:
   def epsilon(self, event: Event, delta: ArrayLike) -> EpsilonResult:
     """epsilon of ``event`` at ``delta``, of the broadcast shape of its leaves and delta."""
     validate_event(event)
+    self._require(event)
+    check_rdp_event(event)
     check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
     sgm = as_sgm(event)
     if sgm is not None:
-      return dpsgd_epsilon(*sgm, delta, orders=self._static.array, method=self.method)
+      return sgm_dpsgd("epsilon", *sgm, delta, self._static.array, self.method)
     return _one_shot(_event_epsilon_jit, delta, event, self._static, self.method)
 
   def delta(self, event: Event, epsilon: ArrayLike) -> DeltaResult:
     """delta of ``event`` at ``epsilon``, of the broadcast shape of its leaves and epsilon."""
     validate_event(event)
+    self._require(event)
+    check_rdp_event(event)
     check_range("epsilon", epsilon, lower=0.0)
     sgm = as_sgm(event)
     if sgm is not None:
-      return dpsgd_delta(*sgm, epsilon, orders=self._static.array, method=self.method)
+      return sgm_dpsgd("delta", *sgm, epsilon, self._static.array, self.method)
     return _one_shot(_event_delta_jit, epsilon, event, self._static, self.method)
 
 

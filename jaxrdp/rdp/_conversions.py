@@ -1,6 +1,6 @@
 """From an RDP curve over a set of orders to (epsilon, delta)-DP.
 
-Two bounds, both minimised over the given orders (MATH.md section 2):
+Two bounds, both minimised over the given orders:
 
 * ``"improved"`` (default): Canonne, Kamath, Steinke 2020, "The Discrete
   Gaussian for Differential Privacy", arXiv:2004.00010, Prop. 12; equal to

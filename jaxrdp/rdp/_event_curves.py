@@ -6,7 +6,9 @@ arXiv:1702.07476, Prop. 1): ``SelfComposed(e, k)`` has ``k`` times the curve of
 arrays of shape ``batch + [n_orders]`` (the event's broadcast shape, then the
 orders), traceable in their numeric leaves; invalid traced values give NaN.
 
-A new event type registers its rule with :func:`register_rdp_rule`.
+A new event type registers its rule with :func:`register_rdp_rule`; what the
+accountant supports is read from the same registry (:func:`rdp_unsupported`), so
+its refusals are generated from the rules that exist.
 """
 
 from __future__ import annotations
@@ -27,35 +29,110 @@ from ..events._events import (
   SelfComposed,
 )
 from ..mechanisms._rdp_curves import _gaussian_impl, _laplace_impl, _randomized_response_impl
+from ..mechanisms._sampled_without_replacement import effective_noise_multiplier
 from ..mechanisms._sgm import _rdp_f64
 
-__all__ = ["register_rdp_rule", "rdp_curve_f64", "as_sgm"]
+__all__ = [
+  "register_rdp_rule",
+  "register_rdp_refusal",
+  "register_rdp_check",
+  "rdp_unsupported",
+  "rdp_curve_f64",
+  "check_rdp_event",
+  "as_sgm",
+  "gaussian_terms",
+  "effective_sigma_f64",
+]
 
 # rule(event, orders, orders_static) -> float64 [batch..., n]
 _RULES: dict[type, Callable] = {}
+# structural conditions of a rule: event -> None, or why it does not apply
+_CONDITIONS: dict[type, Callable] = {}
+# event types refused with a reason
+_REFUSED: dict[type, str] = {}
 
 
-def register_rdp_rule(event_type: type):
+def register_rdp_rule(event_type: type, *, condition: Callable | None = None):
   """Decorator: ``rule(event, orders, orders_static)`` is the RDP curve of ``event_type``.
 
   ``orders`` is a float64 array [n]; ``orders_static`` the same orders as a
   hashable ``StaticArray`` (known at trace time). A rule recurses into child
-  events through :func:`rdp_curve_f64`.
+  events through :func:`rdp_curve_f64`. ``condition(event)`` returns ``None`` if
+  the rule applies to this event's structure (its children's types, its static
+  fields), else a phrase saying which events it does not cover.
   """
 
   def wrap(rule):
     _RULES[event_type] = rule
+    if condition is not None:
+      _CONDITIONS[event_type] = condition
     return rule
 
   return wrap
 
 
+def register_rdp_refusal(event_type: type, why: str) -> None:
+  """``event_type`` has no RDP curve, for the reason ``why`` (shown in the refusal)."""
+  _REFUSED[event_type] = why
+
+
+def rdp_unsupported(event: Event) -> str | None:
+  """``None`` if the RDP accountant has a rule for every part of ``event``, else what it lacks.
+
+  Structural (types and static fields, never the numbers), so it decides before
+  anything is computed; concrete values are checked later (:func:`check_rdp_event`).
+  """
+  kind = type(event)
+  if kind in _REFUSED:
+    return f"{kind.__name__} events ({_REFUSED[kind]})"
+  if kind not in _RULES:
+    return f"{kind.__name__} events"
+  condition = _CONDITIONS.get(kind)
+  why = condition(event) if condition is not None else None
+  if why is not None:
+    return why
+  for field in event._children:
+    value = getattr(event, field)
+    for child in value if isinstance(value, (tuple, list)) else (value,):
+      why = rdp_unsupported(child)
+      if why is not None:
+        return why
+  return None
+
+
+# check(event, path) -> None, raising for concrete values the accountant refuses.
+_CHECKS: dict[type, Callable] = {}
+
+
+def register_rdp_check(event_type: type):
+  """Decorator: ``check(event, name)`` refuses concrete values of ``event_type`` that
+  have no RDP curve (raising NotImplementedError), before anything is traced."""
+
+  def wrap(check):
+    _CHECKS[event_type] = check
+    return check
+
+  return wrap
+
+
+def check_rdp_event(event: Event, path: str = "") -> None:
+  """Runs the registered checks on ``event`` and its children (concrete values only)."""
+  name = f"{path}{type(event).__name__}"
+  check = _CHECKS.get(type(event))
+  if check is not None:
+    check(event, name)
+  for field in event._children:
+    value = getattr(event, field)
+    for child in value if isinstance(value, (tuple, list)) else (value,):
+      check_rdp_event(child, f"{name} > ")
+
+
 def rdp_curve_f64(event: Event, orders, orders_static):
   """The RDP curve of ``event`` at ``orders``: float64 [event shape..., n] (traceable)."""
-  rule = _RULES.get(type(event))
-  if rule is None:
-    raise NotImplementedError(f"the RDP accountant has no rule for {type(event).__name__} events")
-  return rule(event, orders, orders_static)
+  why = rdp_unsupported(event)
+  if why is not None:
+    raise NotImplementedError(f"the Renyi-DP accountant cannot account {why}")
+  return _RULES[type(event)](event, orders, orders_static)
 
 
 def _leaf(x):
@@ -64,7 +141,15 @@ def _leaf(x):
 
 @register_rdp_rule(Gaussian)
 def _gaussian(event, orders, orders_static):
-  return _gaussian_impl(_leaf(event.sigma), orders)
+  # alpha = inf is routed around the kernel: its value there is inf (0 for sigma = inf,
+  # where alpha / (2 sigma^2) would be inf / inf), and its derivative stays finite.
+  sigma = _leaf(event.sigma)
+  finite = jnp.isfinite(orders)
+  out = _gaussian_impl(sigma, jnp.where(finite, orders, 2.0))
+  at_inf = jnp.where(
+    jnp.isnan(sigma) | (sigma < 0), jnp.nan, jnp.where(sigma == jnp.inf, 0.0, jnp.inf)
+  )
+  return jnp.where(finite, out, at_inf)
 
 
 @register_rdp_rule(Laplace)
@@ -77,16 +162,83 @@ def _randomized_response(event, orders, orders_static):
   return _randomized_response_impl(_leaf(event.p), orders)
 
 
-@register_rdp_rule(PoissonSampled)
+def gaussian_terms(event: Event, count=1.0):
+  """``[(count, sigma), ...]`` if ``event`` is Gaussians under Composed/SelfComposed, else None.
+
+  The counts multiply down nested ``SelfComposed`` events; ``NoOp`` adds no term.
+  """
+  if isinstance(event, Gaussian):
+    return [(count, event.sigma)]
+  if isinstance(event, NoOp):
+    return []
+  if isinstance(event, SelfComposed):
+    inner_count = event.count if isinstance(count, float) and count == 1.0 else count * event.count
+    return gaussian_terms(event.event, inner_count)
+  if isinstance(event, Composed):
+    terms = []
+    for e in event.events:
+      sub = gaussian_terms(e, count)
+      if sub is None:
+        return None
+      terms += sub
+    return terms
+  return None
+
+
+def effective_sigma_f64(terms):
+  """``(sum_i c_i / sigma_i^2)^(-1/2)`` of ``terms = [(c_i, sigma_i)]``, float64, traceable.
+
+  Scaled by the largest ``1 / sigma_i`` (with ``c_i > 0``) so that neither the
+  squares nor their sum overflow or underflow: ``sigma_i = 0`` with ``c_i > 0`` gives
+  0 (no noise), no term or only ``sigma_i = inf`` gives ``inf`` (nothing released).
+  A negative or NaN count or sigma gives NaN.
+  """
+  cs = [_precision.as_float64(c) for c, _ in terms]
+  rs = [1.0 / _precision.as_float64(s) for _, s in terms]  # 1/sigma, inf at sigma = 0
+  bad = jnp.zeros((), bool)
+  top = jnp.zeros(())
+  for c, r in zip(cs, rs):
+    bad = bad | jnp.isnan(c) | (c < 0) | jnp.isnan(r) | (r < 0)
+    top = jnp.maximum(top, jnp.where(c > 0, r, 0.0))
+  ordinary = (top > 0) & jnp.isfinite(top)
+  scale = jnp.where(ordinary, top, 1.0)
+  total = jnp.zeros(())
+  for c, r in zip(cs, rs):
+    u = jnp.where(ordinary, r / scale, 0.0)  # in [0, 1]
+    total = total + jnp.where(c > 0, c * u * u, 0.0)
+  sigma = 1.0 / (scale * jnp.sqrt(jnp.where(ordinary, total, 1.0)))
+  sigma = jnp.where(ordinary, sigma, jnp.where(top == 0, jnp.inf, 0.0))
+  return jnp.where(bad, jnp.nan, sigma)
+
+
+def _poisson_condition(event):
+  if isinstance(event.inner, Gaussian) or gaussian_terms(event.inner) is not None:
+    return None
+  return (
+    f"PoissonSampled({type(event.inner).__name__}) events (Poisson sampling of Gaussian "
+    "mechanisms, or Gaussians composed on the sample, only: no sound Renyi-DP bound for "
+    "other subsampled mechanisms is implemented)"
+  )
+
+
+@register_rdp_rule(PoissonSampled, condition=_poisson_condition)
 def _poisson_sampled(event, orders, orders_static):
-  if not isinstance(event.inner, Gaussian):
-    raise NotImplementedError(
-      "the RDP accountant composes PoissonSampled only with a Gaussian inner event, "
-      f"got {type(event.inner).__name__}"
-    )
   # Exact RDP of the Sampled Gaussian Mechanism (Mironov, Talwar, Zhang 2019,
   # arXiv:1908.10530); static orders let integer orders take the exact series.
-  return _rdp_f64(_leaf(event.q), _leaf(event.inner.sigma), orders, orders_static)
+  # Gaussian mechanisms composed on the same sample are one Gaussian mechanism:
+  # queries f_i of L2 sensitivity 1 with noise N(0, s_i^2 I), stacked and each scaled
+  # by 1 / s_i, are one query of sensitivity sqrt(sum_i 1 / s_i^2) with N(0, I) noise,
+  # i.e. noise multiplier sigma_eff = (sum_i 1 / s_i^2)^(-1/2) (SelfComposed counts
+  # multiply their term). The sampled pair is then the Sampled Gaussian Mechanism's at
+  # sigma_eff (the reduction dp_accounting makes, after McMahan et al. 2018,
+  # arXiv:1812.06210, Sec. 3). Under replace-one, the SGM at sigma / 2.
+  if isinstance(event.inner, Gaussian):
+    sigma = _leaf(event.inner.sigma)
+  else:
+    terms = gaussian_terms(event.inner)
+    sigma = effective_sigma_f64([(_leaf(c), _leaf(s)) for c, s in terms])
+  sigma = effective_noise_multiplier(sigma, event.relation)
+  return _rdp_f64(_leaf(event.q), sigma, orders, orders_static)
 
 
 @register_rdp_rule(SelfComposed)
@@ -116,16 +268,20 @@ def as_sgm(event: Event):
 
   Recognises ``PoissonSampled(q, Gaussian(sigma))`` nested in any number of
   ``SelfComposed`` (counts multiply), the shape that DP-SGD's search over
-  orders (``jaxrdp.dpsgd_epsilon``) handles without evaluating every order.
+  orders handles without evaluating every order; ``sigma`` is the mechanism's
+  multiplier (``sigma / 2`` under replace-one).
   """
   steps = 1.0
   while isinstance(event, SelfComposed):
     steps = event.count if isinstance(steps, float) and steps == 1.0 else steps * event.count
     event = event.event
   if isinstance(event, PoissonSampled) and isinstance(event.inner, Gaussian):
-    return event.q, event.inner.sigma, steps
+    return event.q, effective_noise_multiplier(event.inner.sigma, event.relation), steps
   return None
 
 
-# The RDP rules of the fixed-size and shuffled-batch events live with the schemes.
+# The RDP rules of the fixed-size and shuffled-batch events live with the schemes, and
+# those of the other mechanisms dp_accounting describes in their own module.
 from . import _sampling as _sampling  # noqa: E402,F401  (registers their rules)
+from . import _mechanism_rules as _mechanism_rules  # noqa: E402,F401
+from . import _random_allocation as _random_allocation  # noqa: E402,F401

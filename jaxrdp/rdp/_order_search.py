@@ -66,7 +66,7 @@ import jax
 import jax.numpy as jnp
 
 from ..rdp._conversions import _epsilon_per_order, tv_threshold
-from .._core.numerics import argmin_last, positive_subnormal, raise_subnormal
+from .._core.numerics import argmin_last, floor_rate, positive_subnormal, raise_subnormal
 from ..mechanisms._sgm import _log_a_f64
 from .._core.static_index import put_last, take_last
 from .._core.validation import DELTA, StaticArray
@@ -523,7 +523,7 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
   layout = _layout(np.asarray(orders, dtype=np.float64))
   # XLA reads subnormals as 0; epsilon is non-decreasing in q and steps, so
   # rounding them up to the smallest normal float is sound.
-  q, steps = raise_subnormal(q), raise_subnormal(steps)
+  q, steps = floor_rate(q), raise_subnormal(steps)
   shape = q.shape
   rows = math.prod(shape)
   qf, sf, tf, df = (

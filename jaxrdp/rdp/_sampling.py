@@ -59,83 +59,25 @@ smallest normal float, never as 0. The conversions to (epsilon, delta) are those
 
 from __future__ import annotations
 
-import math
-
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .._core import precision as _precision
 from .._core.numerics import TINY, raise_subnormal
-from .._core.validation import concrete_or_none, static_or_none
-from ..events._events import Gaussian, PoissonSampled, SelfComposed
-from ..events._sampling_events import (
-  FIXED_ADD_REMOVE_ERROR,
-  FixedSizeSampled,
-  ShuffledEpochs,
-  check_relation,
-)
+from .._core.validation import concrete_or_none
+from ..events._sampling_events import FIXED_ADD_REMOVE_ERROR, FixedSizeSampled, ShuffledEpochs
 from ..mechanisms._sampled_without_replacement import (
   WOR_MAX_ORDER,
   _TRACED_MAX_ORDER,
-  _rdp_f64 as _wor_rdp_f64,
-  _tables as _wor_tables,
+  effective_noise_multiplier,
 )
-from ..mechanisms._sgm import _over_sigma_squared, _rdp_f64 as _sgm_rdp_f64
-from ._conversions import DeltaResult, EpsilonResult, delta_from_rdp_f64, epsilon_from_rdp_f64
+from ..mechanisms._sampled_without_replacement import _rdp_f64 as _wor_rdp_f64
+from ..mechanisms._sampled_without_replacement import _tables as _wor_tables
+from ..mechanisms._sgm import _over_sigma_squared
+from ..mechanisms._sgm import _rdp_f64 as _sgm_rdp_f64
 from ._event_curves import register_rdp_rule
 
-__all__ = [
-  "SAMPLINGS",
-  "resolve_scheme",
-  "is_default_scheme",
-  "effective_sigma",
-  "dpsgd_event",
-  "epochs_of",
-  "scheme_rdp_f64",
-  "scheme_dpsgd",
-  "truncated_poisson_epsilon",
-]
-
-#: The batching schemes.
-SAMPLINGS = ("poisson", "fixed", "shuffle")
-
-
-def resolve_scheme(sampling, relation) -> tuple[str, str]:
-  """Validated ``(sampling, relation)``; ``relation=None`` picks the scheme's default.
-
-  Defaults: ``"add_remove"`` for ``"poisson"`` and ``"shuffle"``, ``"replace_one"``
-  for ``"fixed"`` (the only relation its theorem covers).
-
-  Raises:
-    ValueError: naming ``sampling`` or ``relation`` (allowed values listed), or
-      for ``sampling="fixed"`` with ``relation="add_remove"``.
-
-  Examples:
-    >>> resolve_scheme("fixed", None)
-    ('fixed', 'replace_one')
-  """
-  if not isinstance(sampling, str) or sampling not in SAMPLINGS:
-    raise ValueError(f"sampling must be one of {SAMPLINGS}, got {sampling!r}")
-  if relation is None:
-    relation = "replace_one" if sampling == "fixed" else "add_remove"
-  check_relation(relation)
-  if sampling == "fixed" and relation == "add_remove":
-    raise ValueError(FIXED_ADD_REMOVE_ERROR)
-  return sampling, relation
-
-
-def is_default_scheme(sampling: str, relation: str) -> bool:
-  """True for Poisson under add/remove: the accounting functions' own fast path."""
-  return sampling == "poisson" and relation == "add_remove"
-
-
-def effective_sigma(sigma, relation):
-  """The mechanism's noise multiplier: sigma, or sigma / 2 under replace-one (exact)."""
-  return sigma / 2.0 if relation == "replace_one" else sigma
-
-
-_effective = effective_sigma
+__all__ = ["per_step_rdp_f64", "count_f64", "scheme_rdp_f64", "check_orders_for"]
 
 
 def _wor_j_max(orders_static) -> int:
@@ -191,16 +133,18 @@ def per_step_rdp_f64(sampling, relation, q, sigma, orders, orders_static):
   """RDP of one step (``"poisson"``, ``"fixed"``) or one epoch (``"shuffle"``): [..., n]."""
   # A subnormal rate is read as 0 by XLA; every curve is non-decreasing in q.
   q = raise_subnormal(_precision.as_float64(q))[..., None]
-  s = _effective(_precision.as_float64(sigma), relation)[..., None]
+  s = effective_noise_multiplier(_precision.as_float64(sigma), relation)[..., None]
   orders = _precision.as_float64(orders)
   if sampling == "poisson":
     return _sgm_rdp_f64(q, s, orders, orders_static)
   if sampling == "fixed":
     rdp = _wor_rdp_f64(q, s, orders, _wor_tables(), _wor_j_max(orders_static))
     return _floored(rdp, q, s)
-  return jnp.broadcast_to(
-    _gaussian_rdp_f64(s, orders), jnp.broadcast_shapes(q.shape, s.shape, orders.shape)
-  )
+  if sampling == "shuffle":
+    return jnp.broadcast_to(
+      _gaussian_rdp_f64(s, orders), jnp.broadcast_shapes(q.shape, s.shape, orders.shape)
+    )
+  raise NotImplementedError(f"no per-step Renyi-DP curve program for sampling={sampling!r}")
 
 
 def count_f64(sampling, q, steps):
@@ -218,15 +162,6 @@ def count_f64(sampling, q, steps):
   return jnp.where((steps == 0) | (q == 0), 0.0, epochs)
 
 
-def epochs_of(q, steps) -> np.ndarray:
-  """The number of started epochs of T shuffled steps at q = B / n, on the host:
-  ceil(T q), at least 1 where T > 0 and q > 0 (numpy twin of ``count_f64``)."""
-  q, steps = np.asarray(q, np.float64), np.asarray(steps, np.float64)
-  with np.errstate(invalid="ignore", over="ignore"):
-    epochs = np.maximum(np.ceil(steps * q), 1.0)
-  return np.where((steps == 0) | (q == 0), 0.0, epochs)
-
-
 def scheme_rdp_f64(sampling, relation, q, sigma, steps, orders, orders_static=None):
   """Total RDP of T DP-SGD steps of ``sampling`` under ``relation``: float64 [..., n]."""
   q, sigma, steps = _precision.broadcast_float64(q, sigma, steps)
@@ -234,21 +169,6 @@ def scheme_rdp_f64(sampling, relation, q, sigma, steps, orders, orders_static=No
   count = count_f64(sampling, q, steps)[..., None]
   # Zero steps (or zero epochs) spend nothing, even where one would be infinite.
   return jnp.where(count == 0, 0.0, count * rdp1)
-
-
-def dpsgd_event(q, sigma, steps, *, sampling: str = "poisson", relation: str | None = None):
-  """The event of T DP-SGD steps of a scheme (sigma: the DP-SGD noise multiplier).
-
-  Examples:
-    >>> type(dpsgd_event(0.01, 1.0, 100, sampling="shuffle")).__name__
-    'ShuffledEpochs'
-  """
-  sampling, relation = resolve_scheme(sampling, relation)
-  if sampling == "poisson":
-    return SelfComposed(PoissonSampled(q, Gaussian(_effective(sigma, relation))), steps)
-  if sampling == "fixed":
-    return SelfComposed(FixedSizeSampled(q, Gaussian(sigma), relation), steps)
-  return ShuffledEpochs(epochs_of(q, steps), Gaussian(sigma), relation)
 
 
 # ------------------------------------------------------------------------------------
@@ -266,138 +186,14 @@ def _fixed_size_sampled(event, orders, orders_static):
   if orders_static is not None:  # the bound's loop runs up to the largest order
     check_orders_for("fixed", orders_static.array)
   gamma = raise_subnormal(_leaf(event.gamma))
-  s = _effective(_leaf(event.inner.sigma), event.relation)
+  s = effective_noise_multiplier(_leaf(event.inner.sigma), event.relation)
   rdp = _wor_rdp_f64(gamma, s, orders, _wor_tables(), _wor_j_max(orders_static))
   return _floored(rdp, gamma, s)
 
 
 @register_rdp_rule(ShuffledEpochs)
 def _shuffled_epochs(event, orders, orders_static):
-  s = _effective(_leaf(event.inner.sigma), event.relation)
+  s = effective_noise_multiplier(_leaf(event.inner.sigma), event.relation)
   epochs = jnp.ceil(raise_subnormal(_leaf(event.epochs)))
   out = jnp.where(epochs == 0, 0.0, epochs * _gaussian_rdp_f64(s, orders))
   return jnp.where(jnp.isnan(epochs) | (epochs < 0), jnp.nan, out)
-
-
-# ------------------------------------------------------------------------------------
-# epsilon and delta of the schemes (every order evaluated; the curves are cheap next
-# to the SGM quadrature, except the WOR bound, which is O(alpha) per order). Poisson
-# sampling under replace-one does not come here: it is the SGM at sigma / 2, on the
-# order search of ``dpsgd_epsilon`` itself.
-
-
-def _dpsgd_f64(q, sigma, steps, given, orders, orders_static, method, sampling, relation, kind):
-  """epsilon at a given delta (``kind="epsilon"``) or delta at a given epsilon."""
-  q, sigma, steps, given = _precision.broadcast_float64(q, sigma, steps, given)
-  rdp = scheme_rdp_f64(sampling, relation, q, sigma, steps, orders, orders_static)
-  convert = epsilon_from_rdp_f64 if kind == "epsilon" else delta_from_rdp_f64
-  return convert(rdp, _precision.as_float64(orders), given, method)
-
-
-_dpsgd_jit = jax.jit(
-  _dpsgd_f64, static_argnames=("kind", "orders_static", "method", "sampling", "relation")
-)
-
-
-def scheme_dpsgd(
-  kind, q, sigma, steps, given, orders, *, method, sampling, relation
-) -> EpsilonResult | DeltaResult:
-  """``dpsgd_epsilon`` (``kind="epsilon"``, ``given`` the delta) or ``dpsgd_delta``
-  (``kind="delta"``, ``given`` the epsilon) for a resolved non-default scheme
-  (arguments validated there)."""
-  check_orders_for(sampling, orders)
-  static = dict(
-    kind=kind,
-    orders_static=static_or_none(orders),
-    method=method,
-    sampling=sampling,
-    relation=relation,
-  )
-  return _precision.elementwise_float64(
-    lambda q, sigma, steps, given, orders: _dpsgd_jit(q, sigma, steps, given, orders, **static),
-    (q, sigma, steps, given),
-    (orders,),
-  )
-
-
-# ------------------------------------------------------------------------------------
-# Truncated Poisson: the epsilon of a run whose batches are capped at a capacity.
-
-
-def truncated_poisson_epsilon(
-  epsilon_at, q, steps, delta, *, capacity, dataset_size, max_iterations: int = 8
-) -> EpsilonResult:
-  """epsilon of Poisson DP-SGD truncated at ``capacity``, at total delta ``delta``.
-
-  With eta = T P[Binomial(n + 1, q) > B_max] (:func:`jaxrdp.train.truncation_delta`),
-  an untruncated guarantee (eps, delta') gives the truncated run
-  (eps, delta' + (1 + e^eps) eta) (:func:`jaxrdp.train.truncated_poisson_delta`).
-  This returns eps = epsilon_at(delta') for a delta' with
-  delta' + (1 + e^eps) eta <= delta, found by the fixed-point iteration
-  delta'_{k+1} = delta - (1 + e^{eps_k}) eta from delta'_0 = delta, stopped at the
-  first iterate that satisfies the inequality (checked with the rounded-up
-  :func:`~jaxrdp.train.truncated_poisson_delta`); eta is far below delta for any
-  sensible capacity, so it stops after one or two steps.
-
-  Args:
-    epsilon_at: ``delta' -> EpsilonResult`` of the untruncated run.
-    q, steps, delta: scalars (concrete): rate, number of steps (integer), delta.
-    capacity: B_max (int >= 1).
-    dataset_size: n (int >= 1).
-
-  Raises:
-    ValueError: naming ``capacity``/``dataset_size``/``steps`` when invalid, or if
-      the truncation term alone uses up delta.
-  """
-  from ..train._samplers import truncated_poisson_delta, truncation_delta
-
-  for name, x in (("q", q), ("steps", steps), ("delta", delta)):
-    if np.ndim(x) != 0:
-      raise ValueError(f"{name} must be a scalar when capacity is given, got shape {np.shape(x)}")
-  steps_f = float(steps)
-  if steps_f != math.floor(steps_f):
-    raise ValueError(f"steps must be an integer when capacity is given, got {steps!r}")
-  eta = truncation_delta(int(dataset_size) + 1, float(q), int(capacity), int(steps_f))
-  delta = float(delta)
-  d = delta
-  for _ in range(max_iterations):
-    if not d > 0:
-      break
-    res = epsilon_at(d)
-    eps = float(res.epsilon)
-    if not math.isfinite(eps):
-      return res
-    if truncated_poisson_delta(eta, eps, d) <= delta:
-      return res
-    # Twice the term: the next epsilon (at a smaller delta') is larger, and the
-    # margin lets it grow by up to log 2 and still pass the check.
-    d = (delta - 2.0 * (1.0 + math.exp(eps)) * eta) * (1.0 - 1e-15)  # below delta, even for eta ~ 0
-  raise ValueError(
-    f"the truncation term (eta = {eta:.3g}) uses up delta = {delta:g} at capacity "
-    f"{capacity}: raise capacity (jaxrdp.train.default_capacity)"
-  )
-
-
-def dpsgd_epsilon_truncated(
-  dpsgd_epsilon, q, sigma, steps, delta, orders, *, capacity, dataset_size, **options
-) -> EpsilonResult:
-  """``dpsgd_epsilon(..., capacity=, dataset_size=)``: validates, then
-  :func:`truncated_poisson_epsilon` on ``dpsgd_epsilon`` itself (with ``options``:
-  method, sampling, relation, accountant)."""
-  from ..train._samplers import _check_int
-
-  if capacity is None or dataset_size is None:
-    raise ValueError("capacity and dataset_size go together (truncated Poisson batches)")
-  sampling = options.get("sampling", "poisson")
-  if sampling != "poisson":
-    raise ValueError(f"capacity applies to sampling='poisson' only, got sampling={sampling!r}")
-  dataset_size = _check_int("dataset_size", dataset_size, 1)
-  capacity = _check_int("capacity", capacity, 1, dataset_size)
-  return truncated_poisson_epsilon(
-    lambda d: dpsgd_epsilon(q, sigma, steps, d, orders, **options),
-    q,
-    steps,
-    delta,
-    capacity=capacity,
-    dataset_size=dataset_size,
-  )

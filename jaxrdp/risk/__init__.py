@@ -18,6 +18,8 @@ distribution with certified upper and lower bounds (``jaxrdp.pld``);
 ``accountant="rdp"`` bounds it from the Renyi curve (looser; for large grids).
 """
 
+from typing import TYPE_CHECKING
+
 from .._core.lazy import exports as _exports
 
 _NAMES = {
@@ -35,6 +37,23 @@ _NAMES = {
   "plot_tradeoff": "._plot",
 }
 
+# The public names: the keys of _NAMES, listed once.
 __all__ = sorted(_NAMES)
 
 __getattr__, __dir__ = _exports(__name__, _NAMES)
+
+# The same names for static analysers (pyright, IDEs): never run (the imports above
+# are lazy); tests/test_public_surface.py checks that the two lists agree.
+if TYPE_CHECKING:
+  from ._api import AdvantageResult as AdvantageResult
+  from ._api import GdpMu as GdpMu
+  from ._api import TprResult as TprResult
+  from ._api import TradeoffCurve as TradeoffCurve
+  from ._api import dpsgd_advantage as dpsgd_advantage
+  from ._api import dpsgd_tpr as dpsgd_tpr
+  from ._api import gdp_mu as gdp_mu
+  from ._api import tradeoff_curve as tradeoff_curve
+  from ._calibration import RiskCalibration as RiskCalibration
+  from ._calibration import calibrate_noise_to_advantage as calibrate_noise_to_advantage
+  from ._calibration import calibrate_noise_to_tpr as calibrate_noise_to_tpr
+  from ._plot import plot_tradeoff as plot_tradeoff

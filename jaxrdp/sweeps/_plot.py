@@ -11,7 +11,7 @@ import math
 
 import numpy as np
 
-from ..sweeps._sweep import SweepResult
+from ._result import SweepResult
 from ..sweeps._table import format_number
 
 __all__ = ["plot_sweep"]
@@ -148,8 +148,8 @@ def plot_sweep(
     subplots[0].set_ylabel("sampling rate q (fraction of examples per step)")
   delta = float(axes["delta"][0])
   cbar = fig.colorbar(mesh, ax=list(subplots), shrink=0.95, pad=0.015, fraction=0.03)
-  cbar.set_label(f"ε at δ = {delta:g} (RDP accountant)")
-  title = "DP-SGD privacy loss ε (Sampled Gaussian Mechanism, RDP accounting)"
+  cbar.set_label(f"ε at δ = {delta:g} ({result.accountant})")
+  title = f"DP-SGD privacy loss ε ({result.label})"
   if "dataset_size" in fixed:
     title += f", N = {int(fixed['dataset_size']):,}"
   fig.suptitle(title)

@@ -22,244 +22,42 @@ a one-device mesh agrees with them to rounding (see the sharding notes below).
 
 from __future__ import annotations
 
-import csv
-import dataclasses
-import functools
-import hashlib
-import io
-import json
 import math
 from typing import Any, Sequence
 
 import numpy as np
 import jax
-import jax.numpy as jnp
-from jax import lax
-from jax.sharding import Mesh, NamedSharding, PartitionSpec
+from jax.sharding import Mesh
 from jax.typing import ArrayLike
 
 from ..calibration._calibration import orders_array
-from ..rdp._dpsgd import check_scheme_accountant
-from ..rdp._conversions import epsilon_from_rdp_f64
-from ..train._dataset import epochs_to_steps
+from ..accountants._dpsgd import accountant_and_orders, dpsgd_epsilon
+from ..accountants._protocol import accountant_name, require_support
+from ..events._dpsgd import dpsgd_event, epochs_of, resolve_scheme
+from ..rdp._accountant import RdpAccountant
+from ..events._dataset import epochs_to_steps
 from .._core.precision import x64_context
-from ..mechanisms._sgm import _rdp_f64
 from ..rdp import _sampling
 from .._core.progress import progress_bar
-from ..sweeps._table import format_number, format_table, pick_indices
-from .._core.validation import StaticArray
+from ._result import SweepResult
+from ._sharding import (
+  _CELL_BATCH,
+  _PAIR_BATCH,
+  _cell_mesh,
+  _check_devices,
+  _eps_local,
+  _fingerprint,
+  _map_chunks,
+  _padded,
+  _program,
+  _rdp_local,
+  _scheme_rdp_local,
+)
+from .._core.validation import StaticArray, check_real
 
 __all__ = ["SweepResult", "sweep"]
 
 _DEFAULT_CHUNK = 1 << 14
-
-
-# --------------------------------------------------------------------------------------
-# The labelled result.
-
-
-def _json_safe(a: np.ndarray):
-  # JSON has no NaN/inf: non-finite numbers become null.
-  a = np.asarray(a, dtype=np.float64)
-  obj = np.where(np.isfinite(a), a, np.nan).astype(object)
-  obj[~np.isfinite(a)] = None
-  return obj.tolist()
-
-
-@dataclasses.dataclass(frozen=True, eq=False)
-class SweepResult:
-  """Epsilon over a labelled grid, as returned by `sweep`.
-
-  Attributes:
-    axes: dict from axis name to its 1-D numpy values, in grid-dimension order
-      (names among dataset_size, batch_size, q, sigma, epochs, steps, delta).
-    epsilon: float64 array with one dimension per axis.
-    order: the RDP order attaining each epsilon (same shape).
-    q: sampling rate per cell, broadcastable to `epsilon.shape`.
-    steps: number of steps per cell, broadcastable to `epsilon.shape`.
-  """
-
-  axes: dict[str, np.ndarray]
-  epsilon: np.ndarray
-  order: np.ndarray
-  q: np.ndarray
-  steps: np.ndarray
-
-  @property
-  def dims(self) -> tuple[str, ...]:
-    """Axis names, one per dimension of `epsilon`."""
-    return tuple(self.axes)
-
-  @property
-  def shape(self) -> tuple[int, ...]:
-    return self.epsilon.shape
-
-  @property
-  def size(self) -> int:
-    return int(self.epsilon.size)
-
-  def __repr__(self) -> str:
-    dims = ", ".join(f"{k}={len(v)}" for k, v in self.axes.items())
-    return f"SweepResult({dims}; {self.size} cells)"
-
-  def select(self, **values: float) -> "SweepResult":
-    """Sub-grid at the given axis values (each kept as a length-1 axis).
-
-    Values match the axis entries up to a relative 1e-9; a value that is not on the
-    axis raises ValueError. Example: `res.select(epochs=60, batch_size=256)`.
-    """
-    index: list[Any] = [slice(None)] * len(self.axes)
-    axes = dict(self.axes)
-    for name, value in values.items():
-      if name not in self.axes:
-        raise ValueError(f"{name!r} is not an axis of this sweep ({', '.join(self.axes)})")
-      vals = self.axes[name]
-      hit = np.nonzero(np.isclose(vals, value, rtol=1e-9, atol=0.0))[0]
-      if hit.size == 0:
-        raise ValueError(f"{name}={value!r} is not on the axis {vals.tolist()}")
-      i = int(hit[0])
-      index[self.dims.index(name)] = slice(i, i + 1)
-      axes[name] = vals[i : i + 1]
-    idx = tuple(index)
-
-    def cut(a):
-      a = np.asarray(a)
-      sub = tuple(s if a.shape[k] > 1 else slice(None) for k, s in enumerate(idx))
-      return a[sub]
-
-    return SweepResult(axes, self.epsilon[idx], self.order[idx], cut(self.q), cut(self.steps))
-
-  def columns(self) -> dict[str, np.ndarray]:
-    """Long format: one flat column per axis, plus q, steps, epsilon and order."""
-    shape = self.shape
-    cols: dict[str, np.ndarray] = {}
-    for k, (name, vals) in enumerate(self.axes.items()):
-      view = [1] * len(shape)
-      view[k] = len(vals)
-      cols[name] = np.broadcast_to(np.reshape(vals, view), shape).ravel()
-    if "q" not in cols:
-      cols["q"] = np.broadcast_to(self.q, shape).ravel()
-    if "steps" not in cols:
-      cols["steps"] = np.broadcast_to(self.steps, shape).ravel()
-    cols["epsilon"] = self.epsilon.ravel()
-    cols["order"] = self.order.ravel()
-    return cols
-
-  def to_dict(self) -> dict:
-    """JSON-ready dict: dims, axes, and nested lists of epsilon, order, q, steps.
-
-    Non-finite numbers (an infinite epsilon, say) become None.
-    """
-    shape = self.shape
-    return {
-      "dims": list(self.dims),
-      "axes": {k: np.asarray(v).tolist() for k, v in self.axes.items()},
-      "epsilon": _json_safe(self.epsilon),
-      "order": _json_safe(self.order),
-      "q": _json_safe(np.broadcast_to(self.q, shape)),
-      "steps": _json_safe(np.broadcast_to(self.steps, shape)),
-    }
-
-  def to_json(self, path: str | None = None, indent: int | None = None) -> str:
-    """JSON text of `to_dict()` (strict JSON: no NaN); written to `path` if given."""
-    text = json.dumps(self.to_dict(), indent=indent, allow_nan=False)
-    if path is not None:
-      with open(path, "w", encoding="utf-8") as f:
-        f.write(text + "\n")
-    return text
-
-  def to_csv(self, path: str | None = None) -> str:
-    """Long-format CSV (one row per cell, header first); written to `path` if given.
-
-    Floats are written with `repr`, so reading them back is exact.
-    """
-    cols = self.columns()
-    buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
-    writer.writerow(list(cols))
-    ints = {"dataset_size", "batch_size", "steps"}
-
-    def cell(name, x):
-      x = float(x)
-      if name in ints and math.isfinite(x) and x == int(x):
-        return str(int(x))
-      return repr(x)
-
-    names = list(cols)
-    for row in zip(*cols.values()):
-      writer.writerow([cell(n, x) for n, x in zip(names, row)])
-    text = buf.getvalue()
-    if path is not None:
-      with open(path, "w", encoding="utf-8", newline="") as f:
-        f.write(text)
-    return text
-
-  def to_pandas(self):
-    """Long-format `pandas.DataFrame` (needs pandas, which jaxrdp does not require)."""
-    try:
-      import pandas as pd
-    except ImportError as e:
-      raise ImportError("SweepResult.to_pandas() needs pandas: pip install pandas") from e
-    return pd.DataFrame(self.columns())
-
-  def table(self, max_rows: int = 48, max_cols: int = 8) -> str:
-    """Readable text table of epsilon.
-
-    With a steps or epochs axis of several values, rows are the other varying axes
-    and columns are the durations; long axes are thinned to round values (see
-    `jaxrdp.sweeps._table.pick_indices`) and a note says how much is shown. Axes of one
-    value are printed once above the table.
-    """
-    dims = self.dims
-    fixed = [f"{k} = {format_number(v[0])}" for k, v in self.axes.items() if len(v) == 1]
-    varying = [k for k in dims if len(self.axes[k]) > 1]
-    col_axis = next((k for k in ("epochs", "steps") if k in varying), None)
-    row_axes = [k for k in varying if k != col_axis]
-    # Thin row axes, the longest first, until the row count fits.
-    keep = {k: np.arange(len(self.axes[k])) for k in dims}
-    while row_axes and math.prod(len(keep[k]) for k in row_axes) > max_rows:
-      k = max(row_axes, key=lambda a: len(keep[a]))
-      others = math.prod(len(keep[a]) for a in row_axes if a != k)
-      limit = max(2, max_rows // max(others, 1))
-      if limit >= len(keep[k]):
-        limit = len(keep[k]) - 1
-      keep[k] = pick_indices(self.axes[k], limit)
-    if col_axis is not None:
-      keep[col_axis] = pick_indices(self.axes[col_axis], max_cols)
-    sub_eps = self.epsilon[np.ix_(*[keep[k] for k in dims])]
-    sub_order = self.order[np.ix_(*[keep[k] for k in dims])]
-
-    lines = []
-    if fixed:
-      lines.append("  ".join(fixed))
-    if col_axis is not None:
-      c = dims.index(col_axis)
-      eps = np.moveaxis(sub_eps, c, -1)
-      rest = [k for k in dims if k != col_axis]
-      headers = [k for k in rest if k in row_axes] + [
-        f"{col_axis}={format_number(v)}" for v in self.axes[col_axis][keep[col_axis]]
-      ]
-      rows = []
-      for idx in np.ndindex(*eps.shape[:-1]):
-        label = [
-          format_number(self.axes[k][keep[k][i]]) for k, i in zip(rest, idx) if k in row_axes
-        ]
-        rows.append(label + [format_number(x) for x in eps[idx]])
-      lines.append("epsilon:")
-      lines.append(format_table(headers, rows))
-    else:
-      headers = row_axes + ["epsilon", "order"]
-      rows = []
-      for idx in np.ndindex(*sub_eps.shape):
-        label = [
-          format_number(self.axes[k][keep[k][i]]) for k, i in zip(dims, idx) if k in row_axes
-        ]
-        rows.append(label + [format_number(sub_eps[idx]), format_number(sub_order[idx])])
-      lines.append(format_table(headers, rows))
-    shown = sub_eps.size
-    if shown < self.size:
-      lines.append(f"(showing {shown:,} of {self.size:,} cells)")
-    return "\n".join(lines)
 
 
 # --------------------------------------------------------------------------------------
@@ -268,6 +66,10 @@ class SweepResult:
 
 def _axis(name: str, value, *, lo=None, hi=None, lo_open=False, hi_open=False, integer=False):
   """1-D float64 numpy axis with values checked against the allowed range."""
+  known = (str, bytes, bool, int, float, list, tuple, np.ndarray, np.generic, jax.Array)
+  if not isinstance(value, known) and (hasattr(value, "__array__") or hasattr(value, "__iter__")):
+    value = np.asarray(value)  # a range, a pandas Series, ...: checked by dtype below
+  check_real(name, value)  # a TypeError for str, bytes, bools, Decimal, Fraction, ...
   arr = np.atleast_1d(np.asarray(value, dtype=np.float64))
   if arr.ndim != 1 or arr.size == 0:
     raise ValueError(f"{name} must be a scalar or a non-empty 1-D sequence")
@@ -283,218 +85,6 @@ def _axis(name: str, value, *, lo=None, hi=None, lo_open=False, hi_open=False, i
     rng = f"{'(' if lo_open else '['}{lo}, {hi if hi is not None else 'inf'}{')' if hi_open or hi is None else ']'}"
     raise ValueError(f"{name} must be {what} in {rng}, got {float(arr[bad][0])!r}")
   return arr
-
-
-# Sharding. Every chunk of cells goes through one jitted SPMD program over a 1-D device
-# mesh (axis "cells"): `jax.shard_map` gives each device its slice of the chunk and runs
-# the per-device function on it, and the jit's replicated output sharding all-gathers
-# the slices, so every process of a multi-process run reads the whole chunk from its
-# own devices. The same program runs on one device, several forced CPU devices, several
-# GPUs, or the devices of several `jax.distributed` processes; it is compiled once per
-# (mesh, chunk shape). Every device gets the same number of cells per chunk whatever
-# the number of devices (`_Mesh.chunk_len`), so every mesh of two or more devices, in
-# one process or several, runs the same per-device program on the same cells and the
-# results agree bit for bit.
-# A one-device mesh is the exception: JAX lowers shard_map over it without a manual
-# computation, and XLA:CPU's pipeline for the partitioned module simplifies the kernel
-# differently, so a few cells round differently (measured: 2 of 4,096 per-step RDP
-# values, by 1.9e-15 relative). The thread-per-device dispatcher this replaced ran the
-# single-device executable on every device and was exact; so was a partitioned module
-# against another. Inside a device, cells go through ``lax.map`` in small batches, which
-# bounds the kernel's working memory.
-_AXIS = "cells"
-_PAIR_BATCH = 8  # (q, sigma) pairs per batch: each costs a full RDP curve
-_CELL_BATCH = 32  # cells per batch in the conversion stage
-
-
-# The per-device functions of the two stages. A stage function takes its replicated
-# arguments first, then its per-cell arguments (each with the cell axis leading), then
-# static keyword arguments, and returns per-cell outputs. Another accountant plugs in
-# by swapping the stage-2 function; the sharding around it does not change.
-def _rdp_local(orders, q, sigma, *, orders_static):
-  # Static orders let the kernel use the exact series for integer orders.
-  return lax.map(
-    lambda qs: _rdp_f64(qs[0], qs[1], orders, orders_static), (q, sigma), batch_size=_PAIR_BATCH
-  )
-
-
-def _scheme_rdp_local(orders, q, sigma, *, orders_static, sampling, relation):
-  # Another batching scheme or relation (jaxrdp.rdp._sampling): per step, or per epoch.
-  return lax.map(
-    lambda qs: _sampling.per_step_rdp_f64(sampling, relation, qs[0], qs[1], orders, orders_static),
-    (q, sigma),
-    batch_size=_PAIR_BATCH,
-  )
-
-
-def _eps_local(rdp1, orders, pair, steps, delta):
-  def one(cell):
-    p, t, d = cell
-    # T-fold composition scales the per-step curve by T (Mironov 2017, Prop. 1);
-    # zero steps spend nothing, as in dpsgd_epsilon.
-    total = jnp.where(t == 0, 0.0, t * rdp1[p])
-    res = epsilon_from_rdp_f64(total, orders, d, "improved")
-    return res.epsilon, res.order
-
-  return lax.map(one, (pair, steps, delta), batch_size=_CELL_BATCH)
-
-
-@functools.lru_cache(maxsize=32)
-def _program(local_fn, mesh: Mesh, n_replicated: int, n_cell_args: int):
-  """jit(shard_map(local_fn)) over `mesh`: cell arguments split, outputs gathered.
-
-  Static keyword arguments of `local_fn` go in as `static=((name, value), ...)`
-  (hashable), so one jitted function serves every call of a stage on a mesh.
-  """
-  in_specs = (PartitionSpec(),) * n_replicated + (PartitionSpec(_AXIS),) * n_cell_args
-
-  def program(*args, static=()):
-    body = functools.partial(local_fn, **dict(static))
-    # check_vma=False: the body has no collectives (each device works alone on its
-    # cells), and the kernels' lax.cond/while_loop mix replicated and per-cell values,
-    # which the varying-axes type check would otherwise ask to annotate.
-    return jax.shard_map(
-      body, mesh=mesh, in_specs=in_specs, out_specs=PartitionSpec(_AXIS), check_vma=False
-    )(*args)
-
-  return jax.jit(
-    program, static_argnames="static", out_shardings=NamedSharding(mesh, PartitionSpec())
-  )
-
-
-def _check_devices(devices) -> tuple:
-  """The devices of the cell mesh, from the `devices` argument of `sweep`."""
-  if devices is None:
-    return tuple(jax.devices())
-  if isinstance(devices, Mesh):
-    devices = devices.devices.ravel().tolist()
-  elif isinstance(devices, jax.Device):
-    devices = [devices]
-  try:
-    devices = tuple(devices)
-  except TypeError:
-    raise TypeError(
-      f"devices must be a sequence of jax.Device or a jax.sharding.Mesh, got "
-      f"{type(devices).__name__}"
-    ) from None
-  if not devices:
-    raise ValueError("devices must not be empty (default: jax.devices())")
-  bad = [d for d in devices if not isinstance(d, jax.Device)]
-  if bad:
-    raise TypeError(f"devices must hold jax.Device objects, got {bad[0]!r}")
-  if len(set(devices)) != len(devices):
-    raise ValueError("devices lists a device more than once")
-  platforms = sorted({d.platform for d in devices})
-  if len(platforms) > 1:
-    raise ValueError(f"devices mixes platforms ({', '.join(platforms)}); give devices of one kind")
-  here = jax.process_index()
-  if not any(d.process_index == here for d in devices):
-    raise ValueError(
-      f"devices holds no device of this process (process {here}): every process that "
-      f"calls sweep must own at least one of them (default: jax.devices(), all of them)"
-    )
-  return devices
-
-
-class _Mesh:
-  """The 1-D cell mesh of a sweep: chunk lengths, placement of host arrays, process check."""
-
-  def __init__(self, devices: tuple):
-    self.n = len(devices)
-    self.mesh = Mesh(np.asarray(devices, dtype=object), (_AXIS,))
-    self.cells = NamedSharding(self.mesh, PartitionSpec(_AXIS))
-    self.replicated = NamedSharding(self.mesh, PartitionSpec())
-    # Several processes take part when the mesh holds devices of another process.
-    self.multiprocess = any(d.process_index != jax.process_index() for d in devices)
-
-  def chunk_len(self, total: int, chunk_size: int, batch: int) -> int:
-    """Cells per chunk: devices x a per-device length that ignores the device count."""
-    # Power-of-two buckets (at least 32) limit recompilation across grid sizes (the
-    # SGM kernel takes seconds to compile); whole batches per device.
-    length = min(chunk_size, max(32, 1 << max(total - 1, 1).bit_length()))
-    return self.n * (-(-length // batch) * batch)
-
-  def _place(self, x: np.ndarray, sharding) -> jax.Array:
-    # Every process holds the same host array (computed from the same arguments) and
-    # hands each of its devices the slice it owns: no transfer between processes.
-    x = np.asarray(x)
-    return jax.make_array_from_callback(x.shape, sharding, lambda index: x[index])
-
-  def replicate(self, x: np.ndarray) -> jax.Array:
-    return self._place(x, self.replicated)
-
-  def shard(self, x: np.ndarray) -> jax.Array:
-    return self._place(x, self.cells)
-
-  def check_same_everywhere(self, fingerprint: np.ndarray) -> None:
-    """Raises unless every process of the mesh passed the same `fingerprint` (int64)."""
-    if not self.multiprocess:
-      return
-    rows = np.broadcast_to(fingerprint, (self.n, fingerprint.size))
-    gathered = np.asarray(
-      _program(_identity, self.mesh, 0, 1)(self.shard(rows)).addressable_data(0)
-    )
-    if not np.all(gathered == gathered[:1]):
-      raise ValueError(
-        "sweep was called with different arguments on different processes: every "
-        "process must call it with the same axes, orders, chunk_size and devices"
-      )
-
-
-def _identity(x):
-  return x
-
-
-def _to_host(out) -> list[np.ndarray]:
-  """Host copies of a program's outputs (replicated: read this process's first device)."""
-  return [np.asarray(leaf.addressable_data(0)) for leaf in jax.tree_util.tree_leaves(out)]
-
-
-def _map_chunks(run, n: int, length: int, inputs, outputs, bar) -> None:
-  """Runs `run` over [0, n) in chunks of `length`, writing into the `outputs` arrays.
-
-  `inputs(lo, hi)` builds a chunk's (padded) per-cell host arguments and `run` dispatches
-  the program on them. Dispatch is asynchronous: chunk c + 1 is prepared and dispatched
-  before chunk c is copied back, so the host work overlaps the devices'.
-  """
-  pending = None
-
-  def collect(lo, hi, out):
-    for dst, src in zip(outputs, _to_host(out)):
-      dst[lo:hi] = src[: hi - lo]
-    bar.update(1)
-
-  for lo in range(0, n, length):
-    hi = min(lo + length, n)
-    out = run(*inputs(lo, hi))
-    if pending is not None:
-      collect(*pending)
-    pending = (lo, hi, out)
-  if pending is not None:
-    collect(*pending)
-
-
-def _padded(x: np.ndarray, length: int, fill) -> np.ndarray:
-  if x.shape[0] == length:
-    return x
-  pad = np.full((length - x.shape[0],) + x.shape[1:], fill, dtype=x.dtype)
-  return np.concatenate([x, pad])
-
-
-@functools.lru_cache(maxsize=8)
-def _cell_mesh(devices: tuple) -> _Mesh:
-  return _Mesh(devices)
-
-
-def _fingerprint(*parts) -> np.ndarray:
-  """A digest of the arguments that shape a sweep, as 4 int64 (for the process check)."""
-  h = hashlib.sha256()
-  for part in parts:
-    for x in part.values() if isinstance(part, dict) else [part]:
-      x = np.ascontiguousarray(x)
-      h.update(str((x.dtype, x.shape)).encode())
-      h.update(x.tobytes())
-  return np.frombuffer(h.digest(), dtype=np.int64).copy()
 
 
 def _cells_rdp(q_samp, axes, steps_sd, orders_np, shape, chunk_size, progress, devices, scheme=()):
@@ -576,10 +166,10 @@ def _cells_rdp(q_samp, axes, steps_sd, orders_np, shape, chunk_size, progress, d
   return eps, order
 
 
-def _cells_with_accountant(accountant, q_samp, sigma, steps_sd, delta, chunk_size, progress):
+def _cells_with_accountant(
+  accountant, q_samp, sigma, steps_sd, delta, chunk_size, progress, scheme
+):
   """epsilon of every cell through another accountant, chunk by chunk: (epsilon, NaN orders)."""
-  from ..rdp._dpsgd import dpsgd_epsilon
-
   n_samp, n_sigma, n_dur, n_delta = q_samp.size, sigma.size, steps_sd.shape[1], delta.size
   n_cells = n_samp * n_sigma * n_dur * n_delta
   grid = (n_samp, n_sigma, n_dur, n_delta)
@@ -592,7 +182,7 @@ def _cells_with_accountant(accountant, q_samp, sigma, steps_sd, delta, chunk_siz
       hi = min(lo + chunk_size, n_cells)
       p, s, t, d = np.unravel_index(np.arange(lo, hi), grid)
       res = dpsgd_epsilon(
-        q_samp.ravel()[p], sigma[s], steps_sd[p, t], delta[d], accountant=accountant
+        q_samp.ravel()[p], sigma[s], steps_sd[p, t], delta[d], accountant=accountant, **scheme
       )
       eps[lo:hi] = np.asarray(res.epsilon)
       bar.update(1)
@@ -706,11 +296,17 @@ def sweep(
     raise ValueError("epochs needs dataset_size and batch_size (or give steps with q)")
   if not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
     raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
-  sampling, relation = _sampling.resolve_scheme(sampling, relation)
-  check_scheme_accountant(sampling, relation, accountant)
+  sampling, relation = resolve_scheme(sampling, relation)
+  acct, orders = accountant_and_orders(accountant, orders)
+  require_support(acct, dpsgd_event(0.5, 1.0, 1.0, sampling=sampling, relation=relation))
+  if sampling == "allocation":
+    raise NotImplementedError(
+      "sweeps for sampling='allocation' are not implemented yet (dpsgd_epsilon and "
+      "dpsgd_delta account it, and broadcast over grids)"
+    )
   scheme = (
     ()
-    if _sampling.is_default_scheme(sampling, relation)
+    if (sampling, relation) == ("poisson", "add_remove")
     else (("relation", relation), ("sampling", sampling))
   )
 
@@ -754,19 +350,13 @@ def sweep(
         )
       ).reshape(n_samp, n_dur)
 
-    if not (isinstance(accountant, str) and accountant == "rdp"):
-      if orders is not None:
-        raise ValueError(
-          f"orders configures the RDP accountant; leave it out with accountant={accountant!r}"
-        )
+    if not isinstance(acct, RdpAccountant):
       eps, order = _cells_with_accountant(
-        accountant, q_samp, axes["sigma"], steps_sd, axes["delta"], chunk_size, progress
+        acct, q_samp, axes["sigma"], steps_sd, axes["delta"], chunk_size, progress, dict(scheme)
       )
     else:
       # Shuffling composes one curve per epoch, ceil(T q) of them; the others one per step.
-      count_sd = (
-        _sampling.epochs_of(q_samp.reshape(-1, 1), steps_sd) if sampling == "shuffle" else steps_sd
-      )
+      count_sd = epochs_of(q_samp.reshape(-1, 1), steps_sd) if sampling == "shuffle" else steps_sd
       eps, order = _cells_rdp(
         q_samp, axes, count_sd, orders_np, shape, chunk_size, progress, devices, scheme
       )
@@ -782,4 +372,7 @@ def sweep(
     order=order.reshape(shape),
     q=q_cell,
     steps=steps_cell,
+    accountant=accountant_name(acct),
+    sampling=sampling,
+    relation=relation,
   )

@@ -2,41 +2,90 @@
 
 from __future__ import annotations
 
+import decimal
+import fractions
 import math
 from typing import Sequence
 
 import numpy as np
 
-__all__ = ["format_table", "format_number", "pick_indices"]
+__all__ = ["format_table", "format_number", "round_decimal", "pick_indices"]
+
+
+def round_decimal(x, digits: int = 4, direction: int = 0) -> str:
+  """``x`` (a float, or an exact ``Fraction``) to ``digits`` significant digits, rounded exactly.
+
+  ``direction=+1`` rounds up (toward +inf: the printed number is never below ``x``),
+  ``-1`` down (never above it), ``0`` to nearest (ties to even, as ``%g`` does). The
+  rounding is done on the exact binary value of ``x`` in decimal arithmetic, so the
+  printed number compares with ``x`` exactly as the direction promises: a calibrated
+  sigma printed rounded up, or an epsilon to publish, still keeps the budget. The text
+  reads as ``%.{digits}g`` would (exponent notation below 1e-4 and from 10^digits
+  on); NaN and infinities print as ``nan``, ``inf`` and ``-inf``.
+
+  Examples:
+    >>> round_decimal(1.01449, 4, +1), round_decimal(1.01449, 4, -1), round_decimal(1.01449)
+    ('1.015', '1.014', '1.014')
+    >>> round_decimal(3.0001e-7, 2, +1), round_decimal(0.1, 3, -1)
+    ('3.1e-07', '0.1')
+  """
+  if isinstance(x, fractions.Fraction):
+    exact = x
+    x = float(x)  # for the checks below only
+  else:
+    x = float(x)
+    exact = None
+  if math.isnan(x):
+    return "nan"
+  if math.isinf(x):
+    return "inf" if x > 0 else "-inf"
+  if x == 0 and (exact is None or exact == 0):
+    return "0"
+  rounding = {1: decimal.ROUND_CEILING, -1: decimal.ROUND_FLOOR, 0: decimal.ROUND_HALF_EVEN}
+  context = decimal.Context(
+    prec=digits, rounding=rounding[direction], Emin=-999999, Emax=999999, traps=[]
+  )
+  if exact is None:
+    d = context.create_decimal(x)  # Decimal(x) is exact; create_decimal rounds it once
+  else:  # a correctly rounded quotient
+    d = context.divide(decimal.Decimal(exact.numerator), decimal.Decimal(exact.denominator))
+  sign, coefficient, exponent = d.normalize(context).as_tuple()
+  text = "".join(map(str, coefficient))
+  lead = exponent + len(text) - 1  # the exponent of the leading digit
+  if -4 <= lead < digits:
+    if exponent >= 0:
+      body = text + "0" * exponent
+    elif lead >= 0:
+      body = text[: lead + 1] + "." + text[lead + 1 :]
+    else:
+      body = "0." + "0" * (-lead - 1) + text
+  else:
+    mantissa = text[0] + ("." + text[1:] if len(text) > 1 else "")
+    body = f"{mantissa}e{'-' if lead < 0 else '+'}{abs(lead):02d}"
+  return ("-" if sign else "") + body
 
 
 def format_number(x, digits: int = 4, direction: int = 0) -> str:
   """Compact decimal for a table cell: ``digits`` significant digits, integers kept whole.
 
-  ``direction=+1`` rounds up and ``-1`` down instead of to nearest, so that a
-  printed upper bound (an epsilon or delta to publish) is never below the
-  computed one, and a printed lower bound never above it.
+  ``direction=+1`` rounds up and ``-1`` down instead of to nearest
+  (:func:`round_decimal`, exact), so that a printed upper bound (an epsilon or delta
+  to publish, a calibrated sigma) is never below the computed one, and a printed
+  lower bound (a calibrated number of steps, sampling rate or batch size) never
+  above it. Integers below 10^15 print whole (exactly). ``x`` may be a ``Fraction``
+  (an exact ratio such as epochs = T B / N), rounded without a float in between.
   """
+  if isinstance(x, fractions.Fraction):
+    if x.denominator == 1 and abs(x) < 10**15:
+      return str(x.numerator)
+    return round_decimal(x, digits, direction)
   try:
     x = float(x)
   except (TypeError, ValueError):
     return str(x)
-  if math.isnan(x):
-    return "nan"
-  if math.isinf(x):
-    return "inf" if x > 0 else "-inf"
-  if x == int(x) and abs(x) < 1e15:
+  if math.isfinite(x) and x == int(x) and abs(x) < 1e15:
     return str(int(x))
-  text = f"{x:.{digits}g}"
-  if direction and x != 0 and (float(text) - x) * direction < 0:
-    # Move the last printed digit one unit in the wanted direction.
-    exponent = math.floor(math.log10(abs(x))) - (digits - 1)
-    step = 10.0**exponent
-    rounded = (math.ceil(x / step) if direction > 0 else math.floor(x / step)) * step
-    text = f"{rounded:.{digits}g}"
-    if (float(text) - x) * direction < 0:  # the decimal rounding of the step itself
-      text = f"{rounded + direction * step:.{digits}g}"
-  return text
+  return round_decimal(x, digits, direction)
 
 
 def format_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:

@@ -18,6 +18,8 @@ sampler's mechanism; the sampler's seed travels in the state and its checkpoints
 truncated Poisson run's epsilon with the truncation term.
 """
 
+from typing import TYPE_CHECKING
+
 from .._core.lazy import exports as _exports
 
 # Each public name -> the module that defines it, imported on first use
@@ -26,8 +28,8 @@ _NAMES = {
   "CheckpointError": "._checkpoint",
   "load_checkpoint": "._checkpoint",
   "save_checkpoint": "._checkpoint",
-  "epochs_to_steps": "._dataset",
-  "sampling_rate": "._dataset",
+  "epochs_to_steps": "..events._dataset",
+  "sampling_rate": "..events._dataset",
   "clip_per_example": "._dp_gradient",
   "dp_gradient": "._dp_gradient",
   "per_example_grads": "._dp_gradient",
@@ -42,25 +44,6 @@ _NAMES = {
   "tight_epsilon": "._tight",
 }
 
-__all__ = [
-  "CheckpointError",
-  "DPSGDState",
-  "PrivacyGuard",
-  "SGMCache",
-  "StepInfo",
-  "clip_per_example",
-  "dp_gradient",
-  "dpsgd_init",
-  "epochs_to_steps",
-  "load_checkpoint",
-  "make_dpsgd_step",
-  "per_example_grads",
-  "poisson_sample_mask",
-  "privacy_guard",
-  "sampling_rate",
-  "save_checkpoint",
-  "tight_epsilon",
-]
 
 # Batch samplers with static shapes and the gathered gradient (O(batch) per step).
 _NAMES.update(
@@ -69,25 +52,15 @@ _NAMES.update(
     "gathered_dp_gradient": "._dp_gradient",
     "FixedSizeSampler": "._samplers",
     "PoissonSampler": "._samplers",
+    "RandomAllocationSampler": "._samplers",
     "ShuffleSampler": "._samplers",
-    "binomial_log_sf": "._samplers",
-    "default_capacity": "._samplers",
-    "truncated_poisson_delta": "._samplers",
-    "truncation_delta": "._samplers",
+    "binomial_log_sf": "..mechanisms._truncated_poisson",
+    "default_capacity": "..mechanisms._truncated_poisson",
+    "truncated_poisson_delta": "..mechanisms._truncated_poisson",
+    "truncation_delta": "..mechanisms._truncated_poisson",
   }
 )
 
-__all__ += [
-  "FixedSizeSampler",
-  "PoissonSampler",
-  "ShuffleSampler",
-  "binomial_log_sf",
-  "default_capacity",
-  "gather_batch",
-  "gathered_dp_gradient",
-  "truncated_poisson_delta",
-  "truncation_delta",
-]
 
 # One step for every sampler: the sampler's state in the train state and checkpoint.
 _NAMES.update(
@@ -100,12 +73,47 @@ _NAMES.update(
   }
 )
 
-__all__ += [
-  "SamplerState",
-  "epsilon_with_truncation",
-  "next_batch",
-  "sampler_from_state",
-  "sampler_state",
-]
+
+# The public names: the keys of _NAMES (and the submodules), listed once.
+
+
+# The public names: the keys of _NAMES (and the submodules), listed once.
+__all__ = sorted(_NAMES)
 
 __getattr__, __dir__ = _exports(__name__, _NAMES)
+
+# The same names for static analysers (pyright, IDEs): never run (the imports above
+# are lazy); tests/test_public_surface.py checks that the two lists agree.
+if TYPE_CHECKING:
+  from ..events._dataset import epochs_to_steps as epochs_to_steps
+  from ..events._dataset import sampling_rate as sampling_rate
+  from ..mechanisms._truncated_poisson import binomial_log_sf as binomial_log_sf
+  from ..mechanisms._truncated_poisson import default_capacity as default_capacity
+  from ..mechanisms._truncated_poisson import truncated_poisson_delta as truncated_poisson_delta
+  from ..mechanisms._truncated_poisson import truncation_delta as truncation_delta
+  from ._checkpoint import CheckpointError as CheckpointError
+  from ._checkpoint import load_checkpoint as load_checkpoint
+  from ._checkpoint import save_checkpoint as save_checkpoint
+  from ._dp_gradient import clip_per_example as clip_per_example
+  from ._dp_gradient import dp_gradient as dp_gradient
+  from ._dp_gradient import gather_batch as gather_batch
+  from ._dp_gradient import gathered_dp_gradient as gathered_dp_gradient
+  from ._dp_gradient import per_example_grads as per_example_grads
+  from ._poisson import poisson_sample_mask as poisson_sample_mask
+  from ._sampled_step import SamplerState as SamplerState
+  from ._sampled_step import epsilon_with_truncation as epsilon_with_truncation
+  from ._sampled_step import next_batch as next_batch
+  from ._sampled_step import sampler_from_state as sampler_from_state
+  from ._sampled_step import sampler_state as sampler_state
+  from ._samplers import FixedSizeSampler as FixedSizeSampler
+  from ._samplers import PoissonSampler as PoissonSampler
+  from ._samplers import RandomAllocationSampler as RandomAllocationSampler
+  from ._samplers import ShuffleSampler as ShuffleSampler
+  from ._step import DPSGDState as DPSGDState
+  from ._step import PrivacyGuard as PrivacyGuard
+  from ._step import SGMCache as SGMCache
+  from ._step import StepInfo as StepInfo
+  from ._step import dpsgd_init as dpsgd_init
+  from ._step import make_dpsgd_step as make_dpsgd_step
+  from ._step import privacy_guard as privacy_guard
+  from ._tight import tight_epsilon as tight_epsilon

@@ -205,6 +205,18 @@ def _read(path: str) -> tuple[dict, list[np.ndarray]]:
         header_raw = npz["header"]
         count = len(names) - 1
         arrays = [npz[f"leaf_{i:05d}"] for i in range(count)]
+      # NpzFile hands back a member that is not an .npy file as its raw bytes.
+      for name, member in (("header", header_raw), *enumerate(arrays)):
+        if not isinstance(member, np.ndarray):
+          what = name if name == "header" else f"leaf_{name:05d}"
+          raise CheckpointError(
+            f"{path}: corrupted checkpoint: member {what!r} is not an .npy array"
+          )
+      if header_raw.dtype != np.uint8 or header_raw.ndim != 1:
+        raise CheckpointError(
+          f"{path}: corrupted checkpoint header: {header_raw.dtype}{list(header_raw.shape)}, "
+          "not the uint8 bytes of a JSON text"
+        )
     except CheckpointError:
       raise
     # Damage surfaces as many exception types: zipfile.BadZipFile, the .npy
@@ -216,7 +228,9 @@ def _read(path: str) -> tuple[dict, list[np.ndarray]]:
       ) from e
   try:
     header = json.loads(header_raw.tobytes().decode("utf-8"))
-  except (UnicodeDecodeError, json.JSONDecodeError) as e:
+  # ValueError: bad UTF-8 or JSON, or an integer too long to convert; RecursionError:
+  # nesting too deep for the parser.
+  except (ValueError, RecursionError) as e:
     raise CheckpointError(f"{path}: corrupted checkpoint header: {e}") from e
   if not isinstance(header, dict):
     raise CheckpointError(f"{path}: not a jaxrdp checkpoint (header is not an object)")
@@ -270,7 +284,11 @@ def load_checkpoint(path: str | os.PathLike, template: PyTree) -> PyTree:
   for i, (entry, t_leaf) in enumerate(zip(entries, t_leaves)):
     if not isinstance(entry, dict):
       raise CheckpointError(f"{path}: leaf {i}: corrupted header entry")
-    out.append(_restore_leaf(path, i, entry, t_leaf, it))
+    try:
+      out.append(_restore_leaf(path, i, entry, t_leaf, it))
+    except (TypeError, KeyError, AttributeError, IndexError) as e:
+      # A header entry of an unexpected shape that the checks above let through.
+      raise CheckpointError(f"{path}: leaf {i}: corrupted header entry: {e!r}") from e
   return jax.tree.unflatten(t_treedef, out)
 
 

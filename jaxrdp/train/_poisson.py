@@ -21,6 +21,7 @@ import operator
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from .._core.validation import check_range
@@ -68,6 +69,8 @@ def poisson_sample_mask(key: jax.Array, n: int, q: ArrayLike) -> jax.Array:
     ((1000,), dtype('bool'))
   """
   try:
+    if isinstance(n, (bool, np.bool_)):  # True is not a number of examples
+      raise TypeError
     n = operator.index(n)
   except TypeError:
     raise ValueError(f"n must be a static Python int >= 0, got {n!r}") from None

@@ -51,7 +51,10 @@ from jax import lax
 from .._core.precision import x64_context
 from .._core.validation import StaticArray, check_range
 from ..rdp._accountant import RdpAccountant
-from ..rdp._sampling import check_orders_for, per_step_rdp_f64, resolve_scheme
+from ..accountants._truncation import truncated_poisson_epsilon
+from ..events._dpsgd import resolve_scheme
+from ..events._events import validate_event
+from ..rdp._event_curves import check_rdp_event, rdp_curve_f64
 from ._dp_gradient import gather_batch
 from ._samplers import FixedSizeSampler, PoissonSampler, ShuffleSampler
 from ._update import check_state_orders, noisy_update
@@ -65,8 +68,8 @@ __all__ = [
   "scheme_of",
 ]
 
-_KINDS = {PoissonSampler: 0, FixedSizeSampler: 1, ShuffleSampler: 2}
-_SCHEMES = {0: "poisson", 1: "fixed", 2: "shuffle"}
+# The samplers by their checkpoint tag.
+_BY_KIND = {cls.kind: cls for cls in (PoissonSampler, FixedSizeSampler, ShuffleSampler)}
 
 
 class SamplerState(NamedTuple):
@@ -88,14 +91,17 @@ class SamplerState(NamedTuple):
 
 
 def scheme_of(sampler) -> str:
-  """``"poisson"``, ``"fixed"`` or ``"shuffle"`` for a sampler of :mod:`jaxrdp.train`."""
-  kind = _KINDS.get(type(sampler))
-  if kind is None:
+  """``"poisson"``, ``"fixed"`` or ``"shuffle"`` (its ``sampling=`` name) for a sampler."""
+  _check_sampler(sampler)
+  return sampler.sampling
+
+
+def _check_sampler(sampler):
+  if _BY_KIND.get(getattr(sampler, "kind", None)) is not type(sampler):
     raise ValueError(
       "sampler must be a PoissonSampler, FixedSizeSampler or ShuffleSampler, got "
       f"{type(sampler).__name__}"
     )
-  return _SCHEMES[kind]
 
 
 def _rate(sampler) -> float:
@@ -104,10 +110,10 @@ def _rate(sampler) -> float:
 
 def sampler_state(sampler) -> SamplerState:
   """The :class:`SamplerState` of ``sampler``."""
-  kind = _KINDS[type(sampler)] if type(sampler) in _KINDS else scheme_of(sampler)
+  _check_sampler(sampler)
   with x64_context():
     return SamplerState(
-      kind=jnp.asarray(kind, jnp.int32),
+      kind=jnp.asarray(sampler.kind, jnp.int32),
       n=jnp.asarray(sampler.n, jnp.int32),
       size=jnp.asarray(sampler.capacity, jnp.int32),
       q=jnp.asarray(_rate(sampler), jnp.float64),
@@ -125,13 +131,12 @@ def sampler_from_state(state: SamplerState):
     True
   """
   kind, n, size, seed = (int(np.asarray(x)) for x in (state.kind, state.n, state.size, state.seed))
-  if kind == 0:
+  cls = _BY_KIND.get(kind)
+  if cls is None:
+    raise ValueError(f"unknown sampler kind {kind}")
+  if cls is PoissonSampler:
     return PoissonSampler(n=n, q=float(np.asarray(state.q)), capacity=size, seed=seed)
-  if kind == 1:
-    return FixedSizeSampler(n=n, batch_size=size, seed=seed)
-  if kind == 2:
-    return ShuffleSampler(n=n, batch_size=size, seed=seed)
-  raise ValueError(f"unknown sampler kind {kind}")
+  return cls(n=n, batch_size=size, seed=seed)
 
 
 def next_batch(sampler, data, state) -> tuple[Any, np.ndarray]:
@@ -140,27 +145,26 @@ def next_batch(sampler, data, state) -> tuple[Any, np.ndarray]:
   return gather_batch(data, idx), mask
 
 
-@functools.partial(jax.jit, static_argnames=("scheme", "relation", "orders_static"))
-def _curve_jit(q, sigma, orders, *, scheme, relation, orders_static):
+@functools.partial(jax.jit, static_argnames=("orders_static",))
+def _curve_jit(event, orders, *, orders_static):
   # Jitted: eagerly, the SGM kernel would dispatch op by op (seconds).
   with x64_context():
-    return per_step_rdp_f64(scheme, relation, q, sigma, orders, orders_static)
+    return rdp_curve_f64(event, orders, orders_static)
 
 
-def _step_curve(scheme, relation, q, sigma, orders_a) -> jax.Array:
-  """The per-step (per-epoch for shuffling) RDP curve, computed once, in float64.
+def _step_curve(event, orders_a) -> jax.Array:
+  """The RDP curve of the sampler's event (one step, or one epoch for shuffling),
+  computed once, in float64.
 
   As ``jaxrdp.train._step._sgm_curve``: the call is made with float64 enabled,
   whatever the caller's x64 setting (a jitted call with x64 off would take its
   arguments and give its result in float32, rounded to nearest), and the curve
   stays a float64 array."""
   with x64_context():
+    event = jax.tree.map(lambda x: jnp.asarray(x, jnp.float64), event)
     return _curve_jit(
-      jnp.asarray(q, jnp.float64),
-      jnp.asarray(sigma, jnp.float64),
+      event,
       jnp.asarray(orders_a, jnp.float64),
-      scheme=scheme,
-      relation=relation,
       orders_static=StaticArray(np.asarray(orders_a, np.float64)),
     )
 
@@ -180,8 +184,8 @@ def make_sampled_step(
   step_info,
 ) -> Callable:
   """The step of :func:`jaxrdp.train.make_dpsgd_step` with ``sampler=`` (module doc)."""
-  scheme = scheme_of(sampler)
-  scheme, relation = resolve_scheme(scheme, relation)
+  _check_sampler(sampler)
+  _, relation = resolve_scheme(sampler.sampling, relation)
   if callable(sigma):
     raise ValueError(
       "sigma must be a constant with a sampler (schedules need q and "
@@ -191,9 +195,11 @@ def make_sampled_step(
   q = _rate(sampler)
   orders_t = RdpAccountant(orders).orders
   orders_a = np.asarray(orders_t, dtype=np.float64)
-  check_orders_for(scheme, orders_a)
-  curve = _step_curve(scheme, relation, q, sigma, orders_a)
-  spe = sampler.steps_per_epoch if scheme == "shuffle" else 1
+  event = sampler.event(sigma, relation)
+  validate_event(event)
+  check_rdp_event(event)
+  curve = _step_curve(event, orders_a)
+  spe = sampler.steps_per_event
   capacity = sampler.capacity
   norm = sampler.expected_batch_size
   with x64_context():
@@ -250,8 +256,6 @@ def epsilon_with_truncation(accountant, sampler, steps, delta):
     ValueError: if ``sampler`` is not a PoissonSampler, or the truncation term
       alone uses up ``delta``.
   """
-  from ..rdp._sampling import truncated_poisson_epsilon
-
   if not isinstance(sampler, PoissonSampler):
     raise ValueError(f"sampler must be a PoissonSampler, got {type(sampler).__name__}")
   acct = RdpAccountant(np.asarray(accountant.orders, np.float64))

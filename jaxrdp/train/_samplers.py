@@ -17,6 +17,12 @@ compiles once, and its cost is set by the capacity, not by n.
 * :class:`ShuffleSampler`: a fresh permutation per epoch cut into batches of B;
   every example exactly once per epoch (no amplification by sampling; each
   epoch is one Gaussian mechanism per example).
+* :class:`RandomAllocationSampler`: random allocation ("balls in bins"): in
+  every epoch of t steps each example is placed in k of the t steps, chosen
+  uniformly and independently of the other examples; batch sizes are
+  Binomial(n, k / t), padded or truncated to a capacity as for Poisson
+  (Feldman and Shenfeld 2025, arXiv:2502.08202; Chua et al. 2024,
+  arXiv:2412.16802; accounted by :class:`jaxrdp.events.RandomAllocation`).
 
 Reproducibility and checkpoints. The samplers are counter-based: the batch of
 step t is a pure function of ``(seed, t)`` (numpy's ``default_rng`` seeded by
@@ -39,15 +45,26 @@ as an argument; the dataset itself may live on the host (gather there, see
 from __future__ import annotations
 
 import dataclasses
-import math
-import operator
 
 import numpy as np
+
+from .._core.validation import check_int as _check_int
+from ..events._allocation_events import RandomAllocation
+from ..events._events import Gaussian, PoissonSampled, check_relation
+from ..events._sampling_events import FixedSizeSampled, ShuffledEpochs
+from ..mechanisms._truncated_poisson import (
+  _check_q,
+  binomial_log_sf,
+  default_capacity,
+  truncated_poisson_delta,
+  truncation_delta,
+)
 
 __all__ = [
   "PoissonSampler",
   "FixedSizeSampler",
   "ShuffleSampler",
+  "RandomAllocationSampler",
   "default_capacity",
   "truncation_delta",
   "truncated_poisson_delta",
@@ -57,203 +74,21 @@ __all__ = [
 _STREAM_POISSON = 0x5053  # distinct streams, so samplers sharing a seed differ
 _STREAM_FIXED = 0x4658
 _STREAM_SHUFFLE = 0x5348
+_STREAM_ALLOCATION = 0x5241
 
 
-def _check_int(name, value, low, high=None):
-  try:
-    v = operator.index(value)
-  except TypeError:
-    raise ValueError(f"{name} must be an integer, got {value!r}") from None
-  if v < low or (high is not None and v > high):
-    hi = "inf" if high is None else str(high)
-    raise ValueError(f"{name} must be in [{low}, {hi}], got {v}")
-  return v
+#: The largest seed: the train state and its checkpoints store it as an int64.
+MAX_SEED = 2**63 - 1
 
 
-def _check_q(q):
-  q = float(q)
-  if not (0.0 < q <= 1.0):  # also rejects NaN
-    raise ValueError(f"q must be in (0, 1], got {q!r}")
-  return q
-
-
-def binomial_log_sf(k, n, q):
-  """log P[Binomial(n, q) > k] in float64 (scipy's regularized incomplete beta).
-
-  ``scipy.stats.binom.logsf``: the survival function is the regularized
-  incomplete beta function I_q(k + 1, n - k) (Boost), accurate to a few ulps
-  in relative terms far into the tail (it is not computed as 1 - cdf), and
-  its log does not underflow before 1e-308.
-
-  Args:
-    k: threshold (array-like of ints); k >= n gives -inf.
-    n: number of trials, an int >= 0.
-    q: success probability in [0, 1].
-
-  Returns:
-    float64 array of log P[X > k].
-  """
-  from scipy.stats import binom
-
-  return np.asarray(binom.logsf(np.asarray(k), n, q), dtype=np.float64)
-
-
-# Relative rounding margin on the binomial tail: Boost's incomplete beta is
-# accurate to a few hundred ulps at worst; 1e-9 covers that with room.
-_SF_MARGIN = 1e-9
-
-
-def truncation_delta(n: int, q: float, capacity: int, steps: int) -> float:
-  """Total-variation cost of truncating Poisson batches at ``capacity``, over T steps.
-
-      eta = T * P[Binomial(n, q) > B_max].
-
-  At one step the truncated sampler and the Poisson sampler can be coupled
-  to give the same batch except on the event ``K = |batch| > B_max``, so their
-  outputs (and those of anything computed from them) are within total
-  variation P[K > B_max]; over T adaptive steps, within eta.
-
-  What to add to delta. If the untruncated (Poisson) run is
-  (epsilon, delta)-DP, the truncated run is
-
-      (epsilon, delta + (1 + e^epsilon) * eta)-DP,
-
-  because for neighbours D, D' and any event S,
-  P_T(D)(S) <= P(D)(S) + eta <= e^eps P(D')(S) + delta + eta
-  <= e^eps (P_T(D')(S) + eta) + delta + eta. (The factor 1 + e^eps is needed
-  for a generic TV perturbation: the perturbations on D and D' can point in
-  opposite directions. Adding only eta, as sometimes stated, is not
-  justified by this argument alone.) Use :func:`truncated_poisson_delta`.
-  P[Binomial(n, q) > B] increases with n, and add/remove neighbours have n
-  and n + 1 examples: pass the larger size (:meth:`PoissonSampler.truncation_delta`
-  uses n + 1).
-
-  Tighter, tailored analyses exist (dp_accounting's truncated subsampled
-  Gaussian; Chua et al. arXiv:2411.04205; Ganesh et al. arXiv:2508.15089);
-  with B_max from :func:`default_capacity` this simple term is already
-  at most 1e-3 delta.
-
-  Args:
-    n: dataset size (int >= 1).
-    q: Poisson sampling rate in (0, 1].
-    capacity: B_max, an int >= 1.
-    steps: T, an int >= 0.
-
-  Returns:
-    eta as a Python float, rounded up: never below the exact value (the tail
-    probability is raised by a relative margin of 1e-9 for rounding, then
-    to the next float).
-
-  Raises:
-    ValueError: naming the argument, for n < 1, q outside (0, 1],
-      capacity < 1, steps < 0.
-
-  Examples:
-    >>> from jaxrdp.train import truncation_delta
-    >>> truncation_delta(1000, 0.01, 1000, 100)   # capacity n: never truncated
-    0.0
-    >>> 0 < truncation_delta(60000, 0.004, 400, 10000) < 1e-6
-    True
-  """
-  n = _check_int("n", n, 1)
-  q = _check_q(q)
-  capacity = _check_int("capacity", capacity, 1)
-  steps = _check_int("steps", steps, 0)
-  if capacity >= n or steps == 0:
-    return 0.0
-  log_sf = float(binomial_log_sf(capacity, n, q))
-  if log_sf == -np.inf:
-    return float(np.nextafter(0.0, 1.0))  # underflow: the smallest positive float
-  value = steps * math.exp(log_sf) * (1.0 + _SF_MARGIN)
-  return float(np.nextafter(value, np.inf))
-
-
-def truncated_poisson_delta(eta: float, epsilon: float, delta: float = 0.0) -> float:
-  """delta of the truncated run: ``delta + (1 + e^epsilon) * eta``, rounded up.
-
-  ``eta`` from :func:`truncation_delta`, ``(epsilon, delta)`` the guarantee of
-  the same run without truncation (see :func:`truncation_delta` for why).
-
-  Examples:
-    >>> from jaxrdp.train import truncated_poisson_delta
-    >>> truncated_poisson_delta(1e-12, 0.0, 1e-5) > 1e-5
-    True
-  """
-  eta, epsilon, delta = float(eta), float(epsilon), float(delta)
-  if not eta >= 0.0:
-    raise ValueError(f"eta must be >= 0, got {eta!r}")
-  if not epsilon >= 0.0:
-    raise ValueError(f"epsilon must be >= 0, got {epsilon!r}")
-  if not delta >= 0.0:
-    raise ValueError(f"delta must be >= 0, got {delta!r}")
-  if eta == 0.0:
-    return delta
-  value = delta + (1.0 + math.exp(epsilon)) * eta
-  return float(np.nextafter(np.nextafter(value, np.inf), np.inf))  # two ulps for two roundings
-
-
-def default_capacity(
-  n: int, q: float, steps: int, delta: float, *, fraction: float = 1e-3, epsilon: float = 16.0
-) -> int:
-  """The smallest capacity B_max whose truncation term is at most ``fraction * delta``.
-
-  Solves ``(1 + e^epsilon) * T * P[Binomial(n + 1, q) > B_max] <= fraction * delta``
-  for the smallest integer B_max (bisection on the exact binomial tail in
-  log space, :func:`binomial_log_sf`): the delta added by truncation
-  (:func:`truncated_poisson_delta`) is then at most ``fraction * delta`` for
-  any reported epsilon up to ``epsilon``. The allowance costs little: the
-  tail falls faster than exponentially, so a factor e^16 in probability
-  moves B_max by a few standard deviations sqrt(q n). Typical values: n = 60000, q = 256/60000,
-  T = 14063, delta = 1e-5 gives 413, 1.6 times the mean q n = 256; the relative
-  overhead shrinks as q n grows (the tail is about sqrt(q n) wide).
-
-  Args:
-    n: dataset size (int >= 1).
-    q: Poisson sampling rate in (0, 1].
-    steps: number of steps T (int >= 1).
-    delta: the target delta of the run, in (0, 1).
-    fraction: the share of delta the truncation may take, in (0, 1).
-    epsilon: the largest epsilon the run will report (>= 0).
-
-  Returns:
-    B_max, a Python int in [1, n].
-
-  Raises:
-    ValueError: naming the argument that is out of range.
-
-  Examples:
-    >>> from jaxrdp.train import default_capacity, truncation_delta, truncated_poisson_delta
-    >>> b = default_capacity(60000, 256 / 60000, 14063, 1e-5)
-    >>> 256 < b < 450 and truncated_poisson_delta(truncation_delta(60001, 256 / 60000, b, 14063), 16.0) <= 1e-8
-    True
-  """
-  n = _check_int("n", n, 1)
-  q = _check_q(q)
-  steps = _check_int("steps", steps, 1)
-  delta = float(delta)
-  if not (0.0 < delta < 1.0):
-    raise ValueError(f"delta must be in (0, 1), got {delta!r}")
-  fraction = float(fraction)
-  if not (0.0 < fraction < 1.0):
-    raise ValueError(f"fraction must be in (0, 1), got {fraction!r}")
-  epsilon = float(epsilon)
-  if not (0.0 <= epsilon < 700.0):
-    raise ValueError(f"epsilon must be in [0, 700), got {epsilon!r}")
-  target = fraction * delta / (1.0 + math.exp(epsilon))
-
-  def ok(b):
-    return b >= n or truncation_delta(n + 1, q, b, steps) <= target
-
-  lo, hi = 0, max(1, int(math.ceil(q * n)))
-  while not ok(hi):
-    lo, hi = hi, min(n, 2 * hi)
-  while hi - lo > 1:  # invariant: not ok(lo) (or lo = 0), ok(hi)
-    mid = (lo + hi) // 2
-    if ok(mid):
-      hi = mid
-    else:
-      lo = mid
-  return max(1, hi)
+def _check_seed(seed):
+  if isinstance(seed, (int, np.integer)) and not isinstance(seed, (bool, np.bool_)):
+    if not 0 <= int(seed) <= MAX_SEED:
+      raise ValueError(
+        f"seed must be in [0, 2**63 - 1] (it is stored as an int64 in the train state "
+        f"and its checkpoints), got {int(seed)}"
+      )
+  return _check_int("seed", seed, 0, MAX_SEED)
 
 
 def _distinct_uniform(rng, n, k):
@@ -292,7 +127,7 @@ class PoissonSampler:
     n: dataset size (int >= 1).
     q: sampling rate in (0, 1].
     capacity: B_max (int >= 1); :func:`default_capacity` chooses one.
-    seed: an int >= 0.
+    seed: an int in [0, 2**63 - 1] (stored as an int64 in the train state).
 
   The batch of step t is a function of (seed, t) only; see the module
   docstring for checkpointing. Normalize the summed gradient by the expected
@@ -316,15 +151,30 @@ class PoissonSampler:
     object.__setattr__(self, "n", _check_int("n", self.n, 1, 2**31 - 1))
     object.__setattr__(self, "q", _check_q(self.q))
     object.__setattr__(self, "capacity", _check_int("capacity", self.capacity, 1, self.n))
-    object.__setattr__(self, "seed", _check_int("seed", self.seed, 0))
+    object.__setattr__(self, "seed", _check_seed(self.seed))
 
   @property
   def expected_batch_size(self) -> float:
+    """``q * n``, the divisor of the summed clipped gradients."""
     return self.q * self.n
 
   def config(self) -> dict:
     """Constructor arguments (store them with the step counter in a checkpoint)."""
     return dataclasses.asdict(self)
+
+  #: The ``sampling=`` name of the scheme, its default relation, and its checkpoint tag.
+  sampling = "poisson"
+  default_relation = "add_remove"
+  kind = 0
+  #: Steps per composed event (one event per step).
+  steps_per_event = 1
+
+  def event(self, sigma, relation: str = "add_remove"):
+    """The event of one step with DP-SGD noise multiplier ``sigma``: the Sampled Gaussian.
+
+    Truncation at the capacity is not in it (see :meth:`truncation_delta`).
+    """
+    return PoissonSampled(self.q, Gaussian(sigma), relation)
 
   def batch_size(self, step: int) -> int:
     """The untruncated Poisson batch size K of step t (for diagnostics)."""
@@ -355,7 +205,7 @@ class _BatchOfSizeB:
   def __post_init__(self):
     object.__setattr__(self, "n", _check_int("n", self.n, 1, 2**31 - 1))
     object.__setattr__(self, "batch_size", _check_int("batch_size", self.batch_size, 1, self.n))
-    object.__setattr__(self, "seed", _check_int("seed", self.seed, 0))
+    object.__setattr__(self, "seed", _check_seed(self.seed))
 
   @property
   def capacity(self) -> int:
@@ -386,10 +236,19 @@ class FixedSizeSampler(_BatchOfSizeB):
   batch_size: int
   seed: int = 0
 
+  sampling = "fixed"
+  default_relation = "replace_one"
+  kind = 1
+  steps_per_event = 1
+
   @property
   def sampling_ratio(self) -> float:
     """gamma = B / n, the ``gamma`` of the without-replacement bound."""
     return self.batch_size / self.n
+
+  def event(self, sigma, relation: str = "replace_one"):
+    """The event of one step: ``FixedSizeSampled(B / n, Gaussian(sigma), relation)``."""
+    return FixedSizeSampled(self.sampling_ratio, Gaussian(sigma), relation)
 
   def config(self) -> dict:
     return dataclasses.asdict(self)
@@ -436,9 +295,22 @@ class ShuffleSampler(_BatchOfSizeB):
   seed: int = 0
   _cache: dict = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
 
+  sampling = "shuffle"
+  default_relation = "add_remove"
+  kind = 2
+
   @property
   def steps_per_epoch(self) -> int:
     return -(-self.n // self.batch_size)
+
+  @property
+  def steps_per_event(self) -> int:
+    """One event per epoch, composed at its first step."""
+    return self.steps_per_epoch
+
+  def event(self, sigma, relation: str = "add_remove"):
+    """The event of one epoch: ``ShuffledEpochs(1, Gaussian(sigma), relation)``."""
+    return ShuffledEpochs(1.0, Gaussian(sigma), relation)
 
   def config(self) -> dict:
     return {"n": self.n, "batch_size": self.batch_size, "seed": self.seed}
@@ -457,3 +329,175 @@ class ShuffleSampler(_BatchOfSizeB):
     epoch, b = divmod(step, self.steps_per_epoch)
     perm = self._permutation(epoch)
     return _pad(perm[b * self.batch_size : (b + 1) * self.batch_size], self.batch_size)
+
+
+def _allocate(rng, n, t, k):
+  """One epoch of random allocation: ``(members, ends)``.
+
+  Every example gets k distinct steps of ``range(t)``, a uniformly random
+  k-subset drawn independently of the other examples (Floyd's algorithm,
+  vectorized over the examples: for j = t - k .. t - 1 draw r uniform in
+  [0, j] and take r, or j if r is already taken; each k-subset has probability
+  1 / C(t, k)). The (example, step) pairs are grouped by step with a stable
+  sort on the step after a random permutation of the examples, so the members
+  of a step come in a uniformly random order: any prefix of a step's members
+  is a uniformly random subset of them (what truncation keeps). Step s holds
+  ``members[ends[s - 1]:ends[s]]`` (``ends[-1]`` read as 0). O(n k log(n k)).
+  """
+  order = rng.permutation(n)
+  if k == 1:
+    steps = rng.integers(0, t, size=n)
+    examples = order
+  else:
+    chosen = np.empty((n, k), dtype=np.int64)
+    for c, j in enumerate(range(t - k, t)):
+      r = rng.integers(0, j + 1, size=n)
+      taken = np.any(chosen[:, :c] == r[:, None], axis=1) if c else np.zeros(n, bool)
+      chosen[:, c] = np.where(taken, j, r)
+    steps = chosen.reshape(-1)
+    examples = np.repeat(order, k)
+  by_step = np.argsort(steps, kind="stable")
+  members = examples[by_step].astype(np.int32)
+  ends = np.cumsum(np.bincount(steps, minlength=t))
+  return members, ends
+
+
+@dataclasses.dataclass(frozen=True)
+class RandomAllocationSampler:
+  """Random allocation: each example in ``selected`` of every epoch's ``steps_per_epoch`` steps.
+
+  In epoch e (steps ``e t .. e t + t - 1``, t = ``steps_per_epoch``) every
+  example is placed in k = ``selected`` distinct steps, a uniformly random
+  k-subset of the t steps, independently of the other examples ("balls in
+  bins" for k = 1: Chua et al. 2024, arXiv:2412.16802; "random k-out-of-t
+  allocation": Feldman and Shenfeld 2025, arXiv:2502.08202). Like shuffling,
+  every example is used k times per epoch; unlike shuffling, the batch sizes
+  vary: each example is in a given step with probability q = k / t,
+  independently of the others, so a batch has Binomial(n, q) examples (the
+  sizes of one epoch sum to n k), and the privacy is close to Poisson
+  sampling at rate q (:class:`jaxrdp.events.RandomAllocation`).
+
+  Capacity and truncation. The step takes ``capacity`` entries and a mask,
+  as :class:`PoissonSampler`. A batch larger than the capacity keeps a
+  uniformly random subset of ``capacity`` of its members and drops the
+  others. Truncation is accounted, not avoided (no capacity below n can
+  rule it out): marginally each batch is Binomial(n, q) exactly as a Poisson
+  batch, so the truncated and untruncated samplers coincide except with
+  probability at most ``eta = T P[Binomial(n + 1, q) > capacity]`` over T
+  steps (a union bound; n + 1 for add/remove neighbours), and an (epsilon,
+  delta)-DP guarantee of the untruncated run gives (epsilon, delta + (1 +
+  e^epsilon) eta) for the truncated one: :meth:`truncation_delta` and
+  :func:`truncated_poisson_delta`, the same terms as for Poisson;
+  :func:`default_capacity` at rate q chooses a capacity whose term is at most
+  1e-3 delta.
+
+  Cost. Epoch e is drawn from ``(seed, e)``: the k-subsets of all n examples
+  grouped by step, O(n k log(n k)) once per epoch and cached (the current
+  epoch only), i.e. O(k log(n k)) per example, O(capacity) per step
+  amortized when the capacity is near the mean batch n k / t. A step itself
+  copies its (at most capacity) members. As for :class:`ShuffleSampler`, the
+  batch of step t is a function of ``(seed, t)`` only, so a resumed run draws
+  the batches an uninterrupted one would; the checkpoint needs
+  :meth:`config` and the step counter.
+
+  Normalize the summed gradient by the expected batch size ``n k / t``
+  (:attr:`expected_batch_size`), never by the realized one.
+
+  Attributes:
+    n: dataset size (int >= 1).
+    steps_per_epoch: t, the steps of an epoch (int >= 1).
+    capacity: the batch capacity B_max (int in [1, n]).
+    selected: k, the steps each example is in per epoch (int in [1, t]).
+    seed: an int in [0, 2**63 - 1].
+
+  Examples:
+    >>> from jaxrdp.train import RandomAllocationSampler
+    >>> s = RandomAllocationSampler(n=1000, steps_per_epoch=10, capacity=140, seed=0)
+    >>> idx, mask = s.sample(0)
+    >>> idx.shape, s.q, s.expected_batch_size
+    ((140,), 0.1, 100.0)
+    >>> epoch = [i for t in range(10) for i, m in zip(*s.sample(t)) if m]
+    >>> sorted(epoch) == list(range(1000))  # each example once (no batch was truncated)
+    True
+  """
+
+  n: int
+  steps_per_epoch: int
+  capacity: int
+  selected: int = 1
+  seed: int = 0
+  _cache: dict = dataclasses.field(default_factory=dict, init=False, repr=False, compare=False)
+
+  def __post_init__(self):
+    object.__setattr__(self, "n", _check_int("n", self.n, 1, 2**31 - 1))
+    t = _check_int("steps_per_epoch", self.steps_per_epoch, 1, 2**31 - 1)
+    object.__setattr__(self, "steps_per_epoch", t)
+    object.__setattr__(self, "capacity", _check_int("capacity", self.capacity, 1, self.n))
+    object.__setattr__(self, "selected", _check_int("selected", self.selected, 1, t))
+    object.__setattr__(self, "seed", _check_seed(self.seed))
+
+  sampling = "allocation"
+  default_relation = "add_remove"
+
+  @property
+  def q(self) -> float:
+    """k / t: the probability that an example is in a given step (the event's ``q``)."""
+    return self.selected / self.steps_per_epoch
+
+  @property
+  def steps_per_event(self) -> int:
+    """One event per epoch."""
+    return self.steps_per_epoch
+
+  def event(self, sigma, relation: str = "add_remove"):
+    """The event of one epoch: ``RandomAllocation(k / t, Gaussian(sigma), t, k)``.
+
+    (The training step does not take this sampler yet: account a run with
+    ``jaxrdp.dpsgd_epsilon(q, sigma, steps, delta, sampling="allocation")`` and
+    :meth:`truncation_delta`.)
+    """
+    check_relation(relation, allowed=("add_remove",))
+    return RandomAllocation(self.q, Gaussian(sigma), self.steps_per_epoch, self.selected)
+
+  @property
+  def expected_batch_size(self) -> float:
+    return self.n * self.selected / self.steps_per_epoch
+
+  def config(self) -> dict:
+    """Constructor arguments (store them with the step counter in a checkpoint)."""
+    return {
+      "n": self.n,
+      "steps_per_epoch": self.steps_per_epoch,
+      "capacity": self.capacity,
+      "selected": self.selected,
+      "seed": self.seed,
+    }
+
+  def _epoch(self, epoch):
+    got = self._cache.get(epoch)
+    if got is None:
+      rng = np.random.default_rng((self.seed, epoch, _STREAM_ALLOCATION))
+      got = _allocate(rng, self.n, self.steps_per_epoch, self.selected)
+      self._cache.clear()
+      self._cache[epoch] = got
+    return got
+
+  def _members(self, step):
+    epoch, s = divmod(_check_int("step", step, 0), self.steps_per_epoch)
+    members, ends = self._epoch(epoch)
+    return members[(ends[s - 1] if s else 0) : ends[s]]
+
+  def batch_size(self, step: int) -> int:
+    """The untruncated batch size of step ``step`` (for diagnostics)."""
+    return int(self._members(step).size)
+
+  def sample(self, step: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(int32[capacity] indices, bool[capacity] mask)`` of step ``step``."""
+    members = self._members(step)
+    # The members come in a uniformly random order (see _allocate): the first
+    # `capacity` of them are a uniformly random subset.
+    return _pad(np.sort(members[: self.capacity]), self.capacity)
+
+  def truncation_delta(self, steps: int) -> float:
+    """:func:`truncation_delta` at q = k / t over ``steps`` steps, at n + 1 (add/remove)."""
+    return truncation_delta(self.n + 1, self.q, self.capacity, steps)

@@ -146,7 +146,7 @@ def privacy_guard(
   (RDP composition, arXiv:1702.07476 Prop. 1; SGM RDP, arXiv:1908.10530.)
   It is selected with ``jnp.where``, so it works on traced values inside jit
   and vmap. Use ``guard.allowed`` to keep the old parameters
-  (:func:`tree_select` or ``lax.cond``) and as the stop signal.
+  (``jnp.where`` over the parameters, or ``lax.cond``) and as the stop signal.
 
   Args:
     accountant: current :class:`jaxrdp.accountants.RdpState`.

@@ -7,6 +7,10 @@ accountant (:class:`jaxrdp.accountants.PldAccountant`) in one call. Consecutive 
 with the same (q, sigma) form one phase, so a constant or piecewise-constant
 schedule costs one FFT composition whatever the number of steps.
 
+The caller's ``q`` and ``sigma`` are checked against the state itself: the step
+composed each applied step's RDP curve into ``state.accountant``, and the phases they
+describe must add up to that curve (``check_phases``), or the call raises.
+
 A run with a batch sampler (``dpsgd_init(..., sampler=)``) carries it in its state:
 with a capacity-truncated ``PoissonSampler`` the epsilon returned includes the
 truncation term (as ``jaxrdp.dpsgd_epsilon(..., capacity=, dataset_size=)``); a
@@ -19,13 +23,25 @@ from typing import Any, Callable
 
 import numpy as np
 
+from .._core.precision import x64_context
+from ..accountants._protocol import get_accountant
+from ..accountants._truncation import truncated_poisson_epsilon
+from ..events._events import Composed, Gaussian, PoissonSampled, SelfComposed
+from ..rdp._accountant import RdpState
+from ._sampled_step import _step_curve, sampler_from_state, scheme_of
+from ._samplers import PoissonSampler
+
 __all__ = ["tight_epsilon"]
 
 
 def _values(schedule, steps: int) -> np.ndarray:
+  # As the step evaluates them (jaxrdp.train._step._evaluate): with float64 enabled,
+  # so that a schedule returning a Python float gives the value the step used.
+
   if not callable(schedule):
     return np.full(steps, float(schedule))
-  return np.array([float(schedule(np.int32(t))) for t in range(steps)], dtype=np.float64)
+  with x64_context():
+    return np.array([float(schedule(np.int32(t))) for t in range(steps)], dtype=np.float64)
 
 
 def schedule_phases(q: float | Callable, sigma: float | Callable, steps: int) -> list[tuple]:
@@ -61,8 +77,12 @@ def tight_epsilon(
   Raises:
     ValueError: for a run whose ``state.sampler`` is a ``FixedSizeSampler`` or
       ``ShuffleSampler`` (the Poisson epsilon would under-report them; use
-      ``jaxrdp.dpsgd_epsilon(..., sampling=)``), or a ``q`` other than its
-      ``PoissonSampler``'s rate.
+      ``jaxrdp.dpsgd_epsilon(..., sampling=)``), a ``q`` other than its
+      ``PoissonSampler``'s rate, or a ``q`` and ``sigma`` that are not what the
+      state's own (Renyi-DP) accountant composed: ``state.accountant`` must hold
+      the RDP curve of ``state.step`` steps of Poisson sampling at ``q`` with
+      noise ``sigma`` under add/remove (``check_phases``), so a wrong argument
+      cannot silently under-report the run.
 
   Examples:
     >>> import jax.numpy as jnp, jaxrdp
@@ -70,21 +90,15 @@ def tight_epsilon(
     >>> schedule_phases(0.01, lambda t: jnp.where(t < 3, 2.0, 1.0), 5)
     [(0.01, 2.0, 3), (0.01, 1.0, 2)]
   """
-  from ..accountants._protocol import get_accountant
-  from ..events._events import Composed, Gaussian, PoissonSampled, SelfComposed
-
   steps = int(np.asarray(state.step))
   sampler = _poisson_sampler_of(state, q)
+  phases = schedule_phases(q, sigma, steps)
+  check_phases(state, phases, sampler is not None)
   acct = get_accountant(accountant)
-  events = tuple(
-    SelfComposed(PoissonSampled(qv, Gaussian(sv)), n)
-    for qv, sv, n in schedule_phases(q, sigma, steps)
-  )
+  events = tuple(SelfComposed(PoissonSampled(qv, Gaussian(sv)), n) for qv, sv, n in phases)
   composed = acct.compose(acct.init(), Composed(events))
   if sampler is None:
     return acct.get_epsilon(composed, delta)
-  from ..rdp._sampling import truncated_poisson_epsilon
-
   return truncated_poisson_epsilon(
     lambda d: acct.get_epsilon(composed, d),
     sampler.q,
@@ -99,9 +113,6 @@ def _poisson_sampler_of(state: Any, q):
   """The run's ``PoissonSampler`` (None without a sampler); refuses the other samplers."""
   if getattr(state, "sampler", None) is None:
     return None
-  from ._sampled_step import sampler_from_state, scheme_of
-  from ._samplers import PoissonSampler
-
   sampler = sampler_from_state(state.sampler)
   if not isinstance(sampler, PoissonSampler):
     raise ValueError(
@@ -113,3 +124,48 @@ def _poisson_sampler_of(state: Any, q):
   if callable(q) or float(q) != sampler.q:
     raise ValueError(f"q must be the run's PoissonSampler rate {sampler.q!r}, got {q!r}")
   return sampler
+
+
+def check_phases(state: Any, phases: list[tuple], sampler_run: bool = False) -> None:
+  """Raises ValueError unless ``state.accountant`` holds the RDP of ``phases``.
+
+  The step composes, at every applied step, the RDP curve of the Sampled Gaussian
+  Mechanism at that step's (q, sigma) into ``state.accountant`` (Mironov 2017,
+  arXiv:1702.07476, Prop. 1: RDP adds up). The phases ``[(q, sigma, count), ...]``
+  the caller describes must add up to the same curve at the accountant's orders, to
+  the rounding of T additions (relative 1e-9 + 4 T eps). A state without a Renyi-DP
+  accountant is not checked.
+  """
+  held = getattr(state, "accountant", None)
+  if not isinstance(held, RdpState):
+    return
+  orders = np.asarray(held.orders, dtype=np.float64)
+  rdp = np.asarray(held.rdp, dtype=np.float64)
+  total = np.zeros_like(rdp)
+  if phases:
+    qs = np.array([p[0] for p in phases])  # the curves: [phases, orders]
+    ss = np.array([p[1] for p in phases])
+    counts = np.array([[p[2]] for p in phases], dtype=np.float64)
+    with x64_context():
+      event = PoissonSampled(qs, Gaussian(ss))
+      curves = np.asarray(_step_curve(event, orders))
+    with np.errstate(invalid="ignore"):
+      total = np.sum(np.where(counts > 0, counts * curves, 0.0), axis=0)
+  steps = sum(p[2] for p in phases)
+  rtol = 1e-9 + 4.0 * steps * np.finfo(np.float64).eps
+  same_inf = np.isinf(rdp) == np.isinf(total)
+  finite = np.isfinite(rdp) & np.isfinite(total)
+  close = np.abs(rdp - total) <= rtol * np.maximum(np.abs(rdp), np.abs(total))
+  if np.all(same_inf) and np.all(close[finite]):
+    return
+  k = int(np.argmax(~same_inf | (finite & ~close)))
+  q_desc = "q (the PoissonSampler's rate) is right, so sigma" if sampler_run else "q or sigma"
+  qv, sv, _ = phases[0] if phases else (np.nan, np.nan, 0)
+  more = len(phases) > 1
+  raise ValueError(
+    f"{q_desc} is not what this run's steps used: {steps} steps of Poisson sampling at "
+    f"q={qv!r}, sigma={sv!r}{' (and the later phases)' if more else ''} give RDP "
+    f"{total[k]:.6g} at order {orders[k]:g}, while the state's accountant composed "
+    f"{rdp[k]:.6g}; pass the q and sigma (or schedules) the step was built with"
+    + (" (and a run under relation='replace_one' has no tight epsilon here)" if sampler_run else "")
+  )

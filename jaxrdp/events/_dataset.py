@@ -8,6 +8,8 @@ N / B steps, so E epochs take T = ceil(E * N / B) steps (Abadi et al. 2016,
 
 from __future__ import annotations
 
+import fractions
+
 import numpy as np
 import jax
 import jax.numpy as jnp
@@ -18,11 +20,11 @@ from .._core.validation import check_range, concrete_or_none
 
 __all__ = ["sampling_rate", "epochs_to_steps"]
 
-# epochs * N / B is exact in float64 when it is an integer below 2**53 and epochs is an
-# integer; for fractional epochs a product like 0.3 * 60000 can land one ulp above an
-# integer, which ceil would turn into one extra step. Shaving this relative amount
-# first makes such cases round to the integer; it is far below any real fraction of a
-# step for runs shorter than 10**11 steps.
+# Traced arguments only (concrete ones are counted exactly, _exact_steps): a float64
+# product like 0.3 * 60000 can land one ulp above an integer, which ceil would turn
+# into one extra step. Shaving this relative amount first makes such cases round to
+# the integer; it is far below any real fraction of a step for runs shorter than
+# 10**11 steps.
 _CEIL_SLACK = 1e-12
 
 
@@ -72,16 +74,26 @@ def epochs_to_steps(epochs: ArrayLike, dataset_size: ArrayLike, batch_size: Arra
     batch_size: expected batch size B, a positive integer with B <= N (broadcasts).
 
   Returns:
-    float64 array of integer values T. The ceiling is taken after shaving a relative
-    1e-12, so that float rounding of E * N / B never adds a step. Concrete invalid
-    input raises ValueError; traced invalid input gives NaN.
+    float64 array of integer values T. Concrete arguments are counted exactly, in
+    integer arithmetic: E as the decimal it prints as (0.3 is 3/10, not the binary
+    fraction nearest to it), times N, divided by B, rounded up; so any dataset size
+    gives the exact count (exact as a float64 up to 2**53 steps). Traced arguments
+    take the ceiling of the float64 E * N / B after shaving a relative 1e-12, so
+    that its rounding never adds a step (exact below about 1e11 steps). Concrete
+    invalid input raises ValueError; traced invalid input gives NaN.
 
   Examples:
     >>> int(epochs_to_steps(60, 60000, 256))
     14063
+    >>> int(epochs_to_steps(1, 2_000_000_000_001, 1_000_000))
+    2000001
   """
   _check_dataset(dataset_size, batch_size)
   check_range("epochs", epochs, lower=0.0)
+  values = [concrete_or_none(x) for x in (epochs, dataset_size, batch_size)]
+  if all(v is not None for v in values):
+    with x64_context():
+      return jnp.asarray(_exact_steps(epochs, dataset_size, batch_size), jnp.float64)
   with x64_context():
     e = jnp.asarray(epochs, jnp.float64)
     b = jnp.asarray(batch_size, jnp.float64)
@@ -89,3 +101,34 @@ def epochs_to_steps(epochs: ArrayLike, dataset_size: ArrayLike, batch_size: Arra
     ok = (e >= 0) & jnp.isfinite(e) & (b >= 1) & (n >= b) & jnp.isfinite(n)
     x = e * n / jnp.where(ok, b, 1.0)
     return jnp.where(ok, jnp.ceil(x * (1.0 - _CEIL_SLACK)), jnp.nan)
+
+
+def _as_exact(x) -> np.ndarray:
+  """A concrete argument as an object array of exact numbers: Python ints for ints
+  (and integer-valued floats), Fractions of the shortest decimal for other floats."""
+  arr = np.asarray(x)
+  if arr.dtype.kind in "iu":
+    return arr.astype(object)
+  flat = np.asarray(arr, np.float64).ravel()
+  out = np.empty(flat.size, dtype=object)
+  out[:] = [int(v) if v.is_integer() else fractions.Fraction(repr(v)) for v in flat.tolist()]
+  return out.reshape(arr.shape)
+
+
+def _exact_steps(epochs, dataset_size, batch_size) -> np.ndarray:
+  """ceil(E * N / B) in exact arithmetic (validated, concrete arguments), as float64."""
+  as_float = [np.asarray(x, np.float64) for x in (epochs, dataset_size, batch_size)]
+  e, n, b = np.broadcast_arrays(*as_float)
+  if (
+    np.all(e == np.floor(e))
+    and float(np.max(e, initial=0.0)) * float(np.max(n, initial=0.0)) < 2.0**62
+  ):
+    # Integers whose product fits an int64: numpy's exact integer arithmetic.
+    ei, ni, bi = (x.astype(np.int64) for x in (e, n, b))
+    return (-(-(ei * ni) // bi)).astype(np.float64)
+  e, n, b = np.broadcast_arrays(*(_as_exact(x) for x in (epochs, dataset_size, batch_size)))
+  out = np.empty(e.shape, dtype=np.float64)
+  for i in np.ndindex(e.shape):
+    ratio = fractions.Fraction(e[i]) * n[i] / b[i]
+    out[i] = float(-(-ratio.numerator // ratio.denominator))
+  return out

@@ -1,0 +1,213 @@
+"""DP-SGD in one call: epsilon or delta of ``steps`` steps, any batching scheme, any accountant.
+
+The strings ``sampling`` and ``relation`` are read once, by
+:func:`jaxrdp.events.dpsgd_event`, which builds the event of the run; the accountant
+(a name or an object, :func:`jaxrdp.accountants.get_accountant`) is resolved once and
+asked about that event. Whether it can answer is decided by the accountant itself
+(``supports``), so a refusal names the real reason and the accountants that can.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from jax.typing import ArrayLike
+
+from .._core.validation import is_concrete
+from ..events._dpsgd import dpsgd_event, resolve_scheme
+from ..rdp._accountant import RdpAccountant
+from ..rdp._conversions import DeltaResult, EpsilonResult
+from ..rdp._dpsgd import check_sgm_arguments, sgm_dpsgd
+from ._protocol import Accountant, get_accountant, require_support
+from ._truncation import check_capacity, truncated_poisson_epsilon
+
+__all__ = ["dpsgd_epsilon", "dpsgd_delta", "resolve_accountant", "accountant_and_orders"]
+
+
+def resolve_accountant(
+  accountant: str | Accountant, orders: ArrayLike | None = None, method: str = "improved"
+) -> Accountant:
+  """The accountant object for ``accountant`` (a name or an object), configured by
+  ``orders`` and ``method`` when those are given (the Renyi-DP accountant's settings).
+
+  Raises:
+    ValueError: ``orders`` or ``method`` given with anything but the name of the
+      Renyi-DP accountant.
+  """
+  acct = get_accountant(accountant)
+  if orders is None and method == "improved":
+    return acct
+  if isinstance(accountant, str) and isinstance(acct, RdpAccountant):
+    return RdpAccountant(orders, method)
+  raise ValueError(
+    "orders and method configure the Renyi-DP accountant (accountant='rdp'); with an "
+    "accountant object or another accountant leave them out (pass "
+    "jaxrdp.accountants.RdpAccountant(orders, method) as the accountant instead)"
+  )
+
+
+def accountant_and_orders(accountant, orders):
+  """``(accountant object, orders)`` for the grid functions (calibrations, sweeps).
+
+  The accountant asked for (a name or an object), and the Renyi-DP orders of their
+  jitted search: ``orders`` configures the Renyi-DP accountant given by name, an
+  :class:`RdpAccountant` object carries its own, and another accountant takes none.
+  """
+  acct = get_accountant(accountant)
+  if isinstance(acct, RdpAccountant):
+    if orders is not None and not isinstance(accountant, str):
+      raise ValueError(
+        "orders configures the Renyi-DP accountant given by name; an RdpAccountant object "
+        "carries its own orders: leave orders out"
+      )
+    if acct.method != "improved":
+      raise ValueError(
+        "the calibrations use the improved RDP-to-DP conversion; got an RdpAccountant with "
+        f"method={acct.method!r}"
+      )
+    return acct, (
+      orders if isinstance(accountant, str) else np.asarray(acct.orders, dtype=np.float64)
+    )
+  if orders is not None:
+    raise ValueError(f"orders configures the Renyi-DP accountant; leave it out with {acct!r}")
+  return acct, None
+
+
+def _traced_orders(orders) -> bool:
+  return orders is not None and not is_concrete(orders)
+
+
+def _ask(kind, q, sigma, steps, given, orders, method, accountant, sampling, relation):
+  """epsilon (``kind="epsilon"``) or delta of the run, through its event and accountant."""
+  check_sgm_arguments(kind, q, sigma, steps, given, method)
+  if _traced_orders(orders):
+    # Traced orders (inside the caller's jit) cannot configure an accountant object:
+    # the Renyi-DP search over every order, for Poisson sampling under add/remove.
+    rdp = isinstance(get_accountant(accountant), RdpAccountant)
+    if resolve_scheme(sampling, relation) != ("poisson", "add_remove") or not rdp:
+      raise ValueError(
+        "traced orders are supported by the Renyi-DP accountant with Poisson sampling "
+        "under add/remove only; pass concrete orders"
+      )
+    return sgm_dpsgd(kind, q, sigma, steps, given, orders, method)
+  acct = resolve_accountant(accountant, orders, method)
+  event = dpsgd_event(q, sigma, steps, sampling=sampling, relation=relation)
+  require_support(acct, event)
+  return acct.epsilon(event, given) if kind == "epsilon" else acct.delta(event, given)
+
+
+def dpsgd_epsilon(
+  q: ArrayLike,
+  sigma: ArrayLike,
+  steps: ArrayLike,
+  delta: ArrayLike,
+  orders: ArrayLike | None = None,
+  *,
+  method: str = "improved",
+  accountant: str | Accountant = "rdp",
+  sampling: str = "poisson",
+  relation: str | None = None,
+  capacity: int | None = None,
+  dataset_size: int | None = None,
+) -> EpsilonResult | Any:
+  """epsilon of DP-SGD: ``steps`` steps of the Sampled Gaussian Mechanism (or another scheme).
+
+  With the Renyi-DP accountant (the default), eps = min over alpha of
+  conv(steps * sgm_rdp(q, sigma, alpha), alpha, delta), with the conversion of
+  :func:`jaxrdp.rdp_to_epsilon` (Abadi et al. 2016, arXiv:1607.00133, moments
+  accountant; Mironov, Talwar, Zhang 2019, arXiv:1908.10530 for the SGM RDP); with
+  ``accountant="pld"``, the tight, certified epsilon.
+
+  Args:
+    q: Poisson sampling rate in [0, 1] (batch size / dataset size).
+    sigma: noise multiplier (noise std / clipping norm), >= 0.
+    steps: number of steps, >= 0 (an integer for the tight accountant).
+    delta: target delta in (0, 1).
+      q, sigma, steps and delta broadcast together with NumPy rules.
+    orders: Renyi orders to minimise over; default :data:`DEFAULT_ORDERS`, a
+      superset of dp_accounting's 156 defaults, so never looser than it.
+    method: ``"improved"`` (default) or ``"classic"`` RDP-to-DP conversion.
+      ``orders`` and ``method`` configure the Renyi-DP accountant (they are the
+      arguments of :class:`jaxrdp.accountants.RdpAccountant`).
+    accountant: a name (``"rdp"``, the default; ``"pld"``, the tight, certified
+      epsilon of :class:`jaxrdp.accountants.PldAccountant`, about 8 to 10% lower,
+      as a ``PldEpsilon(epsilon, epsilon_lower)``) or an accountant object.
+    sampling: the batching scheme, ``"poisson"`` (default), ``"fixed"`` (B distinct
+      examples per step, q = B / n) or ``"shuffle"`` (shuffled epochs, q = B / n,
+      no amplification); :func:`jaxrdp.events.dpsgd_event` builds each one's event,
+      and the accountant says whether it can account it.
+    relation: the neighbouring relation, ``"add_remove"`` or ``"replace_one"``;
+      default ``"add_remove"`` for ``"poisson"`` and ``"shuffle"``, ``"replace_one"``
+      for ``"fixed"`` (the only one its theorem covers; ``"add_remove"`` raises).
+      ``sigma`` is always the DP-SGD noise multiplier; the relation's sensitivity
+      (C or 2C) is applied by the accountant.
+    capacity: with ``dataset_size``, Poisson batches truncated at this capacity
+      B_max (``jaxrdp.train.PoissonSampler``): the epsilon returned then holds at
+      total delta ``delta`` *including* the truncation term (1 + e^eps) eta
+      (``jaxrdp.train.truncated_poisson_delta``); scalar arguments, integer steps.
+    dataset_size: the dataset size n, with ``capacity``.
+
+  Returns:
+    The accountant's result of the broadcast shape of the arguments:
+    ``EpsilonResult(epsilon, order)`` (Renyi DP), ``PldEpsilon(epsilon,
+    epsilon_lower)`` (tight).
+
+  Raises:
+    ValueError: for an argument out of its range (naming it).
+    NotImplementedError: if the accountant cannot account the scheme (the message
+      names what it lacks and the accountants that can).
+
+  The Renyi-DP accountant does not evaluate every order: exact log A at a coarse
+  set of integer orders bounds every other order by convexity, and only the orders
+  that could still be optimal are evaluated exactly (``jaxrdp.rdp._order_search``);
+  the result is the exact minimum over the grid. Traced orders evaluate every order.
+
+  Examples:
+    >>> import jaxrdp
+    >>> res = jaxrdp.dpsgd_epsilon(256 / 60000, 1.1, 14063, 1e-5)
+    >>> round(float(res.epsilon), 3), float(res.order)
+    (2.597, 8.1)
+    >>> round(float(jaxrdp.dpsgd_epsilon(256 / 60000, 1.1, 14063, 1e-5, accountant="pld").epsilon), 4)
+    2.3817
+  """
+  args = (q, sigma, steps)
+  options = (orders, method, accountant, sampling, relation)
+  if capacity is None and dataset_size is None:
+    return _ask("epsilon", *args, delta, *options)
+  check_sgm_arguments("epsilon", q, sigma, steps, delta, method)
+  if resolve_scheme(sampling, relation)[0] != "poisson":
+    raise ValueError(f"capacity applies to sampling='poisson' only, got sampling={sampling!r}")
+  capacity, dataset_size = check_capacity(capacity, dataset_size)
+  return truncated_poisson_epsilon(
+    lambda d: _ask("epsilon", *args, d, *options),
+    q,
+    steps,
+    delta,
+    capacity=capacity,
+    dataset_size=dataset_size,
+  )
+
+
+def dpsgd_delta(
+  q: ArrayLike,
+  sigma: ArrayLike,
+  steps: ArrayLike,
+  epsilon: ArrayLike,
+  orders: ArrayLike | None = None,
+  *,
+  method: str = "improved",
+  accountant: str | Accountant = "rdp",
+  sampling: str = "poisson",
+  relation: str | None = None,
+) -> DeltaResult | Any:
+  """delta of DP-SGD at a given epsilon; arguments as in :func:`dpsgd_epsilon`.
+
+  (For truncated Poisson batches add ``jaxrdp.train.truncated_poisson_delta`` to
+  the result.)
+
+  Returns:
+    ``DeltaResult(delta, order)`` (Renyi DP) or ``PldDelta(delta, delta_lower)``
+    (tight) with the broadcast shape of the arguments.
+  """
+  return _ask("delta", q, sigma, steps, epsilon, orders, method, accountant, sampling, relation)

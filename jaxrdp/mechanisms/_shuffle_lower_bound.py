@@ -1,0 +1,297 @@
+"""A lower bound on the privacy of DP-SGD with shuffled batches (Chua et al. 2024).
+
+Shuffled batches have no tight accountant; jaxrdp reports for them the bound
+without amplification (:class:`jaxrdp.events.ShuffledEpochs`). This module gives
+the other side: an epsilon that the true guarantee of shuffled DP-SGD *cannot*
+beat, from the neighbouring datasets of Chua, Ghazi, Kamath, Kumar, Manurangsi,
+Sinha, Zhang 2024 ("How Private are DP-SGD Implementations?", ICML,
+arXiv:2403.17673).
+
+The datasets. n = b t examples, shuffled and cut into t batches of b; each step
+releases the batch sum of one-dimensional contributions plus N(0, sigma^2)
+(clip norm 1). In D every example contributes -1 except the target, which
+contributes +1; in D' the target contributes 0 (the "zero-out" neighbour: one
+example's contribution replaced by nothing, the sensitivity-1 relation of the
+noise multiplier sigma). The batch holding the target has sum -b + 2 under D
+and -b + 1 under D', every other batch -b. Shifted by b, the outputs of one
+epoch are the mixtures over the target's uniformly random batch J
+
+    P = (1/t) sum_j N(2 e_j, sigma^2 I_t),   Q = (1/t) sum_j N(e_j, sigma^2 I_t).
+
+Unlike Poisson sampling, the other examples reveal which batch is special
+under *both* hypotheses, and what is left is nearly a Gaussian mechanism:
+the "substantial gap" of the paper.
+
+The bound. For any event S, delta(epsilon) >= P(S) - e^epsilon Q(S), i.e.
+epsilon(delta) >= log((P(S) - delta) / Q(S)). With the "cube" events
+S_C = {max_j x_j > C} (and their complements for the pair taken the other
+way round, Q against P), whose probabilities are closed-form,
+
+    P(max_j x_j <= C) = Phi((C - 2) / sigma) Phi(C / sigma)^(t - 1),
+    Q(max_j x_j <= C) = Phi((C - 1) / sigma) Phi(C / sigma)^(t - 1),
+
+the bound is maximized over C (a grid, then two finer grids around its best
+point; any C gives a valid bound, the search only sets how tight: within
+1e-10 relative of the maximum in the tests).
+
+Several epochs.
+
+* Persistent shuffling (one permutation for all epochs): the E outputs of the
+  target's batch average to one Gaussian, so E epochs are one epoch at
+  sigma / sqrt(E), exactly.
+* Dynamic shuffling (a new permutation every epoch; what
+  :class:`jaxrdp.train.ShuffleSampler` does): the epochs are independent, and
+  the count N of epochs whose maximum exceeds C is Binomial(E, p_C) under D
+  and Binomial(E, q_C) under D'. The events {N >= j} (and {N <= j} the other
+  way round) give the bound, maximized over C and j; so does any single epoch
+  (the others discarded), and the larger of the two is returned. Chua et al.
+  2024 (arXiv:2411.04205) compose the law of the maximum over epochs
+  numerically, which is tighter; the count statistic keeps the bound in closed
+  form and exact.
+
+Rounding: every probability is lowered (P side) or raised (Q side) by 1e-12
+relative before the bound is formed, so the returned values stay lower bounds
+despite float64 rounding.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import gammaln
+from jax.typing import ArrayLike
+
+from .._core import precision as _precision
+from .._core.validation import check_range, concrete_or_none
+from .._core.numerics import log_ndtr as _log_ndtr
+
+__all__ = ["shuffle_delta_lower_bound", "shuffle_epsilon_lower_bound"]
+
+_N_GRID = 384
+_N_FINE = 384
+_REL = 1e-12  # rounding allowance on every probability
+_MAX_EPOCHS = 4096  # dynamic shuffling: the count statistic's support is 0..E
+
+
+def _log_in_cube(c, mean, sigma, t):
+  """log P(max_j x_j <= C) for the mixture with the target's mean ``mean``."""
+  return _log_ndtr((c - mean) / sigma) + (t - 1.0) * _log_ndtr(c / sigma)
+
+
+def _log_out(log_in):
+  """log(1 - e^log_in), for log_in <= 0 (-inf at log_in = 0)."""
+  return jnp.log(-jnp.expm1(jnp.minimum(log_in, 0.0)))
+
+
+def _grid(sigma, t, n):
+  """Thresholds C from below the null mass to beyond the target's: [..., n]."""
+  spread = jnp.sqrt(2.0 * jnp.log(jnp.maximum(t, 2.0)))
+  lo = -6.0 * sigma
+  hi = 2.0 + sigma * (spread + 10.0)
+  u = jnp.linspace(0.0, 1.0, n)
+  return lo[..., None] + (hi - lo)[..., None] * u
+
+
+def _tails(c, sigma, t):
+  """``(log p_out, log q_out, log p_in, log q_in)`` at thresholds ``c`` (P: mean 2, Q: mean 1)."""
+  s, tt = sigma[..., None], t[..., None]
+  lp_in = _log_in_cube(c, 2.0, s, tt)
+  lq_in = _log_in_cube(c, 1.0, s, tt)
+  return _log_out(lp_in), _log_out(lq_in), lp_in, lq_in
+
+
+def _log_binomial_upper(log_p, log_1mp, epochs, j):
+  """log P(Binomial(E, p) >= j): [..., n, j] for p of shape [..., n], E of shape [...]."""
+  e = epochs[..., None, None]
+  lp, l1 = log_p[..., None], log_1mp[..., None]
+  # p = 0 or 1 give 0 * -inf: those terms are zero (or the point mass), handled by where.
+  term_p = jnp.where(j == 0, 0.0, j * lp)
+  term_q = jnp.where(e - j == 0, 0.0, (e - j) * l1)
+  log_pmf = (
+    gammaln(e + 1.0) - gammaln(j + 1.0) - gammaln(jnp.maximum(e - j, 0.0) + 1.0) + term_p + term_q
+  )
+  log_pmf = jnp.where(j <= e, log_pmf, -jnp.inf)
+  return jax.lax.cumlogsumexp(log_pmf, axis=log_pmf.ndim - 1, reverse=True)
+
+
+def _event_logs(c, sigma, t, epochs, many):
+  """``(log P(S), log Q(S))`` of the candidate events at each threshold: [..., n, k] pairs.
+
+  The first element of each pair is the hypothesis that must be likelier (the
+  pair is (D, D') or (D', D)). With ``many``, the count events of dynamic shuffling.
+  """
+  lp_out, lq_out, lp_in, lq_in = _tails(c, sigma, t)
+  if not many:
+    return [(lp_out[..., None], lq_out[..., None]), (lq_in[..., None], lp_in[..., None])]
+  j = jnp.arange(_MAX_EPOCHS + 1, dtype=jnp.float64)[: int(many) + 1]
+  up_p = _log_binomial_upper(lp_out, lp_in, epochs, j)  # P(#out >= j)
+  up_q = _log_binomial_upper(lq_out, lq_in, epochs, j)
+  in_q = _log_binomial_upper(lq_in, lq_out, epochs, j)  # Q(#in >= j)
+  in_p = _log_binomial_upper(lp_in, lp_out, epochs, j)
+  return [(up_p, up_q), (in_q, in_p)]
+
+
+def _epsilon_bound(log_a, log_b, delta):
+  """max over the last axis of log((A - delta) / B), A lowered and B raised by _REL."""
+  log_a = log_a + jnp.log1p(-_REL)
+  log_b = log_b + jnp.log1p(_REL)
+  log_d = jnp.log(delta)[..., None, None]
+  ok = (log_a > log_d) & (log_b > -jnp.inf)
+  safe_a = jnp.where(ok, log_a, 0.0)
+  gap = safe_a + jnp.log(-jnp.expm1(jnp.where(ok, log_d - safe_a, -1.0)))
+  val = jnp.where(ok, gap - jnp.where(ok, log_b, 0.0), -jnp.inf)
+  return jnp.max(val, axis=-1)
+
+
+def _delta_bound(log_a, log_b, epsilon):
+  """max over the last axis of A - e^epsilon B, A lowered and B raised by _REL."""
+  a = jnp.exp(log_a) * (1.0 - _REL)
+  b = jnp.exp(jnp.minimum(log_b + epsilon[..., None, None], 700.0)) * (1.0 + _REL)
+  return jnp.max(a - b, axis=-1)
+
+
+def _best_threshold(score_fn, sigma, t):
+  """A grid of thresholds, then two finer grids around the best point so far (each
+  spanning two cells of the previous one); returns the best score seen."""
+  c = _grid(sigma, t, _N_GRID)
+  vals = score_fn(c)  # [..., n]
+  best = jnp.max(vals, axis=-1)
+  step = c[..., 1] - c[..., 0]
+  u = jnp.linspace(-1.0, 1.0, _N_FINE)
+  for _ in range(2):
+    k = jnp.argmax(vals, axis=-1)
+    centre = jnp.take_along_axis(c, k[..., None], axis=-1)[..., 0]
+    c = centre[..., None] + step[..., None] * u
+    vals = score_fn(c)
+    best = jnp.maximum(best, jnp.max(vals, axis=-1))
+    step = c[..., 1] - c[..., 0]
+  return best
+
+
+def _bound_f64(sigma, t, epochs, given, *, kind, reshuffle, e_max):
+  sigma, t, epochs, given = jnp.broadcast_arrays(
+    *(_precision.as_float64(x) for x in (sigma, t, epochs, given))
+  )
+  combine = _epsilon_bound if kind == "epsilon" else _delta_bound
+
+  def score(c, s, many):
+    parts = [combine(a, b, given) for a, b in _event_logs(c, s, t, epochs, many)]
+    return jnp.max(jnp.stack(parts, axis=-1), axis=-1)  # [..., n]
+
+  # One epoch; persistent shuffling is one epoch at sigma / sqrt(E) (exact); with
+  # dynamic shuffling a single epoch is a post-processing of all of them.
+  s1 = sigma if reshuffle else sigma / jnp.sqrt(epochs)
+  best = _best_threshold(lambda c: score(c, s1, 0), s1, t)
+  if reshuffle and e_max > 1:
+    best = jnp.maximum(best, _best_threshold(lambda c: score(c, sigma, e_max), sigma, t))
+  out = jnp.maximum(best, 0.0) if kind == "epsilon" else jnp.clip(best, 0.0, 1.0)
+  bad = jnp.isnan(sigma) | jnp.isnan(given) | ~(sigma > 0) | ~(t >= 1) | ~(epochs >= 1)
+  return jnp.where(bad, jnp.nan, out)
+
+
+_bound_jit = jax.jit(_bound_f64, static_argnames=("kind", "reshuffle", "e_max"))
+
+
+def _e_max(epochs, reshuffle) -> int:
+  if not reshuffle:
+    return 1
+  arr = concrete_or_none(epochs)
+  if arr is None:
+    return _MAX_EPOCHS
+  top = int(np.max(arr)) if np.size(arr) else 1
+  return max(1, 1 << (top - 1).bit_length())  # a power of two: fewer compilations
+
+
+def _validate(sigma, steps_per_epoch, epochs, reshuffle):
+  check_range("sigma", sigma, lower=0.0, lower_open=True)
+  check_range("steps_per_epoch", steps_per_epoch, lower=1.0)
+  check_range("epochs", epochs, lower=1.0, upper=float(_MAX_EPOCHS))
+  for name, v in (("steps_per_epoch", steps_per_epoch), ("epochs", epochs)):
+    arr = concrete_or_none(v)
+    if arr is not None and np.any(arr != np.floor(arr)):
+      raise ValueError(f"{name} must be an integer, got {v!r}")
+  if not isinstance(reshuffle, bool):
+    raise TypeError(f"reshuffle must be a bool, got {reshuffle!r}")
+
+
+def shuffle_epsilon_lower_bound(
+  sigma: ArrayLike,
+  steps_per_epoch: ArrayLike,
+  delta: ArrayLike,
+  epochs: ArrayLike = 1,
+  *,
+  reshuffle: bool = True,
+) -> jax.Array:
+  """An epsilon below which shuffled DP-SGD is *not* (epsilon, delta)-DP.
+
+  For shuffled batches (``steps_per_epoch`` = t batches per epoch, noise
+  multiplier ``sigma``, ``epochs`` epochs), the neighbouring datasets of Chua et
+  al. 2024 (arXiv:2403.17673; module docstring) give
+
+      epsilon(delta) >= max_C log((P(max_j x_j > C) - delta) / Q(max_j x_j > C))
+
+  with P, Q the mixtures of N(2 e_j, sigma^2 I) and N(e_j, sigma^2 I) over the
+  target's batch j (and the same with the complements and the pair swapped);
+  several epochs as the module docstring says (``reshuffle=False``: one
+  permutation for all epochs, exactly one epoch at sigma / sqrt(E)).
+
+  Use it against an upper bound: a reported epsilon for shuffled training that
+  lies below this value under-reports. The true epsilon of shuffled DP-SGD lies
+  between this and the epsilon without amplification
+  (:class:`jaxrdp.events.ShuffledEpochs`).
+
+  Args:
+    sigma: the DP-SGD noise multiplier (> 0).
+    steps_per_epoch: t, batches per epoch (an integer >= 1).
+    delta: in (0, 1).
+    epochs: E, an integer in [1, 4096].
+    reshuffle: a fresh permutation every epoch (default, as
+      :class:`jaxrdp.train.ShuffleSampler`), or one for all epochs.
+
+  Returns:
+    float64 array of the broadcast shape; 0 where no event beats delta.
+
+  Examples:
+    >>> from jaxrdp.mechanisms import shuffle_epsilon_lower_bound
+    >>> lb = float(shuffle_epsilon_lower_bound(0.5, 1000, 1e-6))
+    >>> lb > 5.0   # Poisson sampling at q = 1/1000 would claim about 1.2
+    True
+  """
+  _validate(sigma, steps_per_epoch, epochs, reshuffle)
+  check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
+  e_max = _e_max(epochs, reshuffle)
+  return _precision.elementwise_float64(
+    lambda s, t, e, d: _bound_jit(s, t, e, d, kind="epsilon", reshuffle=reshuffle, e_max=e_max),
+    (sigma, steps_per_epoch, epochs, delta),
+    down=True,
+  )
+
+
+def shuffle_delta_lower_bound(
+  sigma: ArrayLike,
+  steps_per_epoch: ArrayLike,
+  epsilon: ArrayLike,
+  epochs: ArrayLike = 1,
+  *,
+  reshuffle: bool = True,
+) -> jax.Array:
+  """A delta below which shuffled DP-SGD is *not* (epsilon, delta)-DP.
+
+  ``max_C [P(max_j x_j > C) - e^epsilon Q(max_j x_j > C)]`` and the other event
+  families of :func:`shuffle_epsilon_lower_bound`, whose arguments it shares
+  (``epsilon`` >= 0 instead of delta).
+
+  Examples:
+    >>> from jaxrdp.mechanisms import shuffle_delta_lower_bound
+    >>> float(shuffle_delta_lower_bound(0.5, 1000, 2.0)) > 1e-3
+    True
+  """
+  _validate(sigma, steps_per_epoch, epochs, reshuffle)
+  check_range("epsilon", epsilon, lower=0.0)
+  e_max = _e_max(epochs, reshuffle)
+  return _precision.elementwise_float64(
+    lambda s, t, e, x: _bound_jit(s, t, e, x, kind="delta", reshuffle=reshuffle, e_max=e_max),
+    (sigma, steps_per_epoch, epochs, epsilon),
+    down=True,
+  )

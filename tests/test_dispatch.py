@@ -1,0 +1,128 @@
+"""One path from a question to an accountant: events decide, accountants say what they support.
+
+The public functions take an accountant by name or as an object, build the event of
+the question (``jaxrdp.events.dpsgd_event``), and ask the accountant whether it can
+account it (``supports``): a refusal is generated from that answer, so it names what
+is missing and the accountants that can. Unknown options are errors, not dropped.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import jaxrdp
+from jaxrdp.accountants import PldAccountant, RdpAccountant, get_accountant
+from jaxrdp.events import (
+  Composed,
+  FixedSizeSampled,
+  Gaussian,
+  Laplace,
+  NoOp,
+  PoissonSampled,
+  SelfComposed,
+  ShuffledEpochs,
+  dpsgd_event,
+)
+
+Q, SIGMA, STEPS, DELTA = 256 / 60000, 1.1, 1000, 1e-5
+
+
+def test_an_accountant_object_is_accepted_wherever_a_name_is():
+  by_name = jaxrdp.dpsgd_epsilon(Q, SIGMA, STEPS, DELTA, sampling="shuffle")
+  by_object = jaxrdp.dpsgd_epsilon(
+    Q, SIGMA, STEPS, DELTA, accountant=RdpAccountant(), sampling="shuffle"
+  )
+  assert float(by_object.epsilon) == float(by_name.epsilon)
+  cal_name = jaxrdp.calibrate_noise(3.0, DELTA, Q, STEPS)
+  cal_object = jaxrdp.calibrate_noise(3.0, DELTA, Q, STEPS, accountant=RdpAccountant())
+  assert float(cal_object.sigma) == float(cal_name.sigma)
+  res = jaxrdp.sweep(q=[Q], sigma=[SIGMA], steps=[STEPS], accountant=RdpAccountant())
+  assert res.accountant == "rdp"
+  np.testing.assert_allclose(
+    res.epsilon.ravel(), float(jaxrdp.dpsgd_epsilon(Q, SIGMA, STEPS, DELTA).epsilon), rtol=1e-12
+  )
+  # An object carries its own orders: the result is that accountant's.
+  few = RdpAccountant(orders=(2.0, 4.0, 8.0))
+  got = jaxrdp.dpsgd_epsilon(Q, SIGMA, STEPS, DELTA, accountant=few)
+  want = jaxrdp.dpsgd_epsilon(Q, SIGMA, STEPS, DELTA, orders=np.array([2.0, 4.0, 8.0]))
+  assert float(got.epsilon) == float(want.epsilon)
+
+
+def test_a_refusal_names_the_real_reason_and_who_can():
+  with pytest.raises(NotImplementedError) as e:
+    jaxrdp.dpsgd_epsilon(Q, SIGMA, STEPS, DELTA, accountant="pld", sampling="shuffle")
+  assert "ShuffledEpochs" in str(e.value) and "accountant='rdp' can" in str(e.value)
+  with pytest.raises(NotImplementedError, match="relation='replace_one'.*accountant='rdp' can"):
+    jaxrdp.dpsgd_epsilon(Q, SIGMA, STEPS, DELTA, accountant=PldAccountant(), relation="replace_one")
+  with pytest.raises(
+    NotImplementedError, match=r"PoissonSampled\(Laplace\).*no registered accountant"
+  ):
+    jaxrdp.epsilon_from_event(PoissonSampled(0.1, Laplace(1.0)), DELTA)
+  with pytest.raises(NotImplementedError, match="Laplace events; accountant='rdp' can"):
+    jaxrdp.epsilon_from_event(Laplace(1.0), DELTA, accountant="pld")
+  with pytest.raises(NotImplementedError, match="ShuffledEpochs"):
+    jaxrdp.calibrate_noise(3.0, DELTA, Q, STEPS, accountant="pld", sampling="shuffle")
+
+
+def test_an_unknown_option_is_an_error():
+  with pytest.raises(TypeError, match="rtoll"):
+    PldAccountant(rtoll=1e-3)
+  with pytest.raises(TypeError, match="rtoll"):
+    jaxrdp.pld.pld_epsilon_phases([(Q, SIGMA, STEPS)], DELTA, rtoll=1e-3)
+  with pytest.raises(TypeError, match="rtoll"):
+    jaxrdp.pld.pld_epsilon(Q, SIGMA, STEPS, DELTA, rtoll=1e-3)
+
+
+def test_supports_follows_the_structure():
+  rdp, pld = get_accountant("rdp"), get_accountant("pld")
+  sgm = SelfComposed(PoissonSampled(Q, Gaussian(SIGMA)), STEPS)
+  for event in (sgm, Gaussian(1.0), NoOp(), Composed((sgm, Gaussian(2.0)))):
+    assert rdp.supports(event) and pld.supports(event), event
+  for event in (
+    Laplace(1.0),
+    ShuffledEpochs(3.0, Gaussian(1.0)),
+    SelfComposed(FixedSizeSampled(Q, Gaussian(1.0)), 10),
+    PoissonSampled(Q, Gaussian(1.0), "replace_one"),
+  ):
+    assert rdp.supports(event) and not pld.supports(event), event
+    assert pld.unsupported(event)
+  assert not rdp.supports(PoissonSampled(Q, Laplace(1.0)))
+  # Gaussians composed on one Poisson sample: one Gaussian (both accountants).
+  composed = PoissonSampled(1.0, Composed((Gaussian(1.0), Gaussian(2.0))))
+  assert rdp.supports(composed) and pld.supports(composed)
+  one = jaxrdp.epsilon_from_event(Gaussian(1.0 / np.sqrt(1.0 + 0.25)), DELTA, accountant="pld")
+  both = jaxrdp.epsilon_from_event(composed, DELTA, accountant="pld")
+  assert float(both.epsilon) == pytest.approx(float(one.epsilon), rel=1e-9)
+
+
+def test_dpsgd_event_reads_the_scheme_once():
+  assert isinstance(dpsgd_event(Q, SIGMA, STEPS, sampling="shuffle"), ShuffledEpochs)
+  fixed = dpsgd_event(Q, SIGMA, STEPS, sampling="fixed")
+  assert isinstance(fixed.event, FixedSizeSampled) and fixed.event.relation == "replace_one"
+  poisson = dpsgd_event(Q, SIGMA, STEPS, relation="replace_one")
+  assert poisson.event.relation == "replace_one"
+  with pytest.raises(ValueError, match="sampling must be one of"):
+    dpsgd_event(Q, SIGMA, STEPS, sampling="allocated")
+  # The samplers own the event of their step.
+  from jaxrdp.train import FixedSizeSampler, PoissonSampler, ShuffleSampler
+
+  assert isinstance(PoissonSampler(1000, 0.01, 40).event(1.0), PoissonSampled)
+  assert isinstance(FixedSizeSampler(1000, 10).event(1.0), FixedSizeSampled)
+  assert isinstance(ShuffleSampler(1000, 10).event(1.0), ShuffledEpochs)
+
+
+def test_random_allocation_is_a_scheme_of_the_one_call_functions():
+  # sampling="allocation": q = 1 / t (epochs of t steps), its event decides (Renyi DP).
+  from jaxrdp import cli
+  from jaxrdp.events import SAMPLINGS, RandomAllocation
+
+  assert cli._SAMPLINGS == SAMPLINGS
+  event = dpsgd_event(1 / 234, 1.1, 234 * 60, sampling="allocation")
+  assert isinstance(event, RandomAllocation)
+  got = jaxrdp.dpsgd_epsilon(1 / 234, 1.1, 234 * 60, DELTA, sampling="allocation")
+  assert float(got.epsilon) == float(jaxrdp.epsilon_from_event(event, DELTA).epsilon)
+  # Below Poisson's Renyi-DP epsilon at the same rate (Feldman and Shenfeld 2025).
+  assert float(got.epsilon) < float(jaxrdp.dpsgd_epsilon(1 / 234, 1.1, 234 * 60, DELTA).epsilon)
+  with pytest.raises(NotImplementedError, match="RandomAllocation events; accountant='rdp' can"):
+    jaxrdp.dpsgd_epsilon(1 / 234, 1.1, 234 * 60, DELTA, sampling="allocation", accountant="pld")

@@ -1,0 +1,105 @@
+"""The lower bound on shuffled DP-SGD's epsilon (Chua et al. 2024, arXiv:2403.17673).
+
+References: the paper's cube-event bound maximized in 40-digit mpmath
+(tests/shuffle_oracle.py); the exact Gaussian mechanism (one batch per epoch, where the
+bound is tight, and an upper bound on shuffling); dp_accounting's PLD accountant for
+Poisson sampling (the comparison the paper's first figure draws).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from shuffle_oracle import delta_lower_bound, epsilon_lower_bound
+
+from jaxrdp.mechanisms import (
+  analytic_gaussian_delta,
+  shuffle_delta_lower_bound,
+  shuffle_epsilon_lower_bound,
+)
+
+
+def test_single_epoch_against_mpmath():
+  cases = [(0.5, 1000, 1e-6), (2.0, 100, 1e-5), (0.8, 10, 1e-3)]
+  s, t, d = (np.array(x) for x in zip(*cases))
+  got = np.asarray(shuffle_epsilon_lower_bound(s, t, d))
+  want = np.array([float(epsilon_lower_bound(*c)) for c in cases])
+  # A lower bound of a maximum found by search: never above it, and within 1e-10.
+  assert np.all(got <= want * (1 + 1e-15)), got - want
+  np.testing.assert_allclose(got, want, rtol=1e-10)
+  cases = [(0.5, 1000, 2.0), (1.0, 1000, 1.0), (2.0, 100, 0.1), (1.3, 1, 0.5)]
+  s, t, e = (np.array(x) for x in zip(*cases))
+  got = np.asarray(shuffle_delta_lower_bound(s, t, e))
+  want = np.array([float(delta_lower_bound(*c)) for c in cases])
+  assert np.all(got <= want)
+  np.testing.assert_allclose(got, want, rtol=1e-9)
+  # t = 1 (last case): N(2, s^2) against N(1, s^2), where threshold events are optimal:
+  # the Gaussian mechanism's exact delta.
+  np.testing.assert_allclose(got[3], float(analytic_gaussian_delta(0.5, 1.3)), rtol=1e-9)
+
+
+def test_between_the_gaussian_bound_and_zero_and_monotone():
+  sig = np.array([0.4, 0.7, 1.0, 2.0])
+  epochs = np.array([[1], [3], [8]])
+  eps = np.array([1.0])
+  dyn = np.asarray(shuffle_delta_lower_bound(sig, 500, eps, epochs))
+  # Persistent shuffling, and in the same call one epoch at sigma / sqrt(E).
+  both = np.asarray(
+    shuffle_delta_lower_bound(
+      np.concatenate([np.broadcast_to(sig, (3, 4)), sig / np.sqrt(epochs)]),
+      500,
+      eps,
+      np.concatenate([np.broadcast_to(epochs, (3, 4)), np.ones((3, 4))]),
+      reshuffle=False,
+    )
+  )
+  per, one = both[:3], both[3:]
+  # Without amplification, E epochs are a Gaussian mechanism at sigma / sqrt(E): an
+  # upper bound on shuffling, persistent or dynamic.
+  gauss = np.asarray(analytic_gaussian_delta(eps, sig / np.sqrt(epochs)))
+  assert np.all(dyn <= gauss) and np.all(per <= gauss) and np.all(dyn >= 0)
+  # Persistent shuffling is exactly one epoch at sigma / sqrt(E).
+  np.testing.assert_allclose(per, one, rtol=1e-12)
+  # More epochs, less noise: never a smaller lower bound.
+  assert np.all(np.diff(dyn, axis=0) >= 0) and np.all(np.diff(dyn, axis=1) <= 0)
+
+
+def test_shuffling_gap_against_poisson():
+  # The paper's first figure: for T = 1000 steps (one epoch) and delta = 1e-6, the
+  # epsilon of shuffled batches is at least this lower bound, which lies far above
+  # the epsilon of Poisson sampling at rate 1/1000 (dp_accounting's PLD upper bound)
+  # for small noise multipliers, and below the Gaussian mechanism's.
+  from dp_accounting import pld
+
+  sig = np.array([0.5, 0.6, 0.8])
+  lb = np.asarray(shuffle_epsilon_lower_bound(sig, 1000, 1e-6))
+  pois = np.array(
+    [
+      pld.privacy_loss_distribution.from_gaussian_mechanism(
+        s, sampling_prob=1e-3, value_discretization_interval=1e-3
+      )
+      .self_compose(1000)
+      .get_epsilon_for_delta(1e-6)
+      for s in sig
+    ]
+  )
+  assert np.all(lb > 2.0 * pois), (lb, pois)
+  assert lb[0] == pytest.approx(10.9969, abs=1e-4)
+
+
+def test_validation_and_tracing():
+  with pytest.raises(ValueError, match="^sigma"):
+    shuffle_epsilon_lower_bound(0.0, 10, 1e-5)
+  with pytest.raises(ValueError, match="^delta"):
+    shuffle_epsilon_lower_bound(1.0, 10, 1.0)
+  with pytest.raises(ValueError, match="^steps_per_epoch must be an integer"):
+    shuffle_epsilon_lower_bound(1.0, 10.5, 1e-5)
+  with pytest.raises(ValueError, match="^epochs"):
+    shuffle_delta_lower_bound(1.0, 10, 1.0, 0)
+  with pytest.raises(TypeError, match="^reshuffle"):
+    shuffle_delta_lower_bound(1.0, 10, 1.0, reshuffle=1)
+  # Under jit and vmap (persistent shuffling: no static epoch count needed).
+  f = jax.jit(jax.vmap(lambda s: shuffle_epsilon_lower_bound(s, 1000, 1e-6, 4, reshuffle=False)))
+  got = np.asarray(f(jnp.array([1.0, 2.0])))
+  want = np.asarray(shuffle_epsilon_lower_bound(np.array([0.5, 1.0]), 1000, 1e-6))
+  np.testing.assert_allclose(got, want, rtol=1e-12)
