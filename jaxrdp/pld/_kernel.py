@@ -261,6 +261,10 @@ def job_tradeoff(q, sigma, steps, alphas, is_add, *, n, atol, pl=None):
   tab = _tradeoff_read.block_table(c)
   # Tilt 0 only (the first of _I_SHIFT, _NU = 0): a shift valid at every epsilon.
   untilted = cells._replace(log_m=cells.log_m[:, :1], tilts=jnp.zeros((1,), cells.tilts.dtype))
+  # (no derivative through the shift: where a cell's Chernoff term overflows, the
+  # zero cotangent of the discarded candidate times its infinite local derivative
+  # would be NaN)
+  untilted = jax.lax.stop_gradient(untilted)
   shift = _shift(untilted, d, lambda a: jnp.log(_ETA_TRADEOFF) + 0.0 * a, False)
   up, t_read, low = _tradeoff_read.tpr_bounds(c, tab, alphas, alphas * jnp.exp(-shift))
   # Failure events of the coupling: its tail (eta) and the single-step support

@@ -39,8 +39,9 @@ Chernoff on the discrete MGF, as in ``_read``) and ``h(eps) >= e^eps alpha``
 above it.
 
 The exact (continuous) TPR is then bounded below through the coupling of the
-accountant (``delta_true(eps) >= delta_ctd(eps + s) - eta``, ``_kernel``):
-``TPR_true(alpha) >= TPR_ctd(alpha e^{-s}) - eta``.
+accountant at tilt 0 (``delta_true(eps) >= delta_ctd(eps + s) - eta`` at every
+``eps`` at once, ``_kernel._shift``): ``TPR_true(alpha) >= TPR_ctd(alpha e^{-s}) -
+eta``.
 """
 
 from __future__ import annotations

@@ -18,6 +18,7 @@ from jax.typing import ArrayLike
 
 from .._core import precision as _precision
 from .._core.validation import COUNT, NOISE_MULTIPLIER, PROBABILITY, check_range
+from ..events._dpsgd import resolve_scheme
 from ..rdp._dpsgd import _dpsgd_rdp_f64
 from . import _rdp
 
@@ -100,6 +101,7 @@ class GdpMu(NamedTuple):
 def _check_scheme(accountant, sampling):
   if not isinstance(accountant, str) or accountant not in _ACCOUNTANTS:
     raise ValueError(f"accountant must be one of {_ACCOUNTANTS}, got {accountant!r}")
+  sampling, _ = resolve_scheme(sampling, None)  # an unknown name: the schemes listed
   if sampling != "poisson":
     raise ValueError(
       f"sampling={sampling!r} is not supported by the attack-risk functions: they "
