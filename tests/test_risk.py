@@ -136,6 +136,12 @@ def test_renyi_route_is_certified_and_looser():
 def test_fpr_ends_and_validation():
   res = jaxrdp.dpsgd_tpr(0.01, 1.0, 100, np.array([0.0, 1.0]))
   assert np.asarray(res.tpr).tolist() == [0.0, 1.0]
+  # Nothing released (q = 0, or no steps): the attack is a coin, TPR = FPR, advantage 0.
+  none = jaxrdp.dpsgd_tpr(np.array([0.0, 0.01]), 1.0, np.array([100, 0]), 0.01)
+  assert np.asarray(none.tpr).tolist() == [0.01, 0.01]
+  assert np.asarray(none.tpr_lower).tolist() == [0.01, 0.01]
+  adv = jaxrdp.dpsgd_advantage(np.array([0.0, 0.01]), 1.0, np.array([100, 0]))
+  assert np.asarray(adv.advantage).tolist() == [0.0, 0.0]
   with pytest.raises(ValueError, match="sampling='fixed'"):
     jaxrdp.dpsgd_tpr(0.01, 1.0, 100, 0.01, sampling="fixed")
   with pytest.raises(ValueError, match="accountant must be one of"):

@@ -301,9 +301,9 @@ def pld_tpr(
   held-out draw of 24 configurations.
 
   Args:
-    q: sampling rate in (0, 1].
+    q: sampling rate in [0, 1] (0: nothing is released, TPR = FPR).
     sigma: noise multiplier, > 0.
-    steps: number of steps, a whole number in [1, 1e7].
+    steps: number of steps, a whole number in [0, 1e7].
     fpr: false-positive rate in [0, 1]. All four broadcast.
     atol: target absolute error of the TPR, in [1e-9, 0.01].
     grid_size, max_grid_size, memory_limit: as in :func:`jaxrdp.pld.pld_epsilon`.

@@ -161,9 +161,9 @@ def dpsgd_tpr(
   Any attack, with any auxiliary knowledge, has at most this TPR at this FPR.
 
   Args:
-    q: Poisson sampling rate in (0, 1] (``[0, 1]`` with ``accountant="rdp"``).
+    q: Poisson sampling rate in [0, 1].
     sigma: noise multiplier, > 0.
-    steps: number of steps (a whole number in [1, 1e7] with ``"pld"``).
+    steps: number of steps (a whole number; at most 1e7 with ``"pld"``).
     fpr: false-positive rate in [0, 1]. All four broadcast.
     accountant: ``"pld"`` (default): tight, from the privacy-loss distribution,
       with certified upper and lower bounds (:func:`jaxrdp.pld.pld_tpr`);
