@@ -357,7 +357,7 @@ def pld_advantage(
     >>> import jaxrdp.pld
     >>> r = jaxrdp.pld.pld_advantage(256 / 60000, 1.1, 14063)
     >>> round(float(r.advantage), 4)
-    0.2246
+    0.2245
   """
   _check(q, sigma, steps, atol, grid_size, max_grid_size, memory_limit)
 
@@ -404,7 +404,7 @@ def pld_tradeoff(
     >>> import jaxrdp.pld
     >>> c = jaxrdp.pld.pld_tradeoff(256 / 60000, 1.1, 14063, [0.001, 0.01, 0.1])
     >>> [round(float(x), 4) for x in c.tpr]
-    [0.0068, 0.0402, 0.2424]
+    [0.0061, 0.0402, 0.2396]
   """
   _check(q, sigma, steps, atol, grid_size, max_grid_size, memory_limit)
   grid = default_fpr_grid() if fpr is None else fpr

@@ -181,7 +181,7 @@ def dpsgd_tpr(
     >>> round(float(r.tpr), 4)
     0.0402
     >>> round(float(jaxrdp.dpsgd_tpr(256 / 60000, 1.1, 14063, 0.01, accountant="rdp").tpr), 4)
-    0.0775
+    0.049
   """
   _check_scheme(accountant, sampling)
   if accountant == "pld":
@@ -272,7 +272,7 @@ def tradeoff_curve(
     >>> import jaxrdp
     >>> c = jaxrdp.tradeoff_curve(256 / 60000, 1.1, 14063, [1e-3, 1e-2, 1e-1])
     >>> [round(float(x), 3) for x in c.tpr]
-    [0.007, 0.04, 0.242]
+    [0.006, 0.04, 0.24]
   """
   _check_scheme(accountant, sampling)
   from ..pld import _tradeoff
