@@ -6,8 +6,8 @@ the outputs with and without one example (Neyman-Pearson) sets the attacker's
 (FPR) (Dong, Roth, Su 2019, arXiv:1905.02383, f-DP; Kulynych et al. 2024,
 arXiv:2407.02191, attack-aware calibration):
 
-* :func:`dpsgd_tpr`: the TPR at a given FPR; :func:`dpsgd_advantage`: the
-  largest ``TPR - FPR``; :func:`tradeoff_curve`: the curve on a grid of FPRs;
+* :func:`~jaxrdp.dpsgd_tpr`: the TPR at a given FPR; :func:`~jaxrdp.dpsgd_advantage`: the
+  largest ``TPR - FPR``; :func:`~jaxrdp.tradeoff_curve`: the curve on a grid of FPRs;
   :func:`gdp_mu`: an estimate of the Gaussian-DP ``mu`` that describes it;
 * :func:`calibrate_noise_to_tpr`, :func:`calibrate_noise_to_advantage`: the
   least noise that keeps the attack risk under a target;

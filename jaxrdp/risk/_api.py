@@ -173,7 +173,7 @@ def dpsgd_tpr(
     atol: the PLD accountant's target absolute error (default ``1e-6``).
 
   Returns:
-    :class:`TprResult` ``(tpr, tpr_lower)`` of the broadcast shape.
+    :class:`~jaxrdp.risk.TprResult` ``(tpr, tpr_lower)`` of the broadcast shape.
 
   Examples:
     >>> import jaxrdp
@@ -214,10 +214,10 @@ def dpsgd_advantage(
   membership test, the total variation distance between the outputs with and
   without one example, ``delta(epsilon = 0)`` (Kulynych et al. 2024,
   arXiv:2407.02191, Sec. 2; Yeom et al. 2018, arXiv:1709.01604). Arguments as in
-  :func:`dpsgd_tpr`.
+  :func:`~jaxrdp.dpsgd_tpr`.
 
   Returns:
-    :class:`AdvantageResult` ``(advantage, advantage_lower)``.
+    :class:`~jaxrdp.risk.AdvantageResult` ``(advantage, advantage_lower)``.
 
   Examples:
     >>> import jaxrdp
@@ -259,13 +259,13 @@ def tradeoff_curve(
   composition per direction is read at every FPR.
 
   Args:
-    q, sigma, steps: as in :func:`dpsgd_tpr`; they broadcast to a batch shape.
+    q, sigma, steps: as in :func:`~jaxrdp.dpsgd_tpr`; they broadcast to a batch shape.
     fpr: 1-D grid of false-positive rates in [0, 1]; default 129 points from
       1e-6 to 1 (:func:`jaxrdp.pld.default_fpr_grid`).
-    accountant, sampling, atol: as in :func:`dpsgd_tpr`.
+    accountant, sampling, atol: as in :func:`~jaxrdp.dpsgd_tpr`.
 
   Returns:
-    :class:`TradeoffCurve` ``(fpr, tpr, tpr_lower)``, the bounds of shape
+    :class:`~jaxrdp.risk.TradeoffCurve` ``(fpr, tpr, tpr_lower)``, the bounds of shape
     ``batch + (G,)``; ``fnr`` and ``fnr_upper`` give the trade-off function.
 
   Examples:
@@ -319,12 +319,12 @@ def gdp_mu(
     ``mu = Phi^-1(TPR(alpha)) - Phi^-1(alpha)``.
 
   Args:
-    q, sigma, steps: as in :func:`dpsgd_tpr`.
+    q, sigma, steps: as in :func:`~jaxrdp.dpsgd_tpr`.
     fpr: the FPR to match in (0, 1), or None for the advantage.
-    accountant, sampling: as in :func:`dpsgd_tpr`.
+    accountant, sampling: as in :func:`~jaxrdp.dpsgd_tpr`.
 
   Returns:
-    :class:`GdpMu` ``(mu, mu_lower)`` from the upper and the lower bound.
+    :class:`~jaxrdp.risk.GdpMu` ``(mu, mu_lower)`` from the upper and the lower bound.
 
   Examples:
     >>> import jaxrdp.risk
