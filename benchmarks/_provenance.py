@@ -58,9 +58,23 @@ def measured_modules(script: str | None = None) -> list[str]:
   return names
 
 
-def stamp(result: dict, script: str) -> dict:
-  """``result`` with the provenance of the run: modules, their digest, date and machine."""
-  modules = measured_modules(script)
+def package_modules(script: str | None = None) -> list[str]:
+  """Every module of the jaxrdp package (for a script that measures jaxrdp in
+  subprocesses, whose imports this process does not see), and the script."""
+  pkg = ROOT / "jaxrdp"
+  names = sorted(
+    ".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+    for p in pkg.rglob("*.py")
+  )
+  if script is not None:
+    names.append("benchmarks." + pathlib.Path(script).stem)
+  return names
+
+
+def stamp(result: dict, script: str, modules: list[str] | None = None) -> dict:
+  """``result`` with the provenance of the run: modules (by default those this process
+  imported), their digest, date and machine."""
+  modules = measured_modules(script) if modules is None else modules
   result = dict(result)
   result["provenance"] = {
     "modules": modules,

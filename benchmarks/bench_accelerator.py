@@ -89,9 +89,10 @@ def quadrature_work(q, s, orders):
   """
   import jax
   import jax.numpy as jnp
-  from jaxrdp.rdp import _order_search
+
   from jaxrdp.mechanisms import _sgm
   from jaxrdp.mechanisms import _sgm_quadrature as m
+  from jaxrdp.rdp import _order_search
 
   work = []
   quadrature = _sgm.log_a_minus_1_quadrature
@@ -136,6 +137,7 @@ def transcendentals_per_node():
   """
   import jax
   import jax.numpy as jnp
+
   from jaxrdp.mechanisms import _sgm_quadrature as m
 
   def count(jp):
@@ -380,6 +382,7 @@ def main(argv=None):
 
   import jax
   import jax.numpy as jnp
+
   import jaxrdp
 
   if jax.config.jax_enable_x64:

@@ -25,8 +25,8 @@ import os
 import statistics
 import time
 
-import numpy as np
 import jax
+import numpy as np
 
 import jaxrdp
 
@@ -118,7 +118,7 @@ def main() -> None:
   print(f"jaxrdp.calibrate_noise, {sigma.size} cells in one call")
   print(f"  first call (compile + run): {first:8.2f} s")
   print(
-    f"  median of {args.repeats} runs:         {jax_median:8.2f} s   {['%.2f' % t for t in jax_times]}"
+    f"  median of {args.repeats} runs:         {jax_median:8.2f} s   {[f'{t:.2f}' for t in jax_times]}"
   )
   print(
     f"  one epsilon pass over the grid: {pass_median:.2f} s "
@@ -127,7 +127,7 @@ def main() -> None:
   )
   print(f"dp_accounting.calibrate_dp_mechanism, 1 cell (q = {mid_q}, eps = {mid_t})")
   print(
-    f"  median of {args.repeats} runs:         {dpa_median:8.2f} s   {['%.2f' % t for t in dpa_times]}"
+    f"  median of {args.repeats} runs:         {dpa_median:8.2f} s   {[f'{t:.2f}' for t in dpa_times]}"
   )
   print(f"ratio (jaxrdp {sigma.size} cells / dp_accounting 1 cell): {jax_median / dpa_median:.2f}")
   print(

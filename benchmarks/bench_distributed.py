@@ -73,6 +73,7 @@ def _timed(fn, repeats: int):
 
 def worker_devices(args) -> None:
   import jax
+
   import jaxrdp
 
   kw = json.loads(args.kw)

@@ -13,13 +13,14 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import platform
 import os
+import platform
 import statistics
 import sys
 import time
 
 import numpy as np
+from _provenance import stamp
 
 
 def main(argv=None):
@@ -33,10 +34,11 @@ def main(argv=None):
   p.add_argument("--json", help="also write the results to this JSON file")
   args = p.parse_args(argv)
 
-  import jax
-  import jaxrdp
   import dp_accounting
+  import jax
   from absl import logging as absl_logging
+
+  import jaxrdp
 
   # dp_accounting logs a warning for every fractional order it gives up on.
   absl_logging.set_verbosity(absl_logging.ERROR)
@@ -112,7 +114,7 @@ def main(argv=None):
   )
   if args.json:
     with open(args.json, "w") as f:
-      json.dump(report, f, indent=2)
+      json.dump(stamp(report, __file__), f, indent=2)
   if not (finite and never_above):
     print("FAILED accuracy checks", file=sys.stderr)
     return 1

@@ -29,9 +29,11 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from _dp_accounting import pld_epsilon as dp_accounting_epsilon  # noqa: E402
+from _provenance import stamp  # noqa: E402
+
 import jaxrdp  # noqa: E402
 from jaxrdp.pld import pld_epsilon  # noqa: E402
-from _dp_accounting import pld_epsilon as dp_accounting_epsilon  # noqa: E402
 
 DELTA = 1e-5
 STEPS = 10_000
@@ -190,7 +192,7 @@ def main():
     print("  T scaling:", scaling[-1], flush=True)
   results["scaling_T"] = scaling
   out = Path(__file__).parent / "results" / "bench_pld.json"
-  out.write_text(json.dumps(results, indent=1))
+  out.write_text(json.dumps(stamp(results, __file__), indent=1))
   print(
     f"wrote {out}; throughput ratio vs dp_accounting at equal accuracy: "
     f"{results['ratio']['ratio_equal_accuracy']:.1f}x (default interval: "

@@ -51,8 +51,8 @@ import time
 import warnings
 
 import numpy as np
-
 from _dp_accounting import pld_epsilon as dp_accounting_epsilon
+from _provenance import stamp
 
 T = 10_000
 DELTA = 1e-5
@@ -294,7 +294,7 @@ def main(argv=None) -> int:
       "warnings": found,
     }
     with open(args.json, "w") as f:
-      json.dump(report, f, indent=2)
+      json.dump(stamp(report, __file__), f, indent=2)
   return 0
 
 

@@ -113,8 +113,9 @@ def main(argv=None):
   ap.add_argument("--sample", type=int, default=16, help="riskcal cells (default 16)")
   ap.add_argument("--quick", action="store_true", help="8 x 8 grid, 4 riskcal cells")
   args = ap.parse_args(argv)
-  import riskcal  # noqa: F401  (fail early if it is missing)
   from importlib.metadata import version
+
+  import riskcal  # noqa: F401  (fail early if it is missing)
 
   results = dict(
     date=time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),

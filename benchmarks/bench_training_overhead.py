@@ -35,8 +35,8 @@ import numpy as np
 import optax
 
 import jaxrdp
-from jaxrdp.train._step import tree_select
 from jaxrdp.rdp._accountant import add_rdp_curve
+from jaxrdp.train._step import tree_select
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 

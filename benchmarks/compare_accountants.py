@@ -32,9 +32,10 @@ import platform
 import statistics
 import time
 
+from _dp_accounting import pld_epsilon as dp_accounting_pld
+from _provenance import stamp
 
 import jaxrdp
-from _dp_accounting import pld_epsilon as dp_accounting_pld
 
 # (name, q, sigma, steps, delta): public configurations.
 CONFIGS = [
@@ -149,7 +150,7 @@ def main() -> None:
   }
   os.makedirs(os.path.dirname(args.out), exist_ok=True)
   with open(args.out, "w") as f:
-    json.dump(out, f, indent=1)
+    json.dump(stamp(out, __file__), f, indent=1)
   print(f"wrote {args.out}")
 
 

@@ -56,6 +56,7 @@ def grid(n):
 
 def time_jaxrdp(q, s, orders, min_total=0.5, max_repeats=5):
   import jax
+
   import jaxrdp
 
   def call():
@@ -81,6 +82,7 @@ def time_jaxrdp_chunked(q, s, orders, chunk):
   pass: at these sizes a pass takes seconds to minutes.
   """
   import jax
+
   import jaxrdp
 
   # Eager calls with float64 NumPy chunks, as users make them (an outer jax.jit

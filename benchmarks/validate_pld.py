@@ -38,6 +38,7 @@ import time
 import warnings
 
 import numpy as np
+from _provenance import stamp
 
 TOLERANCE = 1e-5
 CONVERGED = 1e-6
@@ -76,7 +77,7 @@ def write_results(path, seed, fields):
     **fields,
   }
   with open(path, "w") as f:
-    json.dump(out, f, indent=1)
+    json.dump(stamp(out, sys.argv[0]), f, indent=1)
 
 
 def main(argv=None):

@@ -36,8 +36,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
-from validate_pld import write_results
-from validate_pld_references import (
+from validate_pld import write_results  # noqa: E402 (after the path insert above)
+from validate_pld_references import (  # noqa: E402
   DEFAULT_INTERVAL,
   _dp_accounting,
   _run_all,

@@ -22,7 +22,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-import jaxrdp
+import jaxrdp  # noqa: E402
 
 TOL = 1e-5
 

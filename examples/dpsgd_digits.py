@@ -40,7 +40,8 @@ import argparse
 import functools
 import sys
 import time
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -139,7 +140,7 @@ def make_sampler(cfg: dict, n: int) -> jaxrdp.train.PoissonSampler:
   return jaxrdp.train.PoissonSampler(n=n, q=cfg["q"], capacity=capacity, seed=cfg["seed"])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiled_epoch(sampler, sigma, clip, lr, delta, target_epsilon):
   """(optimizer, epoch_fn): one epoch = round(1/q) DP-SGD steps in one jitted scan.
 

@@ -33,7 +33,7 @@ def rows(n, batch, sigma, steps, delta):
   eps = lambda **kw: float(jaxrdp.dpsgd_epsilon(q, sigma, steps, delta, **kw).epsilon)
   return [
     (
-      "poisson, capacity %d (+ truncation term)" % cap,
+      f"poisson, capacity {cap} (+ truncation term)",
       "add_remove",
       eps(capacity=cap, dataset_size=n),
     ),

@@ -91,17 +91,27 @@ __getattr__, __dir__ = _exports(__name__, _NAMES, _SUBMODULES)
 # The same names for static analysers (pyright, IDEs): never run (the imports above
 # are lazy); tests/test_public_surface.py checks that the two lists agree.
 if TYPE_CHECKING:
+  from . import accountants as accountants
+  from . import calibration as calibration
+  from . import classical as classical
+  from . import events as events
+  from . import mechanisms as mechanisms
+  from . import pld as pld
+  from . import rdp as rdp
+  from . import risk as risk
+  from . import sweeps as sweeps
+  from . import train as train
   from .accountants._api import PrivacyAccountant as PrivacyAccountant
   from .accountants._api import delta_from_event as delta_from_event
   from .accountants._api import epsilon_from_event as epsilon_from_event
   from .accountants._dpsgd import dpsgd_delta as dpsgd_delta
   from .accountants._dpsgd import dpsgd_epsilon as dpsgd_epsilon
-  from .calibration._families import NoiseCalibration as NoiseCalibration
-  from .calibration._families import SamplingRateCalibration as SamplingRateCalibration
-  from .calibration._families import StepsCalibration as StepsCalibration
   from .calibration._calibration import calibrate_noise as calibrate_noise
   from .calibration._calibration import calibrate_sampling_rate as calibrate_sampling_rate
   from .calibration._calibration import calibrate_steps as calibrate_steps
+  from .calibration._families import NoiseCalibration as NoiseCalibration
+  from .calibration._families import SamplingRateCalibration as SamplingRateCalibration
+  from .calibration._families import StepsCalibration as StepsCalibration
   from .rdp._accountant import RdpAccountant as RdpAccountant
   from .rdp._conversions import DeltaResult as DeltaResult
   from .rdp._conversions import EpsilonResult as EpsilonResult
@@ -115,13 +125,3 @@ if TYPE_CHECKING:
   from .sweeps import SweepResult as SweepResult
   from .sweeps import plot_sweep as plot_sweep
   from .sweeps import sweep as sweep
-  from . import accountants as accountants
-  from . import calibration as calibration
-  from . import classical as classical
-  from . import events as events
-  from . import mechanisms as mechanisms
-  from . import pld as pld
-  from . import rdp as rdp
-  from . import risk as risk
-  from . import sweeps as sweeps
-  from . import train as train

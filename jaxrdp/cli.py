@@ -780,25 +780,26 @@ def _cmd_sweep(args, parser) -> int:
 def _enable_compilation_cache() -> None:
   """Keeps compiled kernels on disk between runs (the SGM kernel takes seconds).
 
-  Uses $JAXRDP_CACHE_DIR, else $XDG_CACHE_HOME/jaxrdp/xla or ~/.cache/jaxrdp/xla;
-  JAXRDP_CACHE_DIR="" turns it off. A cache directory already configured for JAX
-  (JAX_COMPILATION_CACHE_DIR) is left alone.
+  jaxrdp's own programs are kept by the library itself (jaxrdp._core.stored_programs,
+  in $JAXRDP_CACHE_DIR/programs, default ~/.cache/jaxrdp/programs on Linux); for the
+  others this command turns on JAX's persistent cache in $JAXRDP_CACHE_DIR/xla, in the
+  same private directory (a directory other users can write to is refused with a
+  warning). JAXRDP_CACHE_DIR="" turns both off. A cache directory already configured
+  for JAX (JAX_COMPILATION_CACHE_DIR) is left alone.
   """
-  path = os.environ.get("JAXRDP_CACHE_DIR")
-  if path is None:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    path = os.path.join(base, "jaxrdp", "xla")
-  if not path:
+  from ._core.stored_programs import cache_root, private_dir
+
+  root = cache_root()
+  if root is None:
     return
   import jax
 
   if jax.config.jax_compilation_cache_dir:
     return
-  try:
-    os.makedirs(path, exist_ok=True)
-  except OSError:
+  path = private_dir(root / "xla")
+  if path is None:
     return
-  jax.config.update("jax_compilation_cache_dir", path)
+  jax.config.update("jax_compilation_cache_dir", str(path))
   # Cache every program: a run compiles several small ones besides the kernel.
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
 

@@ -24,6 +24,12 @@ if _OWN_CACHE:
 # Every program, not only those that take a second to compile: the subprocesses
 # (CLI, notebooks, examples) compile many small ones that another process has.
 os.environ.setdefault("JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS", "0")
+# jaxrdp's own cache of compiled programs (jaxrdp._core.stored_programs, on by
+# default in ~/.cache/jaxrdp): one private directory per run as well, shared by the
+# workers and the subprocesses, never the user's.
+_OWN_PROGRAMS = "JAXRDP_CACHE_DIR" not in os.environ
+if _OWN_PROGRAMS:
+  os.environ["JAXRDP_CACHE_DIR"] = tempfile.mkdtemp(prefix="jaxrdp-tests-programs-")
 
 
 def _with_xla_flag(flag):
@@ -168,3 +174,5 @@ def pytest_unconfigure(config):
   """The controlling process removes the run's cache directory at the end."""
   if _OWN_CACHE and not hasattr(config, "workerinput"):
     shutil.rmtree(os.environ["JAX_COMPILATION_CACHE_DIR"], ignore_errors=True)
+  if _OWN_PROGRAMS and not hasattr(config, "workerinput"):
+    shutil.rmtree(os.environ["JAXRDP_CACHE_DIR"], ignore_errors=True)

@@ -5,8 +5,8 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import jax
+import numpy as np
 
 DATA = os.path.join(os.path.dirname(__file__), "data")
 

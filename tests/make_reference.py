@@ -36,7 +36,6 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import mpmath  # noqa: E402
-
 import oracle  # noqa: E402
 
 DPS = 60
@@ -239,7 +238,7 @@ def run(name, seed, points, procs, limit):
     f"{name}: {len(records)} points in {elapsed:.0f}s; slowest {slowest['seconds']}s at "
     f"q={slowest['q']}, sigma={slowest['sigma']}, alpha={slowest['alpha']}; "
     f"max rel_ab {max(r['rel_ab'] for r in records):.2e}; "
-    f"max rel_binomial {max((r.get('rel_binomial', 0.0) for r in records)):.2e}",
+    f"max rel_binomial {max(r.get('rel_binomial', 0.0) for r in records):.2e}",
     flush=True,
   )
   if not limit:

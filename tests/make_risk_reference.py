@@ -22,7 +22,6 @@ import time
 from pathlib import Path
 
 import numpy as np
-
 import risk_oracle
 
 FPR = 0.01

@@ -415,7 +415,7 @@ def _dual(pts):
   return np.concatenate([[pts[0]], mids, [pts[-1]]])
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def quad_diagnostics(q, sigma, alpha, dps=60):
   """Quadrature of log(A - 1) with no shortcut for q = 1, plus its self-check.
 
@@ -470,7 +470,7 @@ def quad_diagnostics(q, sigma, alpha, dps=60):
 # ---------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _log_a_minus_1_quad(q, sigma, alpha, dps):
   _check_args(q, sigma, alpha)
   if q == 0.0:
@@ -522,7 +522,7 @@ def rdp_quad(q, sigma, alpha, dps=60):
     return +out
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _log_a_minus_1_binomial(q, sigma, n, dps):
   if not (0.0 <= q <= 1.0):
     raise ValueError(f"q must be in [0, 1], got {q}")

@@ -19,9 +19,8 @@ from __future__ import annotations
 
 import math
 
-from scipy import optimize, stats
-
 import laplace_oracle
+from scipy import optimize, stats
 
 
 def gdp_tpr(alpha, mu):

@@ -2,10 +2,10 @@
 
 import json
 
-import numpy as np
-import pytest
 import jax
 import jax.numpy as jnp
+import numpy as np
+import pytest
 
 import jaxrdp
 from jaxrdp.events import Gaussian, PoissonSampled, SelfComposed

@@ -7,14 +7,14 @@ exact value by more than 1e-12 relative.
 
 import os
 
-import numpy as np
-import pytest
 import jax
 import jax.numpy as jnp
+import numpy as np
+import oracle
+import pytest
+from helpers import DATA, load_reference
 
 import jaxrdp
-from helpers import DATA, load_reference
-import oracle
 
 TOL = 1e-12
 

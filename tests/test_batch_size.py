@@ -11,8 +11,8 @@ import numpy as np
 
 import jaxrdp
 from jaxrdp.calibration._batch_size import floor_to_batch_size
-from jaxrdp.calibration._core import Budget
 from jaxrdp.calibration._calibration import SamplingRateCalibration
+from jaxrdp.calibration._core import Budget
 
 N = 60000
 SIGMA, STEPS = 1.1, 14063

@@ -32,15 +32,15 @@ def test_bench_accelerator_tiny(tmp_path):
   )
   assert proc.returncode == 0, proc.stdout + proc.stderr
   tables = [[]]
-  for l in proc.stdout.splitlines():
-    if l.startswith("|"):
-      tables[-1].append(l)
+  for text in proc.stdout.splitlines():
+    if text.startswith("|"):
+      tables[-1].append(text)
     elif tables[-1]:
       tables.append([])
   lines, pld_lines = tables[0], tables[1]
   # Header, separator, and one row per (size, dtype).
   assert lines[0].startswith("| configurations | dtype |")
-  rows = [l.split("|")[1:-1] for l in lines[2:]]
+  rows = [row.split("|")[1:-1] for row in lines[2:]]
   assert [(r[0].strip(), r[1].strip()) for r in rows] == [
     ("10", "float64"),
     ("10", "float32"),
@@ -72,7 +72,7 @@ def test_bench_accelerator_tiny(tmp_path):
   assert all(0 <= r["float32_max_rel_err_vs_float64"] < 1e-5 for r in f32)
   # The tight (PLD) path: the MNIST check, then two cells equal to unbatched calls.
   assert pld_lines[0].startswith("| PLD configurations |")
-  assert [l.split("|")[1].strip() for l in pld_lines[2:]] == ["2"]
+  assert [row.split("|")[1].strip() for row in pld_lines[2:]] == ["2"]
   assert pld_lines[2].split("|")[-2].strip() == "ok"
   pld = report["pld"]
   lo, hi = pld["mnist"]["bounds"]
@@ -91,6 +91,7 @@ def test_scaling_chunked_pass_equals_one_call():
   ones a single call gives, in order.
   """
   import numpy as np
+
   import jaxrdp
 
   sys.path.insert(0, str(ROOT / "benchmarks"))

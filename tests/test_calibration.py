@@ -5,14 +5,13 @@ shape (N cells) and each solver compiles once for it (plus once under jit and
 once under vmap).
 """
 
-import numpy as np
-import pytest
-
 import jax
 import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import run_fresh_python
 
 import jaxrdp
-from helpers import run_fresh_python
 from jaxrdp._core.precision import x64_context
 from jaxrdp.calibration import _calibration, _sgm_calibration
 from jaxrdp.calibration._core import Budget, Domain, Evaluator, Known, calibrate

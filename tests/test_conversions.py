@@ -2,13 +2,13 @@
 
 import math
 
-import numpy as np
-import pytest
 import jax
 import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import variants
 
 import jaxrdp
-from helpers import variants
 
 ORDERS = np.array([1.5, 2.0, 4.0, 8.0, 16.0, 32.0, np.inf])
 RDP = np.array([0.02, 0.03, 0.07, 0.16, 0.4, 1.0, np.inf])

@@ -39,6 +39,9 @@ API_PAGES = {
   "jaxrdp.mechanisms": "mechanisms",
   "jaxrdp.train": "train",
   "jaxrdp.classical": "classical",
+  "jaxrdp.rdp": "rdp",
+  "jaxrdp.calibration": "calibration",
+  "jaxrdp.sweeps": "sweeps",
 }
 
 

@@ -26,10 +26,10 @@ import warnings
 import mpmath as mp
 import numpy as np
 import pytest
+from pld_oracle import _pair
 
 import jaxrdp
 from jaxrdp.events import Gaussian, Laplace, PoissonSampled, RandomizedResponse, SelfComposed
-from pld_oracle import _pair
 
 _DPS = 50
 # The references are exact to far below this; it only absorbs the conversion of

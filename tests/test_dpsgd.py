@@ -1,13 +1,13 @@
 """dpsgd_epsilon: golden values, dp_accounting cross-check, the order search."""
 
-import numpy as np
-import pytest
 import jax
 import jax.numpy as jnp
+import numpy as np
+import pytest
+from helpers import central_difference, variants
 
 import jaxrdp
 from jaxrdp.rdp import _order_search
-from helpers import central_difference, variants
 
 dp_accounting = pytest.importorskip("dp_accounting")
 

@@ -5,10 +5,10 @@ import pathlib
 import subprocess
 import sys
 
-import numpy as np
-import pytest
 import jax
 import jax.numpy as jnp
+import numpy as np
+import pytest
 
 import jaxrdp
 from jaxrdp.events import (

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 
 import pytest
-
 from helpers import run_fresh_python
 
 _SCRIPT = r"""
@@ -69,7 +68,7 @@ print("RESULT" + json.dumps(out))
 @pytest.fixture(scope="module")
 def results():
   stdout = run_fresh_python(_SCRIPT, timeout=900)
-  line = [l for l in stdout.splitlines() if l.startswith("RESULT")][-1]
+  line = [t for t in stdout.splitlines() if t.startswith("RESULT")][-1]
   return json.loads(line[len("RESULT") :])
 
 

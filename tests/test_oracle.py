@@ -14,7 +14,6 @@ import os
 
 import mpmath
 import pytest
-
 from oracle import (
   log_a_binomial,
   log_a_minus_1_binomial,

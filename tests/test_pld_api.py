@@ -4,9 +4,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from helpers import central_difference
 
 import jaxrdp
-from helpers import central_difference
 from jaxrdp.pld import pld_delta, pld_delta_phases, pld_epsilon, pld_epsilon_phases
 
 N = 2**12  # a small fixed grid: these tests check plumbing, not the last digit

@@ -7,8 +7,8 @@ import jax.numpy as jnp
 import mpmath
 import numpy as np
 import pytest
-
 from helpers import run_fresh_python
+
 from jaxrdp.pld import _compose
 from jaxrdp.pld import _double_word as dw
 

@@ -1,11 +1,10 @@
 """Building blocks of jaxrdp.pld against independent oracles (numpy / scipy)."""
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from scipy.stats import norm
-
-import jax
-import jax.numpy as jnp
 
 from jaxrdp.pld import _compose, _discretize
 

@@ -14,12 +14,12 @@ The batches all have 60 elements, so that the tests share the compiled layouts.
 
 from __future__ import annotations
 
-import numpy as np
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
-
 from helpers import central_difference
+
 from jaxrdp._core import precision as _precision
 from jaxrdp.mechanisms import _sgm_quadrature as m
 

@@ -12,10 +12,6 @@ import jax
 import mpmath
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
-
-import jaxrdp
 from _oracle_helpers import (
   assert_plain_jit_vmap,
   mp_log_gauss,
@@ -24,7 +20,11 @@ from _oracle_helpers import (
   mp_renyi,
   on_grid,
 )
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from oracle import rdp_binomial, rdp_quad
+
+import jaxrdp
 
 mpmath.mp.dps = 50
 

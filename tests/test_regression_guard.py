@@ -13,19 +13,16 @@ with, so nothing is compiled or run for part (a).
 
 from __future__ import annotations
 
-import numpy as np
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 import jaxrdp
-from jaxrdp.rdp import _dpsgd
-from jaxrdp.rdp import _order_search
-from jaxrdp.mechanisms import _sgm
-from jaxrdp.mechanisms import _sgm_quadrature
-from jaxrdp.mechanisms import _sgm_series
 from jaxrdp._core import precision as _precision
 from jaxrdp._core import validation as _validation
+from jaxrdp.mechanisms import _sgm, _sgm_quadrature, _sgm_series
+from jaxrdp.rdp import _dpsgd, _order_search
 
 # Expected counts (see the module docstrings of the kernels).
 QUAD_EVALS_PER_ORDER = 768  # 2 windows x (16 + 1) panels x 16 nodes + 2 x 7 kink panels x 16 nodes

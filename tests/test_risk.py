@@ -22,12 +22,12 @@ import pathlib
 import jax
 import numpy as np
 import pytest
+from risk_oracle import gdp_tpr, single_step_tpr
 from scipy import stats
 
 import jaxrdp
 import jaxrdp.risk
 from jaxrdp.pld import pld_tpr
-from risk_oracle import gdp_tpr, single_step_tpr
 
 REFERENCE = json.loads((pathlib.Path(__file__).parent / "data" / "risk_reference.json").read_text())
 ROWS = [r for r in REFERENCE["rows"] if "skipped" not in r]

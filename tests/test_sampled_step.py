@@ -40,7 +40,7 @@ SAMPLERS = {
 }
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _setup(kind):
   sampler = SAMPLERS[kind]()
   data, params = _problem()

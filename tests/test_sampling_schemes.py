@@ -227,6 +227,7 @@ def test_sweep_equals_dpsgd_epsilon(sampling):
 
 def test_cli_sampling_and_relation(capsys, monkeypatch):
   import json
+
   from jaxrdp.cli import main
 
   monkeypatch.setenv("JAXRDP_CACHE_DIR", "")

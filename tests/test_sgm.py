@@ -1,13 +1,13 @@
 """Properties, edge cases, transformations and errors of sgm_log_a / sgm_rdp."""
 
-import numpy as np
-import pytest
 import jax
 import jax.numpy as jnp
+import numpy as np
+import oracle
+import pytest
+from helpers import variants
 
 import jaxrdp
-from helpers import variants
-import oracle
 
 ORDERS = np.array([1.01, 1.1, 1.5, 2.0, 2.5, 3.0, 7.5, 16.0, 63.0, 100.5, 256.0, 1024.0])
 

@@ -1,8 +1,8 @@
 """Static-index gathers and scatters: the same arrays as NumPy's indexing."""
 
-import numpy as np
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from jaxrdp._core import static_index as _static_index

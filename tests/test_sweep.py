@@ -6,13 +6,12 @@ import json
 import sys
 import textwrap
 
+import jax
 import numpy as np
 import pytest
-
-import jax
+from helpers import run_fresh_python
 
 import jaxrdp
-from helpers import run_fresh_python
 from jaxrdp.sweeps import _sharding
 
 # Integer orders: the sweep's programs and the reference searches compile without the

@@ -15,9 +15,8 @@ import subprocess
 import sys
 import textwrap
 
-import numpy as np
-
 import jax
+import numpy as np
 
 import jaxrdp
 

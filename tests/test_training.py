@@ -61,7 +61,7 @@ def _run_steps(step, state, data, length):
   return _scan_runner(step, length)(state, data)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _scan_runner(step, length):
   @jax.jit
   def run(s, d):
@@ -70,7 +70,7 @@ def _scan_runner(step, length):
   return run
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _adam_setup():
   """Shared tiny configuration (one compilation for the checkpoint tests)."""
   data, params = _tiny_problem()
@@ -85,7 +85,7 @@ def _adam_setup():
 _PAD = 64
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _ref_fn():
   # One compiled function for both references (the SGM quadrature compiles slowly).
   def f(q, s, steps, d):
@@ -116,7 +116,7 @@ def ref_curve(q, sigma):
   return _ref(q, sigma, 1, DELTA)[2]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _jit_rdp_to_epsilon():
   return jax.jit(jaxrdp.rdp_to_epsilon)
 
@@ -134,7 +134,7 @@ def f64(x):
     return jnp.asarray(x, jnp.float64)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _vguard():
   """privacy_guard under jit and vmap over (q, sigma, target)."""
   f = lambda acc, q, s, t: jaxrdp.train.privacy_guard(acc, q, s, delta=DELTA, target_epsilon=t)
@@ -827,7 +827,7 @@ def test_foreign_members_refused_as_checkpoint_errors(saved):
     "deep nesting": {"header.npy": _npy(deep), **leaves},
     "long integer": {"header.npy": _npy(long_int), **leaves},
   }
-  for name, zipped in variants.items():
+  for zipped in variants.values():
     _write_zip(path, zipped)
     with pytest.raises(jaxrdp.train.CheckpointError, match="corrupted|not an .npy"):
       jaxrdp.train.load_checkpoint(path, template)
@@ -1001,7 +1001,7 @@ def _assert_agrees_with_dp_accounting(eps, q, sigma, steps, delta):
 TINY = dict(epochs=2, hidden=8, q=0.25)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _example():
   return _load_example()
 

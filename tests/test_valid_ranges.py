@@ -1,9 +1,9 @@
 """Each valid range is stated once (jaxrdp._core.validation): its eager check and its
 traced mask accept exactly the same values."""
 
-import numpy as np
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
 
 from jaxrdp._core import validation as v

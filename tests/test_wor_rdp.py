@@ -12,10 +12,10 @@ import jax.numpy as jnp
 import mpmath as mp
 import numpy as np
 import pytest
-
-import jaxrdp
 from _oracle_helpers import mp_wor_log_a
 from helpers import central_difference
+
+import jaxrdp
 from jaxrdp.mechanisms import (
   effective_noise_multiplier,
   sampled_without_replacement_gaussian_log_a,

@@ -16,16 +16,17 @@ import jax.scipy.special
 import numpy as np
 
 __all__ = [
+  "TINY",
+  "argmin_last",
+  "argmin_near",
+  "expm1_minus_x",
+  "log_binomial",
   "log_expm1",
   "log_expm1_minus_x",
-  "expm1_minus_x",
   "log_gaussian_pdf",
-  "argmin_last",
-  "log_binomial",
+  "log_subnormal_safe",
   "positive_subnormal",
   "raise_subnormal",
-  "log_subnormal_safe",
-  "TINY",
 ]
 
 # Taylor coefficients of (e^x - 1 - x) / (x^2 / 2) = sum_k 2 x^k / (k + 2)!,
@@ -85,24 +86,55 @@ def argmin_last(v):
   float64 kernel is traced inside a caller's float32 jit. NaN rows give 0.
   The first maximum is ``argmin_last(-v)`` (negation is exact, so the same
   elements tie).
+
+  Two passes: the minimum, then the first index whose value equals it. XLA may
+  compute ``v`` twice, once in each pass, with different rounding (it duplicates
+  cheap operations into each fusion that uses them, and may contract a multiply
+  and an add into one fused multiply-add in one copy only); then no element may
+  equal the minimum (seen in the order search: every row got index 0). Where none
+  does, the index is :func:`argmin_near`'s, a near-minimum found in one pass. (A
+  variadic (value, index) reduction avoids the second pass, but XLA:CPU runs it
+  element by element with the computation of ``v`` fused inside: on the standard
+  benchmark grid that made the order search about 25% slower; see
+  benchmarks/README.md.)
   """
-  # One variadic reduction carries (value, index) pairs, so the minimum and its
-  # index come from the same values. Comparing v with its separately reduced
-  # minimum is fragile: XLA:CPU may compute v twice, once per fusion, with
-  # different rounding, and then no element equals the minimum (seen in the order
-  # search: every row got index 0).
   v = jax.lax.stop_gradient(v)  # the index has no derivative
-  axis = v.ndim - 1
-  idx = jax.lax.broadcasted_iota(jnp.int32, v.shape, axis)
+  n = v.shape[-1]
+  idx = jax.lax.broadcasted_iota(jnp.int32, v.shape, v.ndim - 1)
+  m = jnp.min(v, axis=-1, keepdims=True)
+  j = jnp.min(jnp.where(v == m, idx, jnp.int32(n)), axis=-1)
+  # The one-pass index only where no element matched (under vmap, a select of both).
+  j = jax.lax.cond(
+    jnp.all(j < n), lambda j, v: j, lambda j, v: jnp.where(j < n, j, argmin_near(v)), j, v
+  )
+  return jnp.where(jnp.any(jnp.isnan(v), axis=-1), 0, j)
 
-  def first_min(a, b):
-    (av, ai), (bv, bi) = a, b
-    take_b = (bv < av) | ((bv == av) & (bi < ai))
-    return jnp.where(take_b, bv, av), jnp.where(take_b, bi, ai)
 
-  init = (jnp.asarray(jnp.inf, v.dtype), jnp.asarray(v.shape[-1], jnp.int32))
-  _, j = jax.lax.reduce((v, idx), init, first_min, (axis,))
-  return jnp.where(jnp.any(jnp.isnan(v), axis=-1), 0, j % jnp.int32(v.shape[-1]))
+def argmin_near(v):
+  """Index of the first near-minimum along the last axis (int32), in one pass.
+
+  The first index whose value lies in the same bin as the minimum, where the bins
+  are the float64 values with their last ``b`` bits cleared, ``b`` the bits of an
+  index (7 for up to 128 elements): its value is within 2^(b - 52) relative of the
+  minimum (about 3e-14 for 128 elements), and it is the first minimum itself
+  unless another element ties with it that closely. NaN is larger than +inf, and
+  -0.0 smaller than +0.0.
+
+  The key of each element is its value's bits, made monotone in the value, with
+  the index in their last ``b`` bits; one integer ``min`` reduction finds it. One
+  pass, so no second, differently rounded copy of the values is compared with
+  the minimum (see :func:`argmin_last`, whose fallback this is). Call it inside a
+  float64 scope (it uses int64).
+  """
+  v = jax.lax.stop_gradient(v)
+  n = v.shape[-1]
+  bits = max(n - 1, 1).bit_length()
+  b = jax.lax.bitcast_convert_type(v.astype(jnp.float64), jnp.int64)
+  # Negative floats: flip all bits but the sign, so that int64 order is float order.
+  ordered = jnp.where(b < 0, b ^ jnp.int64(0x7FFFFFFFFFFFFFFF), b)
+  idx = jax.lax.broadcasted_iota(jnp.int64, v.shape, v.ndim - 1)
+  key = ((ordered >> bits) << bits) | idx
+  return (jnp.min(key, axis=-1) & jnp.int64((1 << bits) - 1)).astype(jnp.int32)
 
 
 # Stirling correction delta(x) = lgamma(x) - [(x - 1/2) log x - x + log(2 pi)/2]

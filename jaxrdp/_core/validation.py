@@ -15,9 +15,9 @@ import fractions
 import operator
 from typing import NamedTuple
 
-import numpy as np
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 __all__ = [
   "is_concrete",

@@ -129,7 +129,7 @@ def dpsgd_epsilon(
       superset of dp_accounting's 156 defaults, so never looser than it.
     method: ``"improved"`` (default) or ``"classic"`` RDP-to-DP conversion.
       ``orders`` and ``method`` configure the Renyi-DP accountant (they are the
-      arguments of :class:`jaxrdp.accountants.RdpAccountant`).
+      arguments of :class:`jaxrdp.RdpAccountant`).
     accountant: a name (``"rdp"``, the default; ``"pld"``, the tight, certified
       epsilon of :class:`jaxrdp.accountants.PldAccountant`, about 8 to 10% lower,
       as a ``PldEpsilon(epsilon, epsilon_lower)``) or an accountant object.

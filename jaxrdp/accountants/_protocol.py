@@ -17,7 +17,8 @@ refusal into a message that names what is missing and the accountants that can.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Callable, Protocol, runtime_checkable
+from collections.abc import Callable
+from typing import Any, Protocol, runtime_checkable
 
 from jax.typing import ArrayLike
 

@@ -7,7 +7,8 @@ truncation term in delta (:func:`jaxrdp.mechanisms.truncation_delta`).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

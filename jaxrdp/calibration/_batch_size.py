@@ -16,9 +16,9 @@ from typing import NamedTuple
 import numpy as np
 from jax.typing import ArrayLike
 
-from ..calibration._calibration import SamplingRateCalibration
 from ..accountants._dpsgd import dpsgd_delta, dpsgd_epsilon
 from ..accountants._protocol import Accountant
+from ..calibration._calibration import SamplingRateCalibration
 from ._core import Budget
 
 __all__ = ["BatchSizeCalibration", "floor_to_batch_size"]

@@ -56,25 +56,25 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from .._core import precision as _precision
+from .._core.validation import StaticArray, is_concrete
 from ..accountants._dpsgd import accountant_and_orders
 from ..accountants._protocol import Accountant, require_support
 from ..events._dpsgd import dpsgd_event, resolve_scheme
-from ..rdp._accountant import RdpAccountant
 from ..rdp import _sampling
+from ..rdp._accountant import RdpAccountant
 from ..rdp._dpsgd import (
   _orders_or_default,
 )
-from .._core.validation import StaticArray, is_concrete
-from ._families import FIXED_RANGE, NoiseCalibration, SamplingRateCalibration, StepsCalibration
 from . import _schemes, _sgm_calibration
-from ._with_accountant import calibrate_with_accountant
 from ._core import Budget
+from ._families import FIXED_RANGE, NoiseCalibration, SamplingRateCalibration, StepsCalibration
+from ._with_accountant import calibrate_with_accountant
 
 __all__ = [
   "NoiseCalibration",

@@ -57,14 +57,14 @@ import enum
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
-import numpy as np
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax import lax
 
 from .._core.bracket import solve_threshold
-from .._core.validation import check_range
 from .._core.numerics import raise_subnormal
+from .._core.validation import check_range
 
 __all__ = ["Budget", "Domain", "Evaluator", "Hint", "Known", "Calibrated", "calibrate", "SAFETY"]
 

@@ -37,8 +37,8 @@ from ._families import (
   NoiseCalibration,
   SamplingRateCalibration,
   StepsCalibration,
-  prepare_cells,
   guess_rho,
+  prepare_cells,
   rdp_value,
 )
 from ._sgm_calibration import noise_impl, rate_impl, steps_impl

@@ -24,8 +24,8 @@ from ._families import (
   NoiseCalibration,
   SamplingRateCalibration,
   StepsCalibration,
-  prepare_cells,
   guess_rho,
+  prepare_cells,
   rdp_value,
 )
 

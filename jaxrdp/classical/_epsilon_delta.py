@@ -21,8 +21,8 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from .._core.numerics import log1p_rate_expm1
 from .._core import precision as _precision
+from .._core.numerics import log1p_rate_expm1
 from .._core.validation import (
   DELTA,
   EPSILON,

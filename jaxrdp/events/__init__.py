@@ -87,13 +87,13 @@ if TYPE_CHECKING:
   from ._dpsgd import dpsgd_event as dpsgd_event
   from ._dpsgd import epochs_of as epochs_of
   from ._dpsgd import resolve_scheme as resolve_scheme
+  from ._events import RELATIONS as RELATIONS
   from ._events import Composed as Composed
   from ._events import Event as Event
   from ._events import Gaussian as Gaussian
   from ._events import Laplace as Laplace
   from ._events import NoOp as NoOp
   from ._events import PoissonSampled as PoissonSampled
-  from ._events import RELATIONS as RELATIONS
   from ._events import RandomizedResponse as RandomizedResponse
   from ._events import SelfComposed as SelfComposed
   from ._events import check_relation as check_relation

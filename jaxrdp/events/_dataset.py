@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import fractions
 
-import numpy as np
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from .._core.precision import x64_context

@@ -27,8 +27,8 @@ from __future__ import annotations
 import numpy as np
 from jax.typing import ArrayLike
 
-from ._events import RELATIONS, Event, Gaussian, PoissonSampled, SelfComposed, check_relation
 from ._allocation_events import RandomAllocation
+from ._events import RELATIONS, Event, Gaussian, PoissonSampled, SelfComposed, check_relation
 from ._sampling_events import FIXED_ADD_REMOVE_ERROR, FixedSizeSampled, ShuffledEpochs
 
 __all__ = ["SAMPLINGS", "RELATIONS", "resolve_scheme", "epochs_of", "dpsgd_event"]

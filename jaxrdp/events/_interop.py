@@ -43,6 +43,7 @@ import math
 import jax
 import numpy as np
 
+from ._allocation_events import RandomAllocation, steps_per_epoch
 from ._events import (
   Composed,
   Event,
@@ -67,7 +68,6 @@ from ._mechanism_events import (
   TruncatedSubsampledGaussian,
   ZCDp,
 )
-from ._allocation_events import RandomAllocation, steps_per_epoch
 from ._sampling_events import FixedSizeSampled
 from ._selection_events import RepeatAndSelect
 

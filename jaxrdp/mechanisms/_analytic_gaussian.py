@@ -11,10 +11,10 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from ..mechanisms import _hockey_stick
 from .._core import precision as _precision
 from .._core import rootfind as _rootfind
 from .._core.validation import check_range
+from ..mechanisms import _hockey_stick
 
 __all__ = ["analytic_gaussian_delta", "analytic_gaussian_sigma"]
 

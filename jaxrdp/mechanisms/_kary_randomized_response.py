@@ -70,7 +70,7 @@ def replace_one_impl(p, k, alpha):
 _SERIES_TERMS = 24  # |beta l| < 1/2: the first omitted term is below 2^-24 / 24! ~ 1e-31
 
 
-def _h_series(beta, l):
+def _h_series(beta, l):  # noqa: E741 (l, a log-likelihood ratio, as in the module doc)
   """g(beta l) - beta g(l) = beta sum_{n >= 2} expm1((n - 1) log beta) l^n / n!, beta > 0.
 
   No cancellation as beta -> 1 (the difference g(beta l) - beta g(l) loses a factor
@@ -90,7 +90,7 @@ def _log_moment(beta, la, lp, log_wa, log_wp, wa, wp):
   big = jnp.maximum(jnp.abs(beta * la), jnp.abs(beta * lp)) >= _LARGE
   bs = jnp.where(big, 1.5, beta)  # a harmless value where the other form is used
 
-  def h(l):  # g(beta l) - beta g(l) >= 0
+  def h(l):  # noqa: E741 (g(beta l) - beta g(l) >= 0)
     series = (bs > 0) & (jnp.abs(bs * l) < 0.5) & (jnp.abs(l) < 0.5)
     direct = _expm1_minus_x(bs * l) - bs * _expm1_minus_x(l)
     return jnp.where(

@@ -150,6 +150,14 @@ def _remove_tables(a_max: int) -> _Tables:
   return _Tables(a, below, diff, log_fact, log_fall, np.where(below, row - col, 0).astype(float))
 
 
+def _log_sum_exp(x, axis):
+  """``logsumexp(x, axis)`` whose derivative stays finite (zero) where every term is -inf
+  (an empty sum: the plain logsumexp and logaddexp give NaN derivatives there)."""
+  empty = jnp.all(x == -jnp.inf, axis=axis, keepdims=True)
+  out = logsumexp(jnp.where(empty, 0.0, x), axis=axis)
+  return jnp.where(jnp.squeeze(empty, axis), -jnp.inf, out)
+
+
 def _remove_log_moments_minus_1(c, t, a_max: int):
   """``log(E_alpha - 1)`` for alpha = 0..a_max (the index), one 1-out-of-t allocation.
 
@@ -162,8 +170,11 @@ def _remove_log_moments_minus_1(c, t, a_max: int):
   tables = _remove_tables(big_a)
   a = jnp.asarray(tables.a)
   below = jnp.asarray(tables.below)
-  # log(v_a / a!), v_a = expm1(c a (a - 1) / 2); -inf for a < 2 (log_expm1(0) = -inf).
-  log_h = log_expm1(0.5 * c * a * (a - 1.0)) - jnp.asarray(tables.log_fact)
+  # log(v_a / a!), v_a = expm1(c a (a - 1) / 2); -inf for a < 2 (v_a = 0), by a double
+  # where: log_expm1's derivative at 0 is infinite, and times zero it would give NaN.
+  pair = a >= 2.0
+  log_v = jnp.where(pair, log_expm1(jnp.where(pair, 0.5 * c * a * (a - 1.0), 1.0)), -jnp.inf)
+  log_h = log_v - jnp.asarray(tables.log_fact)
   log_h_mat = jnp.where(below, log_h[jnp.asarray(tables.diff)], -jnp.inf)  # [n, i] -> h_{n-i}
   log_fall = jnp.asarray(tables.log_fall)  # [alpha, n]: log(alpha! / (alpha - n)!)
   alpha_minus_n = jnp.asarray(tables.alpha_minus_n)
@@ -179,9 +190,9 @@ def _remove_log_moments_minus_1(c, t, a_max: int):
     scale = jnp.where(alpha_minus_n == 0.0, 0.0, alpha_minus_n * ell)
     inner = log_fall + log_hj[None, :] - a[None, :] * log_t + scale
     inner = jnp.where(below, inner, -jnp.inf)
-    s_j = logsumexp(inner, axis=1) + cum[j] - gammaln(jf + 1.0) + jf * log_t
-    acc = jnp.logaddexp(acc, jnp.where(jf <= t, s_j, -jnp.inf))
-    nxt = logsumexp(log_hj[None, :] + log_h_mat, axis=1)  # [x^n] h^(j+1)
+    s_j = _log_sum_exp(inner, axis=1) + cum[j] - gammaln(jf + 1.0) + jf * log_t
+    acc = _log_sum_exp(jnp.stack([acc, jnp.where(jf <= t, s_j, -jnp.inf)]), axis=0)
+    nxt = _log_sum_exp(log_hj[None, :] + log_h_mat, axis=1)  # [x^n] h^(j+1)
     return (nxt, acc), None
 
   init = (log_h, jnp.full(big_a + 1, -jnp.inf, dt))

@@ -4,18 +4,10 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from .._core import precision as _precision
-import numpy as np
-
-from ..mechanisms._sgm_quadrature import log_a_minus_1_quadrature
-from ..mechanisms._sgm_series import (
-  FULL_MAX_ORDER,
-  log_a_minus_1_integer_full,
-  log_a_minus_1_integer_grid,
-  log_a_minus_1_integer_windowed,
-)
 from .._core.numerics import TINY, floor_rate, log_expm1, positive_subnormal
 from .._core.static_index import concatenate_to
 from .._core.validation import (
@@ -24,6 +16,13 @@ from .._core.validation import (
   PROBABILITY,
   concrete_or_none,
   static_or_none,
+)
+from ..mechanisms._sgm_quadrature import log_a_minus_1_quadrature
+from ..mechanisms._sgm_series import (
+  FULL_MAX_ORDER,
+  log_a_minus_1_integer_full,
+  log_a_minus_1_integer_grid,
+  log_a_minus_1_integer_windowed,
 )
 
 __all__ = ["sgm_log_a", "sgm_rdp", "sgm_log_a_minus_1", "MAX_ORDER"]
@@ -112,11 +111,27 @@ def _small_sigma_bound(q, sigma, alpha):
   return log_expm1(log_a)
 
 
-def log_a_minus_1_quadrature_checked(q, sigma, alpha):
+def may_have_small_sigma(sigma) -> bool:
+  """False when ``sigma`` is concrete and every value lies in the quadrature's verified
+  domain (sigma >= _QUAD_MIN_SIGMA, inf included), True otherwise (traced, or some
+  value below it): the ``small_sigma`` argument of the kernels for these values."""
+  s = concrete_or_none(sigma)
+  return s is None or not bool(np.all(np.asarray(s, dtype=np.float64) >= _QUAD_MIN_SIGMA))
+
+
+def log_a_minus_1_quadrature_checked(q, sigma, alpha, small_sigma=True):
   """The quadrature on its verified domain (sigma >= _QUAD_MIN_SIGMA); below it,
-  where the quadrature can be too low, the bound of _small_sigma_bound."""
+  where the quadrature can be too low, the bound of _small_sigma_bound.
+
+  ``small_sigma`` (static): False when the caller knows that no sigma lies below
+  the domain (``may_have_small_sigma``), so that the bound is not compiled at all
+  (it is as large a program as the quadrature's light layout); a sigma below the
+  domain then gives NaN, never a value that may be too low.
+  """
   small = sigma < _QUAD_MIN_SIGMA
   general = log_a_minus_1_quadrature(q, jnp.where(small, 1.0, sigma), alpha)
+  if not small_sigma:
+    return jnp.where(small, jnp.nan, general)
 
   def with_bound(general):
     shape = q.shape
@@ -137,18 +152,19 @@ def _order_groups(orders: np.ndarray) -> list[np.ndarray]:
   ]
 
 
-def _log_a_minus_1_regular(q, sigma, alpha, alpha_np, rows_constant=False):
+def _log_a_minus_1_regular(q, sigma, alpha, alpha_np, rows_constant=False, small_sigma=True):
   """log(A - 1) for 0 < q < 1, 0 < sigma < inf, 1 < alpha < inf (broadcast arrays).
 
   When the orders are concrete (``alpha_np`` is not None), they are partitioned
   statically: integer orders use the exact positive series (cheap), the rest
   use quadrature. Traced orders all use quadrature. ``rows_constant``: q and
-  sigma are constant along the last (order) axis.
+  sigma are constant along the last (order) axis. ``small_sigma``: as in
+  ``log_a_minus_1_quadrature_checked``.
   """
   if alpha_np is None:
-    return log_a_minus_1_quadrature_checked(q, sigma, alpha)
+    return log_a_minus_1_quadrature_checked(q, sigma, alpha, small_sigma)
   if alpha_np.ndim == 1 and q.shape[-1:] == alpha_np.shape:
-    return _regular_along_last_axis(q, sigma, alpha, alpha_np, rows_constant)
+    return _regular_along_last_axis(q, sigma, alpha, alpha_np, rows_constant, small_sigma)
   shape = q.shape
   a = np.broadcast_to(alpha_np, shape).ravel()
   groups = _order_groups(a)
@@ -159,14 +175,14 @@ def _log_a_minus_1_regular(q, sigma, alpha, alpha_np, rows_constant=False):
     parts.append(log_a_minus_1_integer_full(qf[i], sf[i], a[i].astype(np.int64)))
   if groups[1].size:
     i = groups[1]
-    parts.append(_windowed_or_quadrature(qf[i], sf[i], jnp.asarray(a[i])))
+    parts.append(_windowed_or_quadrature(qf[i], sf[i], jnp.asarray(a[i]), small_sigma))
   if groups[2].size:
     i = groups[2]
-    parts.append(log_a_minus_1_quadrature_checked(qf[i], sf[i], af[i]))
+    parts.append(log_a_minus_1_quadrature_checked(qf[i], sf[i], af[i], small_sigma))
   return concatenate_to(parts, [g for g in groups if g.size]).reshape(shape)
 
 
-def _windowed_or_quadrature(q, sigma, alpha):
+def _windowed_or_quadrature(q, sigma, alpha, small_sigma=True):
   """log(A - 1) at integer orders above the full series' range, by the windowed series.
 
   Rare: the windows may miss terms (very broad term distributions). Only then is the
@@ -176,11 +192,11 @@ def _windowed_or_quadrature(q, sigma, alpha):
   return jax.lax.cond(
     jnp.all(covered),
     lambda: val,
-    lambda: jnp.where(covered, val, log_a_minus_1_quadrature_checked(q, sigma, alpha)),
+    lambda: jnp.where(covered, val, log_a_minus_1_quadrature_checked(q, sigma, alpha, small_sigma)),
   )
 
 
-def _regular_along_last_axis(q, sigma, alpha, orders, rows_constant):
+def _regular_along_last_axis(q, sigma, alpha, orders, rows_constant, small_sigma=True):
   """As _log_a_minus_1_regular for a 1-D order grid on the last axis.
 
   The usual layout (a batch of configurations against a grid of orders). The
@@ -198,19 +214,22 @@ def _regular_along_last_axis(q, sigma, alpha, orders, rows_constant):
       parts.append(log_a_minus_1_integer_full(q[..., i], sigma[..., i], n))
   if groups[1].size:
     i = groups[1]
-    parts.append(_windowed_or_quadrature(q[..., i], sigma[..., i], alpha[..., i]))
+    parts.append(_windowed_or_quadrature(q[..., i], sigma[..., i], alpha[..., i], small_sigma))
   if groups[2].size:
     i = groups[2]
-    parts.append(log_a_minus_1_quadrature_checked(q[..., i], sigma[..., i], alpha[..., i]))
+    parts.append(
+      log_a_minus_1_quadrature_checked(q[..., i], sigma[..., i], alpha[..., i], small_sigma)
+    )
   return concatenate_to(parts, [g for g in groups if g.size])
 
 
-def _log_a_minus_1_f64(q, sigma, alpha, alpha_static=None):
+def _log_a_minus_1_f64(q, sigma, alpha, alpha_static=None, small_sigma=True):
   """log(A_alpha - 1) in float64 with every edge case; inputs any shape.
 
   ``alpha_static``: the orders as a StaticArray when known at trace time (then
   integer orders use the exact series), else None. If None and ``alpha`` is a
-  concrete array, it is used directly.
+  concrete array, it is used directly. ``small_sigma`` (static): False only when
+  no sigma lies below the quadrature's verified domain (``may_have_small_sigma``).
   """
   alpha_np = alpha_static.array if alpha_static is not None else concrete_or_none(alpha)
   # A batch of configurations against a 1-D grid of orders on the last axis.
@@ -244,7 +263,7 @@ def _log_a_minus_1_f64(q, sigma, alpha, alpha_static=None):
   as_ = jnp.where(special, 2.0, alpha)
   if alpha_np is not None:
     alpha_np = np.where(np.isfinite(alpha_np) & (alpha_np > 1), alpha_np, 2.0)
-  general = _log_a_minus_1_regular(qs, ss, as_, alpha_np, rows_constant)
+  general = _log_a_minus_1_regular(qs, ss, as_, alpha_np, rows_constant, small_sigma)
 
   # q = 1: log(A - 1) = log(expm1(x)), x = alpha (alpha - 1) / (2 sigma^2).
   # Only computed when some element has q = 1.
@@ -283,8 +302,8 @@ def sgm_log_a_minus_1(q: ArrayLike, sigma: ArrayLike, alpha: ArrayLike) -> jax.A
   return _public_call(_log_a_minus_1_jit, q, sigma, alpha)
 
 
-def _log_a_f64(q, sigma, alpha, alpha_static=None):
-  log_a_m1 = _log_a_minus_1_f64(q, sigma, alpha, alpha_static)
+def _log_a_f64(q, sigma, alpha, alpha_static=None, small_sigma=True):
+  log_a_m1 = _log_a_minus_1_f64(q, sigma, alpha, alpha_static, small_sigma)
   log_a = jnp.logaddexp(0.0, log_a_m1)  # log(1 + (A - 1))
   # A > 1 with log A below the normal range (XLA flushes it to 0): report a floor
   # that keeps log A / (alpha - 1) >= the smallest normal float, a sound bound.

@@ -119,7 +119,7 @@ def _log_h_parts(z, q, sigma, alpha):
   # smallest q of the accuracy guarantee; 1e-24 at q = 1e-280).
   wc = jnp.minimum(w, 700.0)
   u = q * jnp.expm1(wc)
-  l = jnp.where(w > 700.0, jnp.log(q) + w, jnp.log1p(u))
+  l = jnp.where(w > 700.0, jnp.log(q) + w, jnp.log1p(u))  # noqa: E741 (the loss, as in the docs)
   beta = alpha - 1.0
   # h / (1 + u) = beta E2(-l) + E2(beta l): two non-negative terms, summed in
   # linear space. Where beta l > _BIG_BL, h = (1 + u)^alpha (1 - (1 + alpha u)

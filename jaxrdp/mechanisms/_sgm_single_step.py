@@ -27,11 +27,10 @@ import jax
 import jax.numpy as jnp
 from jax.typing import ArrayLike
 
-from ..mechanisms import _analytic_gaussian
-from ..mechanisms import _hockey_stick
 from .._core import precision as _precision
 from .._core import rootfind as _rootfind
 from .._core.validation import check_range
+from ..mechanisms import _analytic_gaussian, _hockey_stick
 
 __all__ = ["sgm_single_step_delta", "sgm_single_step_sigma"]
 

@@ -63,8 +63,9 @@ from jax.scipy.special import gammaln
 from jax.typing import ArrayLike
 
 from .._core import precision as _precision
-from .._core.validation import check_range, concrete_or_none
+from .._core.numerics import argmin_last
 from .._core.numerics import log_ndtr as _log_ndtr
+from .._core.validation import check_range, concrete_or_none
 
 __all__ = ["shuffle_delta_lower_bound", "shuffle_epsilon_lower_bound"]
 
@@ -132,6 +133,18 @@ def _event_logs(c, sigma, t, epochs, many):
   return [(up_p, up_q), (in_q, in_p)]
 
 
+def _max_last(v):
+  """The maximum over the last axis, as the element at the first maximum's index.
+
+  Its derivative is that element's. (jnp.max's derivative finds the maximum by
+  comparing v with it; compiled, XLA may compute v twice with different rounding,
+  and where no element matches the derivative is 0/0: NaN, seen at
+  --xla_backend_optimization_level=0.)
+  """
+  k = argmin_last(-v)
+  return jnp.take_along_axis(v, k[..., None], axis=-1)[..., 0]
+
+
 def _epsilon_bound(log_a, log_b, delta):
   """max over the last axis of log((A - delta) / B), A lowered and B raised by _REL."""
   log_a = log_a + jnp.log1p(-_REL)
@@ -141,14 +154,14 @@ def _epsilon_bound(log_a, log_b, delta):
   safe_a = jnp.where(ok, log_a, 0.0)
   gap = safe_a + jnp.log(-jnp.expm1(jnp.where(ok, log_d - safe_a, -1.0)))
   val = jnp.where(ok, gap - jnp.where(ok, log_b, 0.0), -jnp.inf)
-  return jnp.max(val, axis=-1)
+  return _max_last(val)
 
 
 def _delta_bound(log_a, log_b, epsilon):
   """max over the last axis of A - e^epsilon B, A lowered and B raised by _REL."""
   a = jnp.exp(log_a) * (1.0 - _REL)
   b = jnp.exp(jnp.minimum(log_b + epsilon[..., None, None], 700.0)) * (1.0 + _REL)
-  return jnp.max(a - b, axis=-1)
+  return _max_last(a - b)
 
 
 def _best_threshold(score_fn, sigma, t):
@@ -156,15 +169,15 @@ def _best_threshold(score_fn, sigma, t):
   spanning two cells of the previous one); returns the best score seen."""
   c = _grid(sigma, t, _N_GRID)
   vals = score_fn(c)  # [..., n]
-  best = jnp.max(vals, axis=-1)
+  best = _max_last(vals)
   step = c[..., 1] - c[..., 0]
   u = jnp.linspace(-1.0, 1.0, _N_FINE)
   for _ in range(2):
-    k = jnp.argmax(vals, axis=-1)
+    k = argmin_last(-vals)  # the first maximum (jnp.argmax breaks in a float32 jit)
     centre = jnp.take_along_axis(c, k[..., None], axis=-1)[..., 0]
     c = centre[..., None] + step[..., None] * u
     vals = score_fn(c)
-    best = jnp.maximum(best, jnp.max(vals, axis=-1))
+    best = jnp.maximum(best, _max_last(vals))
     step = c[..., 1] - c[..., 0]
   return best
 
@@ -177,7 +190,7 @@ def _bound_f64(sigma, t, epochs, given, *, kind, reshuffle, e_max):
 
   def score(c, s, many):
     parts = [combine(a, b, given) for a, b in _event_logs(c, s, t, epochs, many)]
-    return jnp.max(jnp.stack(parts, axis=-1), axis=-1)  # [..., n]
+    return _max_last(jnp.stack(parts, axis=-1))  # [..., n]
 
   # One epoch; persistent shuffling is one epoch at sigma / sqrt(E) (exact); with
   # dynamic shuffling a single epoch is a post-processing of all of them.

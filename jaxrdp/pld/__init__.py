@@ -104,6 +104,8 @@ from ._accountant import pld_delta as pld_delta
 from ._accountant import pld_delta_phases as pld_delta_phases
 from ._accountant import pld_epsilon as pld_epsilon
 from ._accountant import pld_epsilon_phases as pld_epsilon_phases
+from ._event_accountant import PldAccountant as PldAccountant
+from ._event_accountant import PldState as PldState
 from ._tradeoff import DEFAULT_ATOL as DEFAULT_ATOL
 from ._tradeoff import PldAdvantage as PldAdvantage
 from ._tradeoff import PldTpr as PldTpr
@@ -112,8 +114,6 @@ from ._tradeoff import default_fpr_grid as default_fpr_grid
 from ._tradeoff import pld_advantage as pld_advantage
 from ._tradeoff import pld_tpr as pld_tpr
 from ._tradeoff import pld_tradeoff as pld_tradeoff
-from ._event_accountant import PldAccountant as PldAccountant
-from ._event_accountant import PldState as PldState
 
 __all__ = [
   "DEFAULT_ATOL",

@@ -1,15 +1,19 @@
 """Public entry points of the tight accountant: validation, broadcasting, edges, float64.
 
-The rows are composed by the driver (``_driver.compose_rows``); here the arguments
-are checked and broadcast, the rows that need no composition are answered (one
-step from its closed form, nothing released, rates below 1e-300, epsilons beyond
-the grid), and the results are finalized in the caller's precision.
+The rows are composed by the driver (``_driver``); here the arguments are checked
+and broadcast, the rows that need no composition are answered (one step from its
+closed form, nothing released, rates below 1e-300, epsilons beyond the grid), and
+the results are finalized in the caller's precision. A concrete call's preparation
+and finish are two stored programs (``jaxrdp._core.stored_programs``) around the
+host's planning, so that a fresh process loads them instead of compiling each
+operation.
 """
 
 from __future__ import annotations
 
 import warnings
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -18,11 +22,12 @@ from jax.typing import ArrayLike
 
 from .._core import numerics as _numerics
 from .._core import precision as _precision
+from .._core.stored_programs import stored_jit
 from .._core.validation import check_range, is_concrete
 from ..events._events import Composed, Gaussian, PoissonSampled, SelfComposed
 from ..rdp._accountant import RdpAccountant
 from . import _single_step
-from ._driver import MIN_GRID_SIZE, TRACED_GRID_SIZE, compose_rows
+from ._driver import MIN_GRID_SIZE, TRACED_GRID_SIZE, combine, compose_rows, directions_of_rows
 
 __all__ = [
   "PldEpsilon",
@@ -160,15 +165,106 @@ def _regularize(q, sigma, steps, tgt, mode):
 
 def _edge_answers(up, low, edges, q, sigma, steps, tgt, mode):
   """The composed answers with the edge rows of :func:`_regularize` fixed."""
-  low = jnp.where(edges.floored | edges.capped, 0.0, low)
   if mode == "delta" and is_concrete(tgt) and bool(np.any(np.asarray(edges.capped))):
     rows = np.nonzero(np.asarray(edges.capped) & ~np.asarray(edges.nothing))[0]
     if rows.size:
       rdp = _rdp_delta(q[rows], sigma[rows], steps[rows], tgt[rows])
       up = up.at[rows].set(jnp.minimum(up[rows], rdp))
+  return _edge_zeros(up, low, edges)
+
+
+def _edge_zeros(up, low, edges):
+  """The lower bounds of floored and capped rows, and both bounds of empty rows, set to 0."""
+  low = jnp.where(edges.floored | edges.capped, 0.0, low)
   up = jnp.where(edges.nothing, 0.0, up)
   low = jnp.where(edges.nothing, 0.0, low)
   return up, low
+
+
+def _prepare(*args, mode):
+  """The arguments (phases' leaves, then the target) as rows: ``(q, sigma, steps, tgt,
+  edges, invalid, target)``, ``(size, P)`` and ``(size,)``, float64, regularized
+  (:func:`_regularize`); ``invalid`` marks rows outside the domain, ``target`` is the
+  target as given."""
+  *flat, tgt = args
+  arrays = jnp.broadcast_arrays(*[_precision.as_float64(x) for x in [*flat, tgt]])
+  shape = arrays[0].shape
+  size = int(np.prod(shape)) if shape else 1
+  cols = [a.reshape(size) for a in arrays]
+  q = jnp.stack(cols[0:-1:3], axis=-1)
+  sigma = jnp.stack(cols[1:-1:3], axis=-1)
+  steps = jnp.round(jnp.stack(cols[2:-1:3], axis=-1))
+  q, sigma, steps, tgt, edges = _regularize(q, sigma, steps, cols[-1], mode)
+  invalid = jnp.zeros(size, bool)
+  for a in cols[:-1:3]:
+    invalid |= ~((a >= 0) & (a <= 1))
+  for a in cols[1:-1:3]:
+    invalid |= ~(a > 0)
+  for a in cols[2:-1:3]:
+    # (a traced non-integer count of steps is invalid, not rounded to fewer steps)
+    invalid |= ~((a >= 0) & (a <= MAX_STEPS) & (a == jnp.round(a)))
+  t_in = cols[-1]
+  invalid |= ~((t_in > 0) & (t_in < 1)) if mode == "epsilon" else ~(t_in >= 0)
+  return q, sigma, steps, tgt, edges, invalid, t_in
+
+
+def _finish(up, low, invalid, *, shape):
+  """The answers of :func:`_prepare`'s rows, invalid rows NaN, in the arguments'
+  broadcast shape."""
+  up = jnp.where(invalid, jnp.nan, up)
+  low = jnp.where(invalid, jnp.nan, low)
+  return up.reshape(shape), low.reshape(shape)
+
+
+@stored_jit(static_argnames=("mode",))
+def _prepare_rows(args, mode):
+  """:func:`_prepare` of concrete arguments, as one stored program."""
+  return _prepare(*args, mode=mode)
+
+
+@stored_jit(static_argnames=("mode", "shape"))
+def _finish_rows(up2, low2, ok2, one, up1, low1, cap, edges, invalid, mode, shape):
+  """The answers of concrete rows, as one stored program: rows composed (directions
+  ``(2, size)`` from :func:`._driver.directions_of_rows`) and rows of one step (``one``,
+  closed-form ``up1``, ``low1``) joined, the Renyi-DP cap of delta mode's capped
+  rows applied (``cap``, +inf elsewhere), then :func:`_finish`."""
+  up, low, ok = combine(up2, low2, ok2, mode)
+  up, low = jnp.where(one, up1, up), jnp.where(one, low1, low)
+  ok = ok | one
+  capped = edges.capped & ~edges.nothing
+  up = jnp.where(capped, jnp.minimum(up, cap), up)
+  up, low = _finish(*_edge_zeros(up, low, edges), invalid, shape=shape)
+  return up, low, ok
+
+
+def _run_concrete(args, mode, options):
+  """:func:`_run`'s kernel for concrete arguments: two stored programs around the host's
+  planning and the stored PLD jobs, no operation dispatched one by one (each would
+  compile a program of its own in a fresh process). Returns flat ``(up, low, ok,
+  invalid)`` and the shape."""
+  shape = np.broadcast_shapes(*(np.shape(a) for a in args))
+  prepared = jax.tree_util.tree_map(np.asarray, _prepare_rows(tuple(args), mode))
+  q, sigma, steps, tgt, edges, invalid, t_in = prepared
+  size = q.shape[0]
+  up2, low2, ok2 = np.zeros((2, size)), np.zeros((2, size)), np.ones((2, size), bool)
+  up1, low1 = np.zeros(size), np.zeros(size)
+  # One step needs no composition: those rows are solved from the closed form.
+  one = (steps[:, 0] == 1.0) if q.shape[1] == 1 else np.zeros(size, bool)
+  rows = np.nonzero(~one)[0]
+  if rows.size:
+    parts = directions_of_rows(q[rows], sigma[rows], steps[rows], tgt[rows], mode, options)
+    for full, part in zip((up2, low2, ok2), parts):
+      full[:, rows] = part
+  rows = np.nonzero(one)[0]
+  if rows.size:
+    parts = _single_step.exact(q[rows, 0], sigma[rows, 0], tgt[rows], mode)
+    up1[rows], low1[rows] = (np.asarray(x) for x in parts)
+  cap = np.full(size, np.inf)
+  rows = np.nonzero(edges.capped & ~edges.nothing)[0] if mode == "delta" else []
+  if len(rows):
+    cap[rows] = np.asarray(_rdp_delta(q[rows], sigma[rows], steps[rows], t_in[rows]))
+  up, low, ok = _finish_rows(up2, low2, ok2, one, up1, low1, cap, edges, invalid, mode, shape)
+  return up, low, ok, invalid, (q, sigma, steps, tgt), shape
 
 
 def _run(phases, target, mode, rtol, grid_size, max_grid_size, memory_limit):
@@ -180,56 +276,28 @@ def _run(phases, target, mode, rtol, grid_size, max_grid_size, memory_limit):
   else:
     check_range("epsilon", target, lower=0.0)
   leaves = [x for ph in phases for x in ph] + [target]
+  options = (rtol, grid_size, max_grid_size, memory_limit)
 
   def kernel(*args):
-    *flat, tgt = args
-    arrays = jnp.broadcast_arrays(*[_precision.as_float64(x) for x in flat + [tgt]])
-    shape = arrays[0].shape
-    size = int(np.prod(shape)) if shape else 1
-    cols = [a.reshape(size) for a in arrays]
-    q = jnp.stack(cols[0:-1:3], axis=-1)
-    sigma = jnp.stack(cols[1:-1:3], axis=-1)
-    steps = jnp.round(jnp.stack(cols[2:-1:3], axis=-1))
-    tgt = cols[-1]
-    q, sigma, steps, tgt, edges = _regularize(q, sigma, steps, tgt, mode)
-    options = (rtol, grid_size, max_grid_size, memory_limit)
-    if all(is_concrete(x) for x in (q, sigma, steps, tgt)) and q.shape[1] == 1:
-      # One step needs no composition: those rows are solved from the closed form.
-      one = np.asarray(steps[:, 0] == 1.0)
-      up, low, ok = jnp.zeros(size), jnp.zeros(size), jnp.ones(size, bool)
-      rows = np.nonzero(~one)[0]
-      if rows.size:
-        parts = compose_rows(q[rows], sigma[rows], steps[rows], tgt[rows], mode, options)
-        up, low, ok = (x.at[rows].set(y) for x, y in zip((up, low, ok), parts))
-      rows = np.nonzero(one)[0]
-      if rows.size:
-        parts = _single_step.exact(q[rows, 0], sigma[rows, 0], tgt[rows], mode)
-        up, low = (x.at[rows].set(y) for x, y in zip((up, low), parts))
+    if all(is_concrete(x) for x in args):
+      up, low, ok, invalid, (q, sigma, steps, tgt), shape = _run_concrete(args, mode, options)
     else:
+      q, sigma, steps, tgt, edges, invalid, t_in = _prepare(*args, mode=mode)
+      shape = jnp.broadcast_shapes(*(jnp.shape(a) for a in args))
       up, low, ok = compose_rows(q, sigma, steps, tgt, mode, options)
       if q.shape[1] == 1:
         # One step: the exact interval from the closed-form curve.
         up, low = _single_step.refine(q[:, 0], sigma[:, 0], steps[:, 0], tgt, up, low, mode)
-    up, low = _edge_answers(up, low, edges, q, sigma, steps, cols[-1], mode)
-    invalid = jnp.zeros(size, bool)
-    for a in cols[:-1:3]:
-      invalid |= ~((a >= 0) & (a <= 1))
-    for a in cols[1:-1:3]:
-      invalid |= ~(a > 0)
-    for a in cols[2:-1:3]:
-      # (a traced non-integer count of steps is invalid, not rounded to fewer steps)
-      invalid |= ~((a >= 0) & (a <= MAX_STEPS) & (a == jnp.round(a)))
-    t_in = cols[-1]
-    invalid |= ~((t_in > 0) & (t_in < 1)) if mode == "epsilon" else ~(t_in >= 0)
-    up = jnp.where(invalid, jnp.nan, up)
-    low = jnp.where(invalid, jnp.nan, low)
+      up, low = _edge_answers(up, low, edges, q, sigma, steps, t_in, mode)
+      up, low = _finish(up, low, invalid, shape=shape)
     if mode == "epsilon" and is_concrete(up):
-      lost = np.nonzero(np.isinf(np.asarray(up)) & ~np.asarray(invalid))[0]
+      lost = np.nonzero(np.isinf(np.asarray(up)).ravel() & ~np.asarray(invalid))[0]
       if lost.size:
         # The window cannot hold the answer (an epsilon in the tens of
         # thousands: (1 + lam) W is limited by float64): the Renyi-DP bound,
         # an upper bound of the tight epsilon, is finite there.
-        up = up.at[lost].set(_rdp_epsilon(q[lost], sigma[lost], steps[lost], tgt[lost]))
+        rdp = _rdp_epsilon(q[lost], sigma[lost], steps[lost], tgt[lost])
+        up = up.reshape(-1).at[lost].set(rdp).reshape(shape)
         warnings.warn(
           "the tight epsilon of some configurations is beyond what the PLD grid "
           "can hold (epsilon in the tens of thousands); their Renyi-DP epsilon, "
@@ -244,7 +312,7 @@ def _run(phases, target, mode, rtol, grid_size, max_grid_size, memory_limit):
         RuntimeWarning,
         stacklevel=4,
       )
-    return up.reshape(shape), low.reshape(shape)
+    return up, low
 
   # The lower bounds are rounded down, the upper ones up, when cast to float32.
   return _precision.elementwise_float64(kernel, tuple(leaves), down=(False, True))

@@ -5,8 +5,9 @@ chosen length (``_kernel``). This module plans every row's grid from its moment-
 generating function, runs the jobs (in threads, one compiled program per FFT
 length, each job its own call so that its answer does not depend on the batch),
 redoes the directions whose first answer shows the plan was off, recomposes in
-double-word arithmetic where float64 round-off matters, and returns the larger
-of the two directions (:func:`compose_rows`). The public functions
+double-word arithmetic where float64 round-off matters, and returns both
+directions (:func:`directions_of_rows`) or the larger of the two
+(:func:`compose_rows`, which is :func:`combine` of them). The public functions
 (``_accountant``) validate, handle the edges and one-step rows, and call it.
 """
 
@@ -23,7 +24,7 @@ from .._core import precision as _precision
 from .._core.validation import is_concrete
 from . import _kernel
 
-__all__ = ["compose_rows", "TRACED_GRID_SIZE", "MIN_GRID_SIZE"]
+__all__ = ["combine", "compose_rows", "directions_of_rows", "TRACED_GRID_SIZE", "MIN_GRID_SIZE"]
 
 # Grid size used when the arguments are traced (inside jit/vmap/grad) and no
 # grid_size is given: the automatic choice needs concrete values.
@@ -294,7 +295,7 @@ def _epsilon_passes(
         usable = ok & (up > 0) & np.isfinite(slope)
         plans[i].eps_est[usable] = np.minimum(plans[i].eps_est[usable], up[usable])
         plans[i].lam_read[usable] = np.maximum(plans[i].lam_read[usable], slope[usable] - 1.0)
-        need = np.asarray(_kernel.batch_required_points(plans[i], jnp.asarray(steps), rtol))
+        need = np.asarray(_kernel.batch_required_points(plans[i], np.asarray(steps), rtol))
         n_new = _sizes(need, max_grid_size)[0]
         # (the error model is approximate: a grid within 20% of the need is kept)
         finer = usable & (need > 1.2 * n[i]) & (n_new > n[i])
@@ -369,8 +370,8 @@ def _sizes(need, max_grid_size):
   return np.minimum(n, max_grid_size), bool(np.all(n <= max_grid_size))
 
 
-def compose_rows(q, sigma, steps, tgt, mode, options):
-  """Certified ``(up, low, ok)`` of rows of phases by composing their PLDs (both directions)."""
+def directions_of_rows(q, sigma, steps, tgt, mode, options):
+  """Certified ``(2, size)`` ``(up, low, ok)`` of rows of phases, one per direction."""
   rtol, grid_size, max_grid_size, memory_limit = options
   n, plans, reached = _grid_sizes(q, sigma, steps, tgt, mode, rtol, grid_size, max_grid_size)
   if not reached:
@@ -379,17 +380,24 @@ def compose_rows(q, sigma, steps, tgt, mode, options):
       f"{max_grid_size}; the result is a certified bound at that size, less "
       "tight (see the lower bound)",
       RuntimeWarning,
-      stacklevel=5,
+      stacklevel=6,
     )
   if plans is not None:
-    up2, low2, ok2 = _per_row_sizes(
+    return _per_row_sizes(
       q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, grid_size is None, memory_limit
     )
-  else:
-    up2, low2, ok2 = _both_directions(q, sigma, steps, tgt, mode, n, memory_limit)
-  # The add/remove value is the larger of the two directions (both certified).
+  return _both_directions(q, sigma, steps, tgt, mode, n, memory_limit)
+
+
+def combine(up2, low2, ok2, mode):
+  """The add/remove answer: the larger of the two directions (both certified)."""
   up = jnp.max(jnp.asarray(up2), axis=0)
   if mode == "epsilon":
     up = jnp.maximum(up, 0.0)
   low = jnp.clip(jnp.max(jnp.asarray(low2), axis=0), 0.0, up)
   return up, low, jnp.all(jnp.asarray(ok2), axis=0)
+
+
+def compose_rows(q, sigma, steps, tgt, mode, options):
+  """Certified ``(up, low, ok)`` of rows of phases by composing their PLDs (both directions)."""
+  return combine(*directions_of_rows(q, sigma, steps, tgt, mode, options), mode)

@@ -15,6 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .._core.stored_programs import stored_jit
 from . import _compose, _discretize, _grid, _read, _tradeoff_read
 
 __all__ = [
@@ -317,7 +318,7 @@ def _plan_points(q, sigma, steps, target, mode, rtol):
   return plans, tuple(_grid.required_points(pl, steps, rtol) for pl in plans)
 
 
-@functools.partial(jax.jit, static_argnames=("mode",))
+@stored_jit(static_argnames=("mode",))
 def batch_plan_points(q, sigma, steps, target, rtol, mode):
   """Plans and grid points needed, ``((remove, add), (remove, add))``, per configuration.
 
@@ -329,7 +330,7 @@ def batch_plan_points(q, sigma, steps, target, rtol, mode):
   )
 
 
-@jax.jit
+@stored_jit
 def batch_required_points(plans, steps, rtol):
   """Grid points needed per job for given plans (``steps``: ``(B, P)``)."""
   return jax.vmap(_grid.required_points, in_axes=(0, 0, None))(plans, steps, rtol)
@@ -360,7 +361,7 @@ def _unpack(row, phases):
   return q, sigma, steps, target, _grid.Plan(*row[3 * p + 1 : k], a, b)
 
 
-@functools.partial(jax.jit, static_argnames=("mode", "n", "phases", "double_word"))
+@stored_jit(static_argnames=("mode", "n", "phases", "double_word"))
 def run_job(row, is_add, mode, n, phases, double_word=False):
   """One job (``P = phases`` phases, one direction) from its row of :func:`pack_jobs`.
 

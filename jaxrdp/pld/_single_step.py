@@ -19,12 +19,11 @@ certified bound). Derivatives are those of the root (implicit function theorem).
 
 from __future__ import annotations
 
-import functools
-
 import jax
 import jax.numpy as jnp
 
 from .._core import rootfind
+from .._core.stored_programs import stored_jit
 from ..mechanisms import _sgm_single_step
 
 __all__ = ["refine", "exact"]
@@ -80,7 +79,7 @@ def refine(q, sigma, steps, target, up, low, mode):
 _DOUBLINGS = 64
 
 
-@functools.partial(jax.jit, static_argnames="mode")
+@stored_jit(static_argnames="mode")
 def exact(q, sigma, target, mode):
   """``(up, low)`` of one step (rows ``(B,)``) from the closed-form curve alone, no composition.
 

@@ -1,10 +1,11 @@
 """The Renyi-DP accountant: RDP curves of events, their composition, and the conversions.
 
-:class:`RdpAccountant` (an immutable configuration: the orders and the conversion)
+:class:`~jaxrdp.RdpAccountant` (an immutable configuration: the orders and the conversion)
 composes the RDP curves of events (one rule per event type, registered with
 :func:`register_rdp_rule`; :func:`register_rdp_refusal` states why a type has none) and
-converts them to (epsilon, delta) (:func:`rdp_to_epsilon`, :func:`rdp_to_delta`). The
-event of DP-SGD steps takes a fast path: the exact search over the orders.
+converts them to (epsilon, delta) (:func:`~jaxrdp.rdp_to_epsilon`,
+:func:`~jaxrdp.rdp_to_delta`). The event of DP-SGD steps takes a fast path: the exact
+search over the orders.
 """
 
 from typing import TYPE_CHECKING

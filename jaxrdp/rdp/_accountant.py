@@ -16,9 +16,9 @@ import dataclasses
 import functools
 from typing import Any
 
-import numpy as np
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from .._core import precision as _precision
@@ -167,7 +167,7 @@ class RdpAccountant:
   def unsupported(self, event: Event) -> str | None:
     """``None`` if this accountant can account ``event``, else the part it cannot (a phrase).
 
-    Read from the registered rules (:func:`jaxrdp.rdp._event_curves.rdp_unsupported`):
+    Read from the registered rules (``jaxrdp.rdp._event_curves.rdp_unsupported``):
     structural, decided before anything is computed.
     """
     return rdp_unsupported(event)

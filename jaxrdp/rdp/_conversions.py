@@ -23,9 +23,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-import numpy as np
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax.typing import ArrayLike
 
 from .._core import precision as _precision

@@ -13,7 +13,7 @@ its refusals are generated from the rules that exist.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import jax.numpy as jnp
 
@@ -57,7 +57,7 @@ def register_rdp_rule(event_type: type, *, condition: Callable | None = None):
 
   ``orders`` is a float64 array [n]; ``orders_static`` the same orders as a
   hashable ``StaticArray`` (known at trace time). A rule recurses into child
-  events through :func:`rdp_curve_f64`. ``condition(event)`` returns ``None`` if
+  events through ``rdp_curve_f64``. ``condition(event)`` returns ``None`` if
   the rule applies to this event's structure (its children's types, its static
   fields), else a phrase saying which events it does not cover.
   """
@@ -282,6 +282,6 @@ def as_sgm(event: Event):
 
 # The RDP rules of the fixed-size and shuffled-batch events live with the schemes, and
 # those of the other mechanisms dp_accounting describes in their own module.
-from . import _sampling as _sampling  # noqa: E402,F401  (registers their rules)
 from . import _mechanism_rules as _mechanism_rules  # noqa: E402,F401
 from . import _random_allocation as _random_allocation  # noqa: E402,F401
+from . import _sampling as _sampling  # noqa: E402,F401  (registers their rules)

@@ -61,15 +61,15 @@ import functools
 import math
 from typing import NamedTuple
 
-import numpy as np
 import jax
 import jax.numpy as jnp
+import numpy as np
 
-from ..rdp._conversions import _epsilon_per_order, tv_threshold
 from .._core.numerics import argmin_last, floor_rate, positive_subnormal, raise_subnormal
-from ..mechanisms._sgm import _log_a_f64
 from .._core.static_index import put_last, take_last
 from .._core.validation import DELTA, StaticArray
+from ..mechanisms._sgm import _log_a_f64
+from ..rdp._conversions import _epsilon_per_order, tv_threshold
 
 __all__ = ["SearchResult", "min_epsilon_over_orders", "table_size", "with_derivative_at_order"]
 
@@ -345,6 +345,7 @@ class _LoopSpec(NamedTuple):
   alpha: np.ndarray
   method: str
   has_floor: bool  # the caller passed f_floor
+  small_sigma: bool  # some sigma may lie below the quadrature's domain (see _log_a_f64)
   batch: int  # configurations evaluated per round
   max_rounds: int
 
@@ -435,7 +436,7 @@ def _search_step(spec: _LoopSpec, rows: _Rows, x, s: _SearchState) -> _SearchSta
   mine = _Rows(*(v[r] for v in rows))
   j = s.pick[r]
   a = x[j]
-  f_new = _log_a_f64(mine.q, mine.sigma, a)  # traced orders: quadrature
+  f_new = _log_a_f64(mine.q, mine.sigma, a, small_sigma=spec.small_sigma)  # quadrature
   e_new = _eps_of(
     f_new[:, None], a[:, None], mine.steps, mine.delta, spec.method, spec.a_min, mine.tv
   )[:, 0]
@@ -504,7 +505,9 @@ def _search_finish(
   return SearchResult(eps, order, exact, evaluations, table)
 
 
-def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f_floor=None):
+def min_epsilon_over_orders(
+  q, sigma, steps, delta, orders, method, live=None, f_floor=None, small_sigma=True
+):
   """epsilon = min over ``orders`` (concrete 1-D) of the DP-SGD bound.
 
   q, sigma, steps, delta: float64 arrays broadcast to one batch shape.
@@ -519,6 +522,9 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
   non-decreasing in q at every order (see jaxrdp.calibration._calibration). They only prune
   orders, so the result stays the exact minimum over the orders; tight floors
   (from a nearby sigma) leave fewer orders in contention.
+  small_sigma (static): False only when no sigma lies below the quadrature's
+  verified domain (``jaxrdp.mechanisms._sgm.may_have_small_sigma``); the program
+  then leaves out the bound used there.
   """
   layout = _layout(np.asarray(orders, dtype=np.float64))
   # XLA reads subnormals as 0; epsilon is non-decreasing in q and steps, so
@@ -577,6 +583,7 @@ def min_epsilon_over_orders(q, sigma, steps, delta, orders, method, live=None, f
       alpha=layout.alpha[loop],
       method=method,
       has_floor=f_floor is not None,
+      small_sigma=small_sigma,
       batch=batch,
       max_rounds=layout.n_others * (-(-rows // batch) + 1),
     )

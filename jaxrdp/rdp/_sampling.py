@@ -67,8 +67,8 @@ from .._core.numerics import TINY, raise_subnormal
 from .._core.validation import concrete_or_none
 from ..events._sampling_events import FIXED_ADD_REMOVE_ERROR, FixedSizeSampled, ShuffledEpochs
 from ..mechanisms._sampled_without_replacement import (
-  WOR_MAX_ORDER,
   _TRACED_MAX_ORDER,
+  WOR_MAX_ORDER,
   effective_noise_multiplier,
 )
 from ..mechanisms._sampled_without_replacement import _rdp_f64 as _wor_rdp_f64

@@ -11,8 +11,8 @@ import math
 
 import numpy as np
 
-from ._result import SweepResult
 from ..sweeps._table import format_number
+from ._result import SweepResult
 
 __all__ = ["plot_sweep"]
 

@@ -59,7 +59,7 @@ class SweepResult:
 
   @property
   def label(self) -> str:
-    """What computed the epsilons: accountant, sampler and relation, in words."""
+    """The accountant, sampler and relation that computed the epsilons, in words."""
     what = {"rdp": "Renyi-DP accountant", "pld": "tight (PLD) accountant"}
     return (
       f"{what.get(self.accountant, self.accountant)}, {self.sampling} sampling, "
@@ -83,7 +83,7 @@ class SweepResult:
     dims = ", ".join(f"{k}={len(v)}" for k, v in self.axes.items())
     return f"SweepResult({dims}; {self.size} cells)"
 
-  def select(self, **values: float) -> "SweepResult":
+  def select(self, **values: float) -> SweepResult:
     """Sub-grid at the given axis values (each kept as a length-1 axis).
 
     Values match the axis entries up to a relative 1e-9; a value that is not on the

@@ -23,22 +23,24 @@ a one-device mesh agrees with them to rounding (see the sharding notes below).
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
-import numpy as np
 import jax
+import numpy as np
 from jax.sharding import Mesh
 from jax.typing import ArrayLike
 
-from ..calibration._calibration import orders_array
+from .._core.precision import x64_context
+from .._core.progress import progress_bar
+from .._core.validation import StaticArray, check_real
 from ..accountants._dpsgd import accountant_and_orders, dpsgd_epsilon
 from ..accountants._protocol import accountant_name, require_support
-from ..events._dpsgd import dpsgd_event, epochs_of, resolve_scheme
-from ..rdp._accountant import RdpAccountant
+from ..calibration._calibration import orders_array
 from ..events._dataset import epochs_to_steps
-from .._core.precision import x64_context
+from ..events._dpsgd import dpsgd_event, epochs_of, resolve_scheme
 from ..rdp import _sampling
-from .._core.progress import progress_bar
+from ..rdp._accountant import RdpAccountant
 from ._result import SweepResult
 from ._sharding import (
   _CELL_BATCH,
@@ -53,7 +55,6 @@ from ._sharding import (
   _rdp_local,
   _scheme_rdp_local,
 )
-from .._core.validation import StaticArray, check_real
 
 __all__ = ["SweepResult", "sweep"]
 

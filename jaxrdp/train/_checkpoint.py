@@ -42,8 +42,8 @@ from typing import Any
 import jax
 import numpy as np
 
-from ..rdp._accountant import RdpState, state_from_dict, state_to_dict
 from .._core.precision import x64_context
+from ..rdp._accountant import RdpState, state_from_dict, state_to_dict
 
 __all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint"]
 

@@ -30,15 +30,16 @@ after this gradient is any optax ``GradientTransformation``.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from .._core.validation import check_range
 from .._core.precision import round_up_to, x64_context
+from .._core.validation import check_range
 
 __all__ = [
   "clip_per_example",

@@ -24,8 +24,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
-from .._core.validation import check_range
 from .._core.precision import x64_context
+from .._core.validation import check_range
 
 __all__ = ["poisson_sample_mask"]
 

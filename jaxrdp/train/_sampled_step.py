@@ -41,7 +41,8 @@ resumed run draws the batches the uninterrupted one would.
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -50,10 +51,10 @@ from jax import lax
 
 from .._core.precision import x64_context
 from .._core.validation import StaticArray, check_range
-from ..rdp._accountant import RdpAccountant
 from ..accountants._truncation import truncated_poisson_epsilon
 from ..events._dpsgd import resolve_scheme
 from ..events._events import validate_event
+from ..rdp._accountant import RdpAccountant
 from ..rdp._event_curves import check_rdp_event, rdp_curve_f64
 from ._dp_gradient import gather_batch
 from ._samplers import FixedSizeSampler, PoissonSampler, ShuffleSampler

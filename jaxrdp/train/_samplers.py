@@ -441,7 +441,7 @@ class RandomAllocationSampler:
 
   @property
   def q(self) -> float:
-    """k / t: the probability that an example is in a given step (the event's ``q``)."""
+    """The probability k / t that an example is in a given step (the event's ``q``)."""
     return self.selected / self.steps_per_epoch
 
   @property
@@ -461,6 +461,7 @@ class RandomAllocationSampler:
 
   @property
   def expected_batch_size(self) -> float:
+    """The mean batch size n k / t (normalize the summed gradient by it)."""
     return self.n * self.selected / self.steps_per_epoch
 
   def config(self) -> dict:

@@ -20,7 +20,8 @@ optax is not imported here: ``optimizer`` is any object with optax's
 
 from __future__ import annotations
 
-from typing import Any, Callable, NamedTuple, Union
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -28,11 +29,11 @@ import numpy as np
 from jax import lax
 from jax.typing import ArrayLike
 
+from .._core.precision import x64_context
+from .._core.validation import check_range
+from ..mechanisms._sgm import sgm_rdp
 from ..rdp._accountant import RdpAccountant, RdpState, add_rdp_curve
 from ..train._poisson import poisson_sample_mask
-from .._core.precision import x64_context
-from ..mechanisms._sgm import sgm_rdp
-from .._core.validation import check_range
 from . import _sampled_step as _sampled
 from ._update import check_state_orders, noisy_update
 
@@ -48,7 +49,7 @@ __all__ = [
 ]
 
 PyTree = Any
-Schedule = Union[ArrayLike, Callable[[jax.Array], ArrayLike]]
+Schedule = ArrayLike | Callable[[jax.Array], ArrayLike]
 
 
 class PrivacyGuard(NamedTuple):

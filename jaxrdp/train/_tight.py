@@ -19,7 +19,8 @@ fixed-size or shuffled run has no tight construction here and is refused.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 

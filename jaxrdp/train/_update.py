@@ -9,7 +9,8 @@ bookkeeping of the state are the same, and live here.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
