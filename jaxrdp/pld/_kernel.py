@@ -285,7 +285,7 @@ def _plan_tradeoff(q, sigma, steps, alphas, atol, at_zero):
   return tuple(out)
 
 
-@functools.partial(jax.jit, static_argnames=("at_zero",))
+@stored_jit(static_argnames=("at_zero",))
 def batch_plan_tradeoff(q, sigma, steps, alphas, atol, at_zero=False):
   """Plans and grid points needed, ``((remove, need), (add, need))``, per configuration.
 
@@ -297,7 +297,7 @@ def batch_plan_tradeoff(q, sigma, steps, alphas, atol, at_zero=False):
   )
 
 
-@functools.partial(jax.jit, static_argnames=("n", "phases"))
+@stored_jit(static_argnames=("n", "phases"))
 def run_tradeoff_job(row, alphas, is_add, atol, n, phases):
   """One trade-off job from its row of :func:`pack_jobs`: ``(3, G)`` (tpr, tpr_lower, threshold)."""
   q, sigma, steps, _, pl = _unpack(row, phases)
