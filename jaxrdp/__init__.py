@@ -13,10 +13,15 @@ The top level holds what a model owner needs to publish an epsilon:
   budget: :func:`calibrate_noise`, :func:`calibrate_steps`,
   :func:`calibrate_sampling_rate`.
 * Sweeps over grids: :func:`sweep`, :func:`plot_sweep`.
+* Privacy as attack risk (tight, certified): :func:`dpsgd_tpr` (the best
+  membership attack's true-positive rate at a given false-positive rate),
+  :func:`dpsgd_advantage`, :func:`tradeoff_curve`; calibration to them in
+  :mod:`jaxrdp.risk`.
 
 Submodules: :mod:`jaxrdp.events` (mechanism descriptions),
 :mod:`jaxrdp.accountants` (the accountant protocol), :mod:`jaxrdp.pld` (tight
-accounting by privacy-loss distributions), :mod:`jaxrdp.mechanisms` (the kernels:
+accounting by privacy-loss distributions), :mod:`jaxrdp.risk` (attack risk:
+trade-off curves, calibration to them), :mod:`jaxrdp.mechanisms` (the kernels:
 the SGM's Renyi DP and other mechanisms' curves), :mod:`jaxrdp.train` (the optax
 DP-SGD step, sampling, checkpoints), :mod:`jaxrdp.classical` (classical
 (epsilon, delta) theorems).
@@ -54,6 +59,10 @@ _NAMES = {
   "calibrate_noise": ".calibration._calibration",
   "calibrate_sampling_rate": ".calibration._calibration",
   "calibrate_steps": ".calibration._calibration",
+  # Privacy as attack risk.
+  "dpsgd_advantage": ".risk._api",
+  "dpsgd_tpr": ".risk._api",
+  "tradeoff_curve": ".risk._api",
   # Sweeps.
   "SweepResult": ".sweeps",
   "plot_sweep": ".sweeps",
@@ -68,6 +77,7 @@ _SUBMODULES = (
   "mechanisms",
   "pld",
   "rdp",
+  "risk",
   "sweeps",
   "train",
 )
@@ -88,6 +98,7 @@ if TYPE_CHECKING:
   from . import mechanisms as mechanisms
   from . import pld as pld
   from . import rdp as rdp
+  from . import risk as risk
   from . import sweeps as sweeps
   from . import train as train
   from .accountants._api import PrivacyAccountant as PrivacyAccountant
@@ -108,6 +119,9 @@ if TYPE_CHECKING:
   from .rdp._conversions import rdp_to_epsilon as rdp_to_epsilon
   from .rdp._dpsgd import DEFAULT_ORDERS as DEFAULT_ORDERS
   from .rdp._dpsgd import DP_ACCOUNTING_ORDERS as DP_ACCOUNTING_ORDERS
+  from .risk._api import dpsgd_advantage as dpsgd_advantage
+  from .risk._api import dpsgd_tpr as dpsgd_tpr
+  from .risk._api import tradeoff_curve as tradeoff_curve
   from .sweeps import SweepResult as SweepResult
   from .sweeps import plot_sweep as plot_sweep
   from .sweeps import sweep as sweep

@@ -35,6 +35,7 @@ API_PAGES = {
   "jaxrdp.events": "events",
   "jaxrdp.accountants": "accountants",
   "jaxrdp.pld": "pld",
+  "jaxrdp.risk": "risk",
   "jaxrdp.mechanisms": "mechanisms",
   "jaxrdp.train": "train",
   "jaxrdp.classical": "classical",

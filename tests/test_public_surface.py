@@ -91,6 +91,7 @@ _LAZY_PACKAGES = [
   "jaxrdp.events",
   "jaxrdp.mechanisms",
   "jaxrdp.rdp",
+  "jaxrdp.risk",
   "jaxrdp.sweeps",
   "jaxrdp.train",
 ]

@@ -53,7 +53,9 @@ def _evaluate(kind, accountant, budget, param, fixed, target_given):
   return np.array(dpsgd_delta(q, sigma, steps, target_given, accountant=accountant).delta)
 
 
-def calibrate_with_accountant(kind, accountant, budget, target, given, fixed, start, start_ok):
+def calibrate_with_accountant(
+  kind, accountant, budget, target, given, fixed, start, start_ok, evaluate=None
+):
   """Refines a calibration with another accountant, on the host.
 
   Args:
@@ -64,6 +66,10 @@ def calibrate_with_accountant(kind, accountant, budget, target, given, fixed, st
     fixed: dict of 1-D arrays ``q``, ``sigma``, ``steps`` (the solved one unused).
     start: 1-D array, the Renyi-DP answer per cell.
     start_ok: 1-D bool array, the cells to refine (feasible, non-trivial).
+    evaluate: optional ``(param, fixed, given) -> values`` (1-D arrays of the cells
+      searched) in place of ``dpsgd_epsilon`` / ``dpsgd_delta``: any quantity
+      that is monotone in the parameter like them (``accountant`` and ``budget``
+      are then unused), such as an attack's true-positive rate.
 
   Returns:
     (param, value, feasible): 1-D arrays; cells not refined keep ``start``.
@@ -101,6 +107,8 @@ def calibrate_with_accountant(kind, accountant, budget, target, given, fixed, st
 
   def values(cells, x):
     sub = {k: (None if v is None else v[cells]) for k, v in fixed.items()}
+    if evaluate is not None:
+      return np.array(evaluate(x, sub, given[cells]), dtype=np.float64)
     return _evaluate(kind, accountant, budget, x, sub, given[cells])
 
   # 1. A point that meets the budget.

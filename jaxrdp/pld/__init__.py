@@ -81,6 +81,14 @@ interval comes from the root of the closed-form hockey-stick curve
 (``_single_step``), exact to about ``1e-12`` relative, where a grid could not
 resolve an epsilon far below its window (``1e-4`` after one step).
 
+Attack risk (``_tradeoff``, ``_tradeoff_read``): the same composition read
+through the Neyman-Pearson test, ``TPR(alpha) = min_eps [delta(eps) + e^eps
+alpha]``, gives certified bounds on the best membership attack's true-positive
+rate at a given false-positive rate (``pld_tpr``), on the whole trade-off curve
+from one composition per direction (``pld_tradeoff``), and on the advantage
+``delta(0)`` (``pld_advantage``); their accuracy parameter is ``atol``, an
+absolute error of the TPR.
+
 Accuracy parameters: ``rtol`` (target relative error of epsilon, default 1e-5),
 ``grid_size`` (the FFT length, a power of two; automatic from ``rtol`` for
 concrete inputs, ``TRACED_GRID_SIZE`` under a trace), ``max_grid_size`` and
@@ -98,17 +106,33 @@ from ._accountant import pld_epsilon as pld_epsilon
 from ._accountant import pld_epsilon_phases as pld_epsilon_phases
 from ._event_accountant import PldAccountant as PldAccountant
 from ._event_accountant import PldState as PldState
+from ._tradeoff import DEFAULT_ATOL as DEFAULT_ATOL
+from ._tradeoff import PldAdvantage as PldAdvantage
+from ._tradeoff import PldTpr as PldTpr
+from ._tradeoff import PldTradeoff as PldTradeoff
+from ._tradeoff import default_fpr_grid as default_fpr_grid
+from ._tradeoff import pld_advantage as pld_advantage
+from ._tradeoff import pld_tpr as pld_tpr
+from ._tradeoff import pld_tradeoff as pld_tradeoff
 
 __all__ = [
+  "DEFAULT_ATOL",
   "DEFAULT_RTOL",
   "MAX_GRID_SIZE",
   "TRACED_GRID_SIZE",
   "PldAccountant",
+  "PldAdvantage",
   "PldDelta",
   "PldEpsilon",
   "PldState",
+  "PldTpr",
+  "PldTradeoff",
+  "default_fpr_grid",
+  "pld_advantage",
   "pld_delta",
   "pld_delta_phases",
   "pld_epsilon",
   "pld_epsilon_phases",
+  "pld_tpr",
+  "pld_tradeoff",
 ]

@@ -45,6 +45,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import jax.scipy.special
 import numpy as np
 
 from . import _discretize
@@ -195,7 +196,15 @@ def plan_both(q, sigma, steps, target, mode: str) -> tuple[Plan, Plan]:
   )
 
 
-def _plan_direction(q, sigma, steps, target, mode, is_add, m) -> Plan:
+def _plan_direction(
+  q, sigma, steps, target, mode, is_add, m, log_scale=None, max_tilt=None
+) -> Plan:
+  """One direction's plan from the one-step MGF table ``m`` (:func:`_one_step_mgf`).
+
+  ``log_scale`` (delta mode, optional) caps the log of the delta the window is
+  sized for (neglected masses are then below ``1e-6 e^log_scale`` absolute
+  however large delta is); ``max_tilt`` (optional) caps the tilt.
+  """
   lam = jnp.asarray(LAMBDAS)
   neg = jnp.asarray(NEGATIVE)
   n_l, n_n = lam.shape[0], neg.shape[0]
@@ -220,6 +229,8 @@ def _plan_direction(q, sigma, steps, target, mode, is_add, m) -> Plan:
     eps_c = target
     eps_est = target
     log_delta_c = jnp.minimum(vmin, 0.0)
+    if log_scale is not None:
+      log_delta_c = jnp.minimum(log_delta_c, log_scale)
     s_read = target
   log_eta = log_delta_c - _LOG_ALIAS  # log(1e-6 delta)
   hi, nu_hi = _argmin((k - log_delta_c + _LOG_TAIL) / lam, lam)
@@ -229,6 +240,8 @@ def _plan_direction(q, sigma, steps, target, mode, is_add, m) -> Plan:
   lo_cov = -lo_cov
   # Width needed by each candidate tilt; the narrowest wins (ties: the larger tilt).
   tilt = lam_read * jnp.asarray(_TILTS)  # (C,)
+  if max_tilt is not None:
+    tilt = jnp.minimum(tilt, max_tilt)
   above = lam[None, :] > tilt[:, None]  # (C, L)
   gap = jnp.where(above, lam[None, :] - tilt[:, None], 1.0)
   need_up = jnp.where(above, (k[None, :] - lam[None, :] * s_read - log_eta) / gap, jnp.inf)
@@ -308,6 +321,97 @@ def required_points(p: Plan, steps, rtol):
   # construction and the same error) beyond 1e-6 relative of epsilon.
   d_peer = jnp.sqrt(_PEER_SHARE * _PEER_INTERVAL**2 + _PEER_SLACK * scale / per_d2)
   d_req = jnp.minimum(jnp.sqrt(rtol * scale / per_d2), d_peer)
+  window = (p.hi - p.lo) / d_req
+  support = jnp.max(p.b - p.a) / (SUPPORT_FOLDS * d_req)
+  return jnp.maximum(window, support)
+
+
+# Trade-off plans (readers of the Neyman-Pearson test; ``_tradeoff_read``).
+# Loss kept below the lowest Neyman-Pearson threshold read.
+_TRADEOFF_MARGIN = 0.5
+# Below the planned threshold the reader's round-off bound grows like
+# e^{lam (t_plan - t)}: over a curve, the tilt keeps lam (t_max - t_min) <= this.
+_TRADEOFF_TILT_SPAN = 10.0
+
+
+def _cumulant(m, steps, is_add):
+  """``K(lam)`` on ``LAMBDAS`` of one direction, summed over phases (``m``: ``_one_step_mgf``)."""
+  n_l = LAMBDAS.shape[0]
+  m_lam = jnp.where(is_add, m[:, n_l : 2 * n_l], m[:, :n_l])
+  out = jnp.sum(steps[:, None] * m_lam, axis=0)
+  return jnp.where(jnp.isfinite(out), out, jnp.inf)
+
+
+def _gdp_mu(k):
+  """``mu`` of the Gaussian-DP pair with the same KL divergence ``K'(0) ~ K(lam_0) / lam_0``."""
+  kl = jnp.maximum(k[0] / LAMBDAS[0], 1e-300)
+  return jnp.sqrt(2.0 * kl)
+
+
+def threshold_estimate(k, alpha):
+  """Estimate of the Neyman-Pearson threshold ``t`` with ``Q(L > t) = alpha``.
+
+  From the direction's cumulant ``k = K(lam)`` on ``LAMBDAS``: the ``mu``-GDP
+  threshold ``mu z_{1-alpha} - mu^2 / 2`` with ``mu^2 = 2 K'(0)`` (twice the KL
+  divergence), capped by the Chernoff root ``min_lam (K(lam) - log alpha) / (1 +
+  lam)`` (``E_Q[e^{(1 + lam) L}] = E_P[e^{lam L}]``), which is above the
+  threshold. Only plans the grid (soundness never depends on it).
+  """
+  mu = _gdp_mu(k)
+  alpha = jnp.asarray(alpha)
+  t_gdp = -mu * jax.scipy.special.ndtri(alpha) - 0.5 * mu * mu
+  lam = jnp.asarray(LAMBDAS)
+  t_cher = jnp.min((k[None, :] - jnp.log(alpha)[..., None]) / (1.0 + lam), axis=-1)
+  return jnp.minimum(t_gdp, t_cher)
+
+
+def plan_tradeoff(q, sigma, steps, alphas, atol, is_add, at_zero=False):
+  """Plan of one direction for reading the trade-off curve at FPRs ``alphas`` (``(G,)``).
+
+  The window is planned as for delta at the largest estimated threshold
+  (:func:`threshold_estimate`), with every neglected mass sized for an absolute
+  error below ``1e-6 atol``, reaching ``_TRADEOFF_MARGIN`` below the smallest
+  threshold, with the tilt capped so that the round-off bound stays small over
+  the whole range. ``at_zero``: the plan reads delta at 0 (the advantage)
+  instead. Returns ``(plan, density)``: ``density`` estimates the largest
+  density of the loss under ``P`` at the thresholds, which sets the error
+  (:func:`required_points_tradeoff`): that of the Gaussian-DP pair with the same
+  KL divergence, ``phi((t - mu^2/2) / mu) / mu``, and at least ``(1 + lam) e^t
+  alpha`` (the epsilon-shift model of :func:`required_points`).
+  """
+  m = _one_step_mgf(q, sigma)
+  k = _cumulant(m, steps, jnp.asarray(is_add))
+  mu = _gdp_mu(k)
+  if at_zero:
+    t = jnp.zeros(1)
+    slope = jax.scipy.special.ndtr(-0.5 * mu)  # Q(L > 0) of that pair
+  else:
+    t = threshold_estimate(k, alphas)
+    slope = jnp.exp(jnp.minimum(t, 700.0)) * alphas
+  gauss = jnp.exp(-0.5 * ((t - 0.5 * mu * mu) / mu) ** 2) / (mu * math.sqrt(2.0 * math.pi))
+  t_hi, t_lo = jnp.max(t), jnp.min(t)
+  max_tilt = _TRADEOFF_TILT_SPAN / jnp.maximum(t_hi - t_lo, 1.0)
+  pl = _plan_direction(
+    q, sigma, steps, t_hi, "delta", jnp.asarray(is_add), m, jnp.log(atol), max_tilt
+  )
+  density = jnp.max(jnp.maximum(gauss, (1.0 + pl.lam_read) * slope))
+  return pl._replace(lo=jnp.minimum(pl.lo, t_lo - _TRADEOFF_MARGIN)), density
+
+
+def required_points_tradeoff(p: Plan, steps, density, atol):
+  """Grid points for an absolute error of about ``atol`` in the TPR (or the advantage).
+
+  Each step's connect-the-dots image of the loss is shifted by ``Z`` with mean
+  about ``d^2 / 8`` and variance up to ``d^2 / 4`` (:func:`required_points`);
+  at the Neyman-Pearson threshold ``t`` the TPR ``min_eps [delta(eps) + e^eps
+  alpha]`` moves like ``delta(t)`` (the minimum is stationary in epsilon), by
+  about ``T (m |delta'| + v delta'' / 2) ~ T d^2 / 8 (|delta'| + delta'')``, and
+  ``|delta'(t)| + delta''(t) = e^t f_Q(t) = f_P(t)``, the density of the
+  composed loss under ``P`` at ``t``.
+  """
+  t_total = jnp.sum(steps)
+  per_d2 = ERROR_MODEL * t_total / 8.0 * jnp.maximum(density, 1e-300)
+  d_req = jnp.sqrt(atol / per_d2)
   window = (p.hi - p.lo) / d_req
   support = jnp.max(p.b - p.a) / (SUPPORT_FOLDS * d_req)
   return jnp.maximum(window, support)

@@ -16,11 +16,15 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core.stored_programs import stored_jit
-from . import _compose, _discretize, _grid, _read
+from . import _compose, _discretize, _grid, _read, _tradeoff_read
 
 __all__ = [
   "job_epsilon",
   "job_delta",
+  "job_tradeoff",
+  "batch_plan_tradeoff",
+  "run_tradeoff_job",
+  "run_tradeoff_jobs",
   "batch_plan_points",
   "batch_required_points",
   "pack_jobs",
@@ -226,6 +230,87 @@ def job_delta(q, sigma, steps, epsilon, is_add, *, n, pl=None, double_word=False
   low = _read.delta_lower(c, shifted) - eta * (1.0 + 1e-8)
   share = jnp.where(up > 0, fft / jnp.where(up > 0, up, 1.0), 0.0)
   return up, jnp.clip(low, 0.0, up), epsilon >= c["lo"], jnp.zeros_like(up), share
+
+
+# Failure probability (absolute) of the coupling in the trade-off lower bounds.
+_ETA_TRADEOFF = 1e-10
+
+
+def job_tradeoff(q, sigma, steps, alphas, is_add, *, n, atol, pl=None):
+  """``(tpr, tpr_lower, threshold)`` of one direction at FPRs ``alphas`` (``(G,)`` each).
+
+  One composition read at every FPR (``_tradeoff_read``): ``tpr`` is a
+  certified upper bound of this direction's true-positive rate, ``tpr_lower``
+  a certified lower bound (at least ``alpha``), ``threshold`` the
+  Neyman-Pearson threshold read. Without ``pl`` the plan is made here
+  (:func:`_grid.plan_tradeoff`, accuracy ``atol``).
+
+  The lower bound uses the coupling of :func:`_shift` at tilt 0, where its
+  bound ``P(S' - S > s) <= eta`` holds for every epsilon at once, so
+  ``delta_true(eps) >= delta_ctd(eps + s) - eta`` everywhere and
+
+      TPR_true(alpha) = min_eps [delta_true(eps) + e^eps alpha]
+                      >= min_eps [delta_ctd(eps + s) + e^eps alpha] - eta
+                       = TPR_ctd(alpha e^{-s}) - eta.
+
+  (The tilted shifts are smaller but hold at one given epsilon, and the true
+  minimizer, the exact Neyman-Pearson threshold, is not known.)
+  """
+  if pl is None:
+    pl, _ = _grid.plan_tradeoff(q, sigma, steps, alphas, atol, is_add)
+  c, d, cells = _curves(q, sigma, steps, 0.0, is_add, "delta", n, pl)
+  tab = _tradeoff_read.block_table(c)
+  # Tilt 0 only (the first of _I_SHIFT, _NU = 0): a shift valid at every epsilon.
+  untilted = cells._replace(log_m=cells.log_m[:, :1], tilts=jnp.zeros((1,), cells.tilts.dtype))
+  # (no derivative through the shift: where a cell's Chernoff term overflows, the
+  # zero cotangent of the discarded candidate times its infinite local derivative
+  # would be NaN)
+  untilted = jax.lax.stop_gradient(untilted)
+  shift = _shift(untilted, d, lambda a: jnp.log(_ETA_TRADEOFF) + 0.0 * a, False)
+  up, t_read, low = _tradeoff_read.tpr_bounds(c, tab, alphas, alphas * jnp.exp(-shift))
+  # Failure events of the coupling: its tail (eta) and the single-step support
+  # cuts (each side of each step's support drops at most 1e-12 delta_c / T).
+  cut = 2e-12 * jnp.exp(jax.lax.stop_gradient(pl.log_delta_c))
+  low = low - (_ETA_TRADEOFF + cut) * (1.0 + 1e-8)
+  up = jnp.clip(up, alphas, 1.0)
+  low = jnp.clip(jnp.maximum(low, alphas), 0.0, up)
+  return up, low, t_read
+
+
+def _plan_tradeoff(q, sigma, steps, alphas, atol, at_zero):
+  out = []
+  for is_add in (False, True):
+    pl, slope = _grid.plan_tradeoff(q, sigma, steps, alphas, atol, is_add, at_zero)
+    out.append((pl, _grid.required_points_tradeoff(pl, steps, slope, atol)))
+  return tuple(out)
+
+
+@stored_jit(static_argnames=("at_zero",))
+def batch_plan_tradeoff(q, sigma, steps, alphas, atol, at_zero=False):
+  """Plans and grid points needed, ``((remove, need), (add, need))``, per configuration.
+
+  ``q, sigma, steps``: ``(B, P)``; ``alphas``: ``(B, G)``; ``at_zero``: plans for
+  delta at 0 (the advantage) instead.
+  """
+  return jax.vmap(_plan_tradeoff, in_axes=(0, 0, 0, 0, None, None))(
+    q, sigma, steps, alphas, atol, at_zero
+  )
+
+
+@stored_jit(static_argnames=("n", "phases"))
+def run_tradeoff_job(row, alphas, is_add, atol, n, phases):
+  """One trade-off job from its row of :func:`pack_jobs`: ``(3, G)`` (tpr, tpr_lower, threshold)."""
+  q, sigma, steps, _, pl = _unpack(row, phases)
+  return jnp.stack(job_tradeoff(q, sigma, steps, alphas, is_add, n=n, atol=atol, pl=pl))
+
+
+@functools.partial(jax.jit, static_argnames=("n", "chunk"))
+def run_tradeoff_jobs(q, sigma, steps, alphas, is_add, atol, n, chunk):
+  """All trade-off jobs of a traced batch (plans made inside), ``chunk`` at a time."""
+  one = functools.partial(job_tradeoff, n=n, atol=atol)
+  return jax.lax.map(
+    lambda a: jnp.stack(one(*a)), (q, sigma, steps, alphas, is_add), batch_size=chunk
+  )
 
 
 def _plan_points(q, sigma, steps, target, mode, rtol):
