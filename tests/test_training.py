@@ -976,6 +976,17 @@ TRUNC_RE = re.compile(
 )
 
 
+TIGHT_RE = re.compile(
+  r"^tight: epsilon=(?P<epsilon>\S+) epsilon_lower=(?P<lower>\S+) \(Renyi DP: \S+\)$"
+)
+
+
+def _the_line(regex, lines):
+  """The one printed line ``regex`` matches."""
+  (m,) = [m for m in map(regex.match, lines) if m]
+  return m
+
+
 def ref_dpsgd_delta(q, sigma, steps, epsilon):
   """delta of the untruncated run at epsilon, by jaxrdp's own dpsgd_delta (the
   inverse conversion of the reference epsilon; the epsilon itself is checked
@@ -1019,8 +1030,7 @@ def test_example_tiny_run_last_line_parses_and_agrees(capsys):
   assert steps == TINY["epochs"] * round(1 / TINY["q"]) and v["q"] == TINY["q"]
   assert 0.0 <= v["test_accuracy"] <= 1.0 and 0.0 <= v["baseline_accuracy"] <= 1.0
   # The in-loop accountant's (untruncated) epsilon equals the closed composition ...
-  trunc = TRUNC_RE.match(lines[-3])
-  assert trunc, lines[-3]
+  trunc = _the_line(TRUNC_RE, lines)
   ref, _ = ref_dpsgd_epsilon(v["q"], v["sigma"], steps, v["delta"])
   np.testing.assert_allclose(float(trunc["untruncated"]), ref[0], rtol=1e-11)
   # ... the printed epsilon includes the truncation term: independently, eta from the
@@ -1034,6 +1044,9 @@ def test_example_tiny_run_last_line_parses_and_agrees(capsys):
   assert ref[0] <= v["epsilon"] <= ref[0] * (1 + 1e-6)
   # ... and an independent accountant given the printed q, sigma, steps agrees.
   _assert_agrees_with_dp_accounting(v["epsilon"], v["q"], v["sigma"], steps, v["delta"])
+  # The tight epsilon to publish: a bracket below the Renyi-DP bound of the same run.
+  tight = _the_line(TIGHT_RE, lines)
+  assert 0.0 < float(tight["lower"]) <= float(tight["epsilon"]) <= v["epsilon"]
 
 
 def test_example_cli_runs_as_script():
