@@ -12,30 +12,19 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def test_tree_is_formatted():
+def _ruff(*args):
+  """``ruff *args`` on the whole tree; skips the test when ruff is not installed."""
   ruff = shutil.which("ruff") or str(pathlib.Path(sys.executable).with_name("ruff"))
   if not pathlib.Path(ruff).exists():
     pytest.skip("ruff is not installed (it is in the test extra)")
-  out = subprocess.run(
-    [ruff, "format", "--check", "--diff", "."],
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    timeout=120,
-  )
+  out = subprocess.run([ruff, *args, "."], cwd=ROOT, capture_output=True, text=True, timeout=120)
   assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+
+
+def test_tree_is_formatted():
+  _ruff("format", "--check", "--diff")
 
 
 def test_tree_passes_the_lint_selection():
   # The rules are pyproject.toml's [tool.ruff.lint] selection, each ignore explained there.
-  ruff = shutil.which("ruff") or str(pathlib.Path(sys.executable).with_name("ruff"))
-  if not pathlib.Path(ruff).exists():
-    pytest.skip("ruff is not installed (it is in the test extra)")
-  out = subprocess.run(
-    [ruff, "check", "--output-format", "concise", "."],
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    timeout=120,
-  )
-  assert out.returncode == 0, out.stdout[-4000:] + out.stderr[-2000:]
+  _ruff("check", "--output-format", "concise")
