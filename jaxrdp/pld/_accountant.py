@@ -105,26 +105,24 @@ def _check_options(rtol, grid_size, max_grid_size, memory_limit):
     raise ValueError(f"memory_limit must be a number of bytes >= 2**24, got {memory_limit!r}")
 
 
-def _rdp_epsilon(q, sigma, steps, delta):
-  """Renyi-DP epsilon of rows of phases (``(B, P)`` arrays), a certified upper bound."""
-  event = Composed(
+def _phases_event(q, sigma, steps):
+  """The event of rows of phases (``(B, P)`` arrays): Poisson-subsampled Gaussians, composed."""
+  return Composed(
     tuple(
       SelfComposed(PoissonSampled(q[:, j], Gaussian(sigma[:, j])), steps[:, j])
       for j in range(q.shape[1])
     )
   )
-  return RdpAccountant().epsilon(event, delta).epsilon
+
+
+def _rdp_epsilon(q, sigma, steps, delta):
+  """Renyi-DP epsilon of rows of phases (``(B, P)`` arrays), a certified upper bound."""
+  return RdpAccountant().epsilon(_phases_event(q, sigma, steps), delta).epsilon
 
 
 def _rdp_delta(q, sigma, steps, epsilon):
   """Renyi-DP delta of rows of phases (``(B, P)`` arrays), a certified upper bound."""
-  event = Composed(
-    tuple(
-      SelfComposed(PoissonSampled(q[:, j], Gaussian(sigma[:, j])), steps[:, j])
-      for j in range(q.shape[1])
-    )
-  )
-  return RdpAccountant().delta(event, epsilon).delta
+  return RdpAccountant().delta(_phases_event(q, sigma, steps), epsilon).delta
 
 
 class _Edges(NamedTuple):
