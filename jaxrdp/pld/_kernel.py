@@ -164,8 +164,11 @@ class _Cells(NamedTuple):
 
 
 # Exponents of the Chernoff bound on the coupling shift, relative to the one that
-# is optimal on a uniform support of the lattice spacing.
-_THETA = 2.0 ** np.arange(-16.0, 3.0)
+# is optimal on a uniform support of the lattice spacing. Every exponent gives a
+# valid shift and the smallest is taken; a quarter-octave grid costs little now
+# that the terms are summed per width class, and against whole octaves it raised
+# lower bounds by up to 3% (q = 2e-4, sigma = 0.6, T = 5e4: 0.9011 to 0.9303).
+_THETA = 2.0 ** np.arange(-16.0, 3.0, 0.25)
 
 
 def _shift(cells, d, log_budget, extra_rate):
