@@ -55,6 +55,8 @@ _U = 2.0**-53
 # of the target delta for an epsilon read.
 _TAIL_DELTA = 1e-15
 _TAIL_PER_DELTA = 1e-7
+# Relative width of the bracket below which no finer grid is tried.
+_BRACKET = 1e-4
 
 _NO_LOSS = ((1.0, Atoms([0.0], [1.0])),)
 _INF_LOSS = ((1.0, Atoms([np.inf], [1.0])),)
@@ -398,8 +400,9 @@ def _plan_h(steps, rtol, max_grid_size):
         width += count * (hi - lo)
         total += count
   span = min(width, 2.0 * (40.0 + 12.0 * math.sqrt(var)))
+  floor = max(1.5 * span / max_grid_size, 1e-7)
   h = min(1e-4, math.sqrt(8.0 * rtol / max(total, 1.0)))
-  return max(h, 1.5 * span / max_grid_size, 1e-7)
+  return max(h, floor), floor
 
 
 def _read_delta(x: _Pmf, eps, h):
@@ -442,12 +445,11 @@ def _directions(steps):
   return ("remove", "add") if asym else ("remove",)
 
 
-def _composed(steps, rtol, max_grid_size, tail):
-  h = _plan_h(steps, rtol, max_grid_size)
+def _composed(steps, h, tail):
   out = []
   for d in _directions(steps):
     out.append(_compose(steps, d, h, tail))
-  return out, h
+  return out
 
 
 def _coupling_shift(h, total_steps, eta):
@@ -463,6 +465,45 @@ def _coupling_shift(h, total_steps, eta):
   )
 
 
+def _answers(steps, h, query, x, total):
+  """``(upper, lower)`` of ``query`` (``"epsilon"`` at delta ``x``, ``"delta"`` at epsilon ``x``)."""
+  if query == "epsilon":
+    comps = _composed(steps, h, max(_TAIL_PER_DELTA * x, 1e-300))
+    eta = max(1e-3 * x, 1e-300)
+    t = _coupling_shift(h, total, eta)
+    up = max(_read_epsilon(u, x, h, u.err) for u, _ in comps)
+    low = max(_read_epsilon(lo, x, h, -lo.err) for _, lo in comps)
+    low2 = max(_read_epsilon(u, x, h, -(u.err + eta + u.moved)) - t for u, _ in comps)
+    return up, min(max(low, low2, 0.0), up)
+  comps = _composed(steps, h, _TAIL_DELTA)
+  up = low = 0.0
+  for u, lo in comps:
+    read = _read_delta(u, x, h)
+    up = max(up, min(1.0, read + u.err))
+    low = max(low, _read_delta(lo, x, h) - lo.err)
+    eta = max(1e-3 * read, 1e-300)
+    shifted = _read_delta(u, x + _coupling_shift(h, total, eta), h)
+    low = max(low, shifted - u.err - eta - u.moved)
+  return up, min(max(low, 0.0), up)
+
+
+def _answer(event, x, rtol, max_grid_size, query):
+  steps = event_steps(event)
+  if not steps:
+    return 0.0, 0.0
+  total = sum(count for _, count in steps)
+  h, floor = _plan_h(steps, rtol, max_grid_size)
+  up, low = _answers(steps, h, query, x, total)
+  # One refinement where the bracket is wider than the target (its width is about
+  # linear in h): a finer grid, as far as the grid size allows.
+  gap = up - low
+  if math.isfinite(up) and up > 0 and gap > _BRACKET * up and h > floor:
+    h2 = max(h * max(0.5 * _BRACKET * up / gap, 0.05), floor)
+    up2, low2 = _answers(steps, h2, query, x, total)
+    up, low = min(up, up2), max(low, low2)
+  return up, min(low, up)
+
+
 def generic_epsilon(event, delta, rtol, max_grid_size):
   """``(upper, lower)`` epsilon of a concrete scalar event tree at a float ``delta``.
 
@@ -471,32 +512,9 @@ def generic_epsilon(event, delta, rtol, max_grid_size):
   delta_upper(eps + t) - eta - moved``, :func:`_coupling_shift`, ``eta = 1e-3
   delta``).
   """
-  steps = event_steps(event)
-  if not steps:
-    return 0.0, 0.0
-  comps, h = _composed(steps, rtol, max_grid_size, max(_TAIL_PER_DELTA * delta, 1e-300))
-  total = sum(count for _, count in steps)
-  eta = max(1e-3 * delta, 1e-300)
-  t = _coupling_shift(h, total, eta)
-  up = max(_read_epsilon(u, delta, h, u.err) for u, _ in comps)
-  low = max(_read_epsilon(lo, delta, h, -lo.err) for _, lo in comps)
-  low2 = max(_read_epsilon(u, delta, h, -(u.err + eta + u.moved)) - t for u, _ in comps)
-  return up, min(max(low, low2, 0.0), up)
+  return _answer(event, delta, rtol, max_grid_size, "epsilon")
 
 
 def generic_delta(event, epsilon, rtol, max_grid_size):
   """``(upper, lower)`` delta of a concrete scalar event tree at a float ``epsilon``."""
-  steps = event_steps(event)
-  if not steps:
-    return 0.0, 0.0
-  comps, h = _composed(steps, rtol, max_grid_size, _TAIL_DELTA)
-  total = sum(count for _, count in steps)
-  up = low = 0.0
-  for u, lo in comps:
-    read = _read_delta(u, epsilon, h)
-    up = max(up, min(1.0, read + u.err))
-    low = max(low, _read_delta(lo, epsilon, h) - lo.err)
-    eta = max(1e-3 * read, 1e-300)
-    shifted = _read_delta(u, epsilon + _coupling_shift(h, total, eta), h)
-    low = max(low, shifted - u.err - eta - u.moved)
-  return up, min(max(low, 0.0), up)
+  return _answer(event, epsilon, rtol, max_grid_size, "delta")
