@@ -19,7 +19,8 @@ per-step maximum: Lebeda, Regehr, Kamath, Steinke 2024, arXiv:2405.20769).
 Round-off: a linear convolution through the FFT is within ``16 u log2(N)
 sqrt(N) (|a|_1 |b|_2 + |a|_2 |b|_1)`` of exact in L1 (stage-wise error of the
 transform, Higham 2002, Sec. 24.1), and convolving with a probability vector
-does not grow an L1 error; each single-step mass carries ``4 u``. The reading
+does not grow an L1 error; a single-step mass, a difference of two tail
+probabilities, carries ``4 u`` times the larger. The reading
 weights are in ``[0, 1]``, so the L1 bound is a bound on delta. Not in the
 certificate: the rounding inside the connect-the-dots split of a cell
 (relative ``u / h`` of its mass, moved between two neighbouring points).
@@ -373,8 +374,8 @@ def _compose(steps, direction, h, tail):
   singles = [(discretize(parts[direction], h), int(round(count))) for parts, count in steps]
   for upper in (True, False):
     total = None
-    for (k0, up, low, infs, n_cells, moved), count in singles:
-      one = _Pmf(k0, up if upper else low, infs[0 if upper else 1], 4.0 * _U * n_cells, moved)
+    for (k0, up, low, infs, mass_err, moved), count in singles:
+      one = _Pmf(k0, up if upper else low, infs[0 if upper else 1], mass_err, moved)
       one = _power(_trim(one, upper, tail), count, upper, tail)
       total = one if total is None else _trim(_conv(total, one), upper, tail)
     out.append(total)
@@ -399,7 +400,7 @@ def _plan_h(steps, rtol, max_grid_size):
         var += count * max(m2 - m1 * m1, 0.0)
         width += count * (hi - lo)
         total += count
-  span = min(width, 2.0 * (40.0 + 12.0 * math.sqrt(var)))
+  span = min(width, 2.0 * (4.0 + 12.0 * math.sqrt(var)))
   floor = max(1.5 * span / max_grid_size, 1e-7)
   h = min(1e-4, math.sqrt(8.0 * rtol / max(total, 1.0)))
   return max(h, floor), floor
@@ -466,7 +467,8 @@ def _coupling_shift(h, total_steps, eta):
 
 
 def _answers(steps, h, query, x, total):
-  """``(upper, lower)`` of ``query`` (``"epsilon"`` at delta ``x``, ``"delta"`` at epsilon ``x``)."""
+  """``(upper, lower, width)`` of ``query`` (``"epsilon"`` at delta ``x``, ``"delta"`` at
+  epsilon ``x``); ``width``: the widest composed window, in loss."""
   if query == "epsilon":
     comps = _composed(steps, h, max(_TAIL_PER_DELTA * x, 1e-300))
     eta = max(1e-3 * x, 1e-300)
@@ -474,17 +476,20 @@ def _answers(steps, h, query, x, total):
     up = max(_read_epsilon(u, x, h, u.err) for u, _ in comps)
     low = max(_read_epsilon(lo, x, h, -lo.err) for _, lo in comps)
     low2 = max(_read_epsilon(u, x, h, -(u.err + eta + u.moved)) - t for u, _ in comps)
-    return up, min(max(low, low2, 0.0), up)
-  comps = _composed(steps, h, _TAIL_DELTA)
-  up = low = 0.0
-  for u, lo in comps:
-    read = _read_delta(u, x, h)
-    up = max(up, min(1.0, read + u.err))
-    low = max(low, _read_delta(lo, x, h) - lo.err)
-    eta = max(1e-3 * read, 1e-300)
-    shifted = _read_delta(u, x + _coupling_shift(h, total, eta), h)
-    low = max(low, shifted - u.err - eta - u.moved)
-  return up, min(max(low, 0.0), up)
+    low = min(max(low, low2, 0.0), up)
+  else:
+    comps = _composed(steps, h, _TAIL_DELTA)
+    up = low = 0.0
+    for u, lo in comps:
+      read = _read_delta(u, x, h)
+      up = max(up, min(1.0, read + u.err))
+      low = max(low, _read_delta(lo, x, h) - lo.err)
+      eta = max(1e-3 * read, 1e-300)
+      shifted = _read_delta(u, x + _coupling_shift(h, total, eta), h)
+      low = max(low, shifted - u.err - eta - u.moved)
+    low = min(max(low, 0.0), up)
+  width = h * max(max(u.p.size, lo.p.size) for u, lo in comps)
+  return up, low, width
 
 
 def _answer(event, x, rtol, max_grid_size, query):
@@ -493,13 +498,15 @@ def _answer(event, x, rtol, max_grid_size, query):
     return 0.0, 0.0
   total = sum(count for _, count in steps)
   h, floor = _plan_h(steps, rtol, max_grid_size)
-  up, low = _answers(steps, h, query, x, total)
+  up, low, width = _answers(steps, h, query, x, total)
   # One refinement where the bracket is wider than the target (its width is about
-  # linear in h): a finer grid, as far as the grid size allows.
+  # linear in h): a finer grid, as far as the grid size allows (the products are
+  # up to twice the composed window).
+  floor = max(floor, 2.0 * width / max_grid_size)
   gap = up - low
-  if math.isfinite(up) and up > 0 and gap > _BRACKET * up and h > floor:
+  if math.isfinite(up) and up > 0 and gap > _BRACKET * up and h > 1.01 * floor:
     h2 = max(h * max(0.5 * _BRACKET * up / gap, 0.05), floor)
-    up2, low2 = _answers(steps, h2, query, x, total)
+    up2, low2, _ = _answers(steps, h2, query, x, total)
     up, low = min(up, up2), max(low, low2)
   return up, min(low, up)
 
