@@ -244,8 +244,8 @@ def test_gaussian_parts_agree_with_the_gaussian_engine():
   """A subsampled Gaussian run through the Gaussian engine (unchanged: the accountant's
   answer is ``pld_epsilon``'s) and through the generic path (a zero-loss event joins it):
   both brackets are certified, so they must overlap."""
-  run = SelfComposed(PoissonSampled(0.02, Gaussian(1.1)), 200)
-  direct = jaxrdp.pld.pld_epsilon(0.02, 1.1, 200, 1e-5)
+  run = SelfComposed(PoissonSampled(0.05, Gaussian(2.0)), 30)
+  direct = jaxrdp.pld.pld_epsilon(0.05, 2.0, 30, 1e-5)
   g_up, g_low = _eps(run, 1e-5)
   assert (g_up, g_low) == (float(direct.epsilon), float(direct.epsilon_lower))
   up, low = _eps(Composed((run, EpsilonDelta(0.0))), 1e-5)
@@ -293,7 +293,7 @@ def _dp_accounting_cases():
     (D.SelfComposedDpEvent(D.LaplaceDpEvent(1.0), 10), None),
     (D.SelfComposedDpEvent(D.PoissonSampledDpEvent(0.1, D.LaplaceDpEvent(1.0)), 50), None),
     (D.SelfComposedDpEvent(D.DiscreteLaplaceDpEvent(0.5, 2), 5), None),
-    (D.SelfComposedDpEvent(D.TruncatedSubsampledGaussianDpEvent(1000, 0.1, 110, 1.0), 3), None),
+    (D.SelfComposedDpEvent(D.TruncatedSubsampledGaussianDpEvent(1000, 0.1, 110, 1.0), 2), None),
     (
       D.ComposedDpEvent(
         [D.GaussianDpEvent(2.0), D.LaplaceDpEvent(3.0), D.DiscreteLaplaceDpEvent(1.0, 1)]
