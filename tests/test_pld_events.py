@@ -277,6 +277,8 @@ def test_edges_non_private_and_no_op():
 
 
 def test_refusals_name_the_event():
+  with pytest.raises(ValueError, match="whole numbers"):
+    ACCT.epsilon(SelfComposed(Laplace(1.0), 2.5), 1e-5)
   with pytest.raises(NotImplementedError, match="replace_one"):
     ACCT.epsilon(PoissonSampled(0.1, Laplace(1.0), "replace_one"), 1e-5)
   with pytest.raises(NotImplementedError, match="PoissonSampled\\(KaryRandomizedResponse\\)"):

@@ -52,6 +52,7 @@ from ._single_plds import Atoms, LocationMixture, discretize
 __all__ = ["generic_unsupported", "generic_epsilon", "generic_delta", "event_steps"]
 
 _U = 2.0**-53
+_MAX_COUNT = 1e7
 # Tail mass moved off the window per product, for a delta read (absolute), and per unit
 # of the target delta for an epsilon read.
 _TAIL_DELTA = 1e-15
@@ -296,6 +297,11 @@ def event_steps(event):
   """``[(parts by direction, count)]`` of a concrete event tree (counts of 0 dropped)."""
   out = []
   for leaf, count in _flatten(event):
+    if count != round(count) or count > _MAX_COUNT:
+      raise ValueError(
+        f"SelfComposed counts must be whole numbers in [0, {_MAX_COUNT:g}] for the tight "
+        f"accountant, got {count!r}"
+      )
     if isinstance(leaf, NoOp) or count == 0:
       continue
     out.append((_leaf_steps(leaf), count))
