@@ -274,6 +274,9 @@ def test_edges_non_private_and_no_op():
   assert _eps(Composed((Laplace(math.inf), NoOp())), 1e-5) == (0.0, 0.0)
   up, low = _eps(SelfComposed(EpsilonDelta(1.0, 1e-3), 2), 1e-3)  # delta of 2e-3 > 1e-3
   assert up == math.inf
+  # Below the round-off floor, a bounded loss still gives a finite (sound) epsilon.
+  up, low = _eps(SelfComposed(Laplace(1.0), 2), 1e-15)
+  assert 2.0 - 1e-9 <= up <= 2.0 + 1e-3 and low <= 2.0
 
 
 def test_refusals_name_the_event():

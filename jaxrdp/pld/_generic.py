@@ -418,9 +418,27 @@ def _read_delta(x: _Pmf, eps, h):
   return x.inf + float(np.sum(x.p[sel] * -np.expm1(eps - s[sel])))
 
 
+def _top(x: _Pmf, h):
+  """The highest loss of the array: the composed support lies below it, so the delta
+  there is the ``+inf`` mass alone, whatever the round-off in the array."""
+  return h * (x.k0 + x.p.size - 1)
+
+
+def _inf_mass(x: _Pmf):
+  """``x.inf`` rounded up (it is a product of a few float64 terms)."""
+  return x.inf * (1.0 + 1e-12)
+
+
 def _read_epsilon(x: _Pmf, delta, h, extra):
-  """Smallest ``eps >= 0`` with ``read(eps) + extra <= delta`` (``inf`` if none)."""
+  """Smallest ``eps >= 0`` with ``read(eps) + extra <= delta`` (``inf`` if none).
+
+  For an upper bound (``extra >= 0``) the answer is at most the array's top when the
+  ``+inf`` mass alone is within ``delta`` (the round-off ``extra`` has nothing to
+  act on above the support).
+  """
   if x.inf + extra > delta:
+    if extra >= 0 and _inf_mass(x) <= delta:
+      return max(_top(x, h), 0.0)
     return math.inf
   s = h * (x.k0 + np.arange(x.p.size))
   if _read_delta(x, 0.0, h) + extra <= delta:
@@ -444,7 +462,10 @@ def _read_epsilon(x: _Pmf, delta, h, extra):
   num = x.inf + extra + big_a - delta
   if num <= 0 or big_b <= 0:
     return float(s[k])
-  return float(min(max(s[k] + math.log(num / big_b), left), s[k]))
+  eps = float(min(max(s[k] + math.log(num / big_b), left), s[k]))
+  if extra >= 0 and _inf_mass(x) <= delta:
+    eps = min(eps, max(_top(x, h), 0.0))
+  return eps
 
 
 def _directions(steps):
@@ -488,7 +509,7 @@ def _answers(steps, h, query, x, total):
     up = low = 0.0
     for u, lo in comps:
       read = _read_delta(u, x, h)
-      up = max(up, min(1.0, read + u.err))
+      up = max(up, min(1.0, read + u.err if x < _top(u, h) else _inf_mass(u)))
       low = max(low, _read_delta(lo, x, h) - lo.err)
       eta = max(1e-3 * read, 1e-300)
       shifted = _read_delta(u, x + _coupling_shift(h, total, eta), h)
