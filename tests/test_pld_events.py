@@ -346,3 +346,22 @@ def test_truncated_subsampled_gaussian_one_step():
   truth = (1 - t) * max(remove, add) + t * replace  # the replace pair is symmetric
   up, low = _delta(TruncatedSubsampledGaussian(n, q, batch, sigma), eps)
   _bracket(up, low, truth, 1e-4)
+
+
+@pytest.mark.parametrize("relation", ["replace_one", "replace_special"])
+def test_randomized_response_against_dp_accounting_pld(relation):
+  """One step only: dp_accounting's PLD accountant composes a ``SelfComposedDpEvent`` of
+  randomized response once, whatever its count (it does not self-compose it, unlike its
+  Laplace and Gaussian branches); the three-step oracle above checks the composition."""
+  pld = pytest.importorskip("dp_accounting.pld")
+  from dp_accounting import dp_event as D
+  from dp_accounting import privacy_accountant
+
+  rel = getattr(privacy_accountant.NeighboringRelation, relation.upper())
+  event = D.RandomizedResponseDpEvent(0.4, 5)
+  acct = pld.PLDAccountant(neighboring_relation=rel)
+  acct.compose(event)
+  theirs = acct.get_epsilon(1e-5)
+  up, low = _eps(jaxrdp.events.from_dp_accounting(event, relation=relation), 1e-5)
+  assert low <= theirs * (1 + 1e-9)
+  assert theirs * (1 - 5e-3) <= up <= theirs * (1 + 2e-4)
