@@ -365,3 +365,10 @@ def test_randomized_response_against_dp_accounting_pld(relation):
   up, low = _eps(jaxrdp.events.from_dp_accounting(event, relation=relation), 1e-5)
   assert low <= theirs * (1 + 1e-9)
   assert theirs * (1 - 5e-3) <= up <= theirs * (1 + 2e-4)
+
+
+def test_traced_inputs_are_refused_by_the_generic_path():
+  import jax
+
+  with pytest.raises(TypeError, match="concrete"):
+    jax.jit(lambda s: ACCT.epsilon(Laplace(s), 1e-5).epsilon)(1.0)
