@@ -7,14 +7,17 @@ composed here, its Gaussian parts included. Per adjacency direction (remove:
 ``(M(D), M(D'))``; add: the reverse), each step's privacy-loss distribution is
 discretized on the grid ``k h`` from above and from below (``_single_plds``);
 ``T`` repetitions are composed by squaring and the steps by linear convolution
-(an FFT long enough that nothing wraps around), the tails beyond ``1e-18`` of
-the mass moved after each product: up (the upper bound; above the window to
-``+inf``) or down (the lower bound; below the window dropped). Reading
-``delta(eps) = p_inf + sum_{s > eps} p_s (1 - e^{eps - s})`` from the upper
-(lower) PMF gives an upper (lower) bound of the true delta, after adding
-(subtracting) a bound on the L1 round-off of the masses; the reported value is
-the maximum over the two directions (composition within each direction, never a
-per-step maximum: Lebeda, Regehr, Kamath, Steinke 2024, arXiv:2405.20769).
+(an FFT long enough that nothing wraps around), tails of mass below ``1e-7
+delta`` (for an epsilon; ``1e-15`` for a delta) moved after each product: up (the
+upper bound; above the window to ``+inf``) or down (the lower bound; below the
+window dropped). Reading ``delta(eps) = p_inf + sum_{s > eps} p_s (1 - e^{eps -
+s})`` (Sommer, Meiser, Mohammadi 2019, arXiv:1807.10173) from the upper (lower)
+PMF gives an upper (lower) bound of the true delta, after adding (subtracting) a
+bound on the L1 round-off of the masses; the reported value is the maximum over
+the two directions (composition within each direction, never a per-step
+maximum: Lebeda, Regehr, Kamath, Steinke 2024, arXiv:2405.20769). Above the
+array's top loss the delta is the ``+inf`` mass alone (the composed support lies
+below it), so a bounded loss keeps a finite epsilon below the round-off floor.
 
 Round-off: a linear convolution through the FFT is within ``16 u log2(N)
 sqrt(N) (|a|_1 |b|_2 + |a|_2 |b|_1)`` of exact in L1 (stage-wise error of the
@@ -26,9 +29,13 @@ certificate: the rounding inside the connect-the-dots split of a cell
 (relative ``u / h`` of its mass, moved between two neighbouring points).
 
 Accuracy: connect-the-dots errs by about ``T h^2 / 8`` in epsilon after ``T``
-steps; the lower bound (cells at their lower ends) by up to ``T h``. The step
-``h`` is ``rtol``-driven and widened so the composed window fits
-``max_grid_size`` points.
+steps. The lower bound is the larger of the optimistic PMF's (cells at their
+lower ends: up to ``T h`` below) and the upper PMF's shifted by a Hoeffding bound
+on the connect-the-dots moves (about ``h sqrt(T log(1 / eta) / 2)`` below, with
+``eta = 1e-3 delta``). The step ``h`` is at most ``1e-4`` (``rtol``-driven for
+many steps), widened so the composed window fits ``max_grid_size`` points, and
+refined once (up to 20 times finer) where the bracket is wider than ``1e-4``
+relative.
 """
 
 from __future__ import annotations

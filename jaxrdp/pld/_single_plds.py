@@ -11,7 +11,7 @@ under ``P``; its hockey-stick curve is ``delta(eps) = E_P[(1 - e^{eps - L})_+]``
   (Gaussian, Laplace, their Poisson subsamples in each direction, mixtures of
   Gaussians, the truncated subsampled Gaussian's parts). Then
   ``{L > l} = {o > o*(l)}``, and ``P(L > l)``, ``Q(L > l)`` are the kernels'
-  tails at ``o*(l)``, found by bisection.
+  tails at ``o*(l)``, found by regula falsi (Illinois) inside a tabulated bracket.
 
 Each is discretized on the grid ``g_k = k h`` twice:
 
@@ -29,26 +29,26 @@ Each is discretized on the grid ``g_k = k h`` twice:
 
 A single step is a tuple of ``(weight, part)`` (a mixture of pairs on disjoint
 outputs, as dp_accounting builds the truncated subsampled Gaussian) per
-direction. The result of :func:`discretize` is ``(k0, upper, lower, p_inf)``:
-masses at ``g_{k0 + j}`` and the mass at ``+inf``.
+direction; :func:`discretize` gives its masses at ``g_{k0 + j}`` from above and
+below, the masses at ``+inf``, a round-off bound and the mass moved by more than
+a cell (for the coupling lower bound of ``_generic``).
 """
 
 from __future__ import annotations
 
 import math
 
+import jax.numpy as jnp
 import numpy as np
+from jax.scipy.special import erfc
 
-__all__ = ["Atoms", "LocationMixture", "discretize", "loss_range"]
+from .._core import precision as _precision
+
+__all__ = ["Atoms", "LocationMixture", "discretize"]
 
 
 def _erfc(x):
   """``erfc`` in float64 (JAX's, in a local float64 scope: the global config is untouched)."""
-  import jax.numpy as jnp
-  from jax.scipy.special import erfc
-
-  from .._core import precision as _precision
-
   with _precision.Float64Scope():
     return np.asarray(erfc(jnp.asarray(x, jnp.float64)), np.float64)
 
@@ -184,12 +184,6 @@ class LocationMixture:
     return float(np.sum(dens * x)), float(np.sum(dens * x * x))
 
 
-def loss_range(parts):
-  """The smallest and largest finite loss of a step's parts."""
-  r = [p.range() for _, p in parts]
-  return min(a for a, _ in r), max(b for _, b in r)
-
-
 def _atoms_grid(part, weight, h):
   """Cells and masses of an :class:`Atoms` part: ``(k, m_lo, m_hi, m_low, p_inf)``."""
   fin = np.isfinite(part.losses)
@@ -219,8 +213,7 @@ def _mixture_grid(part, weight, h):
   bot_p, bot_q = cp_lo[0] * weight, cq_lo[0] * weight
   k = np.arange(k_lo, k_hi, dtype=np.int64)
   # Each tail value is within a few ulps of its own size (erfc, exp and the weighted
-  # sum), so a difference of two errs by at most 4 u times the larger one (times 2
-  # for the cells where the two ways meet; the bound counts 4 u per tail value).
+  # sum), so a difference of two errs by at most 4 u times the larger one.
   tail = np.where(sp[:-1] > 0.5, cp[1:], sp[:-1])
   mass_err = float(4.0 * 2.0**-53 * weight * (np.sum(tail) + bot_p))
   p_inf = 0.0
