@@ -17,11 +17,13 @@ from jaxrdp.events import (
   Composed,
   FixedSizeSampled,
   Gaussian,
+  KaryRandomizedResponse,
   Laplace,
   NoOp,
   PoissonSampled,
   SelfComposed,
   ShuffledEpochs,
+  ZCDp,
   dpsgd_event,
 )
 
@@ -55,12 +57,14 @@ def test_a_refusal_names_the_real_reason_and_who_can():
   assert "ShuffledEpochs" in str(e.value) and "accountant='rdp' can" in str(e.value)
   with pytest.raises(NotImplementedError, match="relation='replace_one'.*accountant='rdp' can"):
     jaxrdp.dpsgd_epsilon(Q, SIGMA, STEPS, DELTA, accountant=PldAccountant(), relation="replace_one")
-  with pytest.raises(
-    NotImplementedError, match=r"PoissonSampled\(Laplace\).*no registered accountant"
-  ):
+  with pytest.raises(NotImplementedError, match=r"PoissonSampled\(Laplace\).*accountant='pld' can"):
     jaxrdp.epsilon_from_event(PoissonSampled(0.1, Laplace(1.0)), DELTA)
-  with pytest.raises(NotImplementedError, match="Laplace events; accountant='rdp' can"):
-    jaxrdp.epsilon_from_event(Laplace(1.0), DELTA, accountant="pld")
+  with pytest.raises(
+    NotImplementedError, match=r"PoissonSampled\(KaryRandomizedResponse\).*no registered accountant"
+  ):
+    jaxrdp.epsilon_from_event(PoissonSampled(0.1, KaryRandomizedResponse(0.5, 3.0)), DELTA)
+  with pytest.raises(NotImplementedError, match="ZCDp events; accountant='rdp' can"):
+    jaxrdp.epsilon_from_event(ZCDp(0.1), DELTA, accountant="pld")
   with pytest.raises(NotImplementedError, match="ShuffledEpochs"):
     jaxrdp.calibrate_noise(3.0, DELTA, Q, STEPS, accountant="pld", sampling="shuffle")
 
@@ -80,7 +84,7 @@ def test_supports_follows_the_structure():
   for event in (sgm, Gaussian(1.0), NoOp(), Composed((sgm, Gaussian(2.0)))):
     assert rdp.supports(event) and pld.supports(event), event
   for event in (
-    Laplace(1.0),
+    ZCDp(0.1),
     ShuffledEpochs(3.0, Gaussian(1.0)),
     SelfComposed(FixedSizeSampled(Q, Gaussian(1.0)), 10),
     PoissonSampled(Q, Gaussian(1.0), "replace_one"),
@@ -88,6 +92,7 @@ def test_supports_follows_the_structure():
     assert rdp.supports(event) and not pld.supports(event), event
     assert pld.unsupported(event)
   assert not rdp.supports(PoissonSampled(Q, Laplace(1.0)))
+  assert pld.supports(PoissonSampled(Q, Laplace(1.0))) and pld.supports(Laplace(1.0))
   # Gaussians composed on one Poisson sample: one Gaussian (both accountants).
   composed = PoissonSampled(1.0, Composed((Gaussian(1.0), Gaussian(2.0))))
   assert rdp.supports(composed) and pld.supports(composed)

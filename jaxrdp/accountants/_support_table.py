@@ -31,7 +31,11 @@ EXAMPLES = [
     E.PoissonSampled(0.01, E.Composed((_G, _G))),
   ),
   ("PoissonSampled(Gaussian), replace-one", E.PoissonSampled(0.01, _G, "replace_one")),
-  ("PoissonSampled(Laplace) (or another mechanism)", E.PoissonSampled(0.01, E.Laplace(1.0))),
+  ("PoissonSampled(Laplace), add/remove", E.PoissonSampled(0.01, E.Laplace(1.0))),
+  (
+    "PoissonSampled(another mechanism)",
+    E.PoissonSampled(0.01, E.KaryRandomizedResponse(0.3, 10.0)),
+  ),
   ("FixedSizeSampled(Gaussian), replace-one", E.FixedSizeSampled(0.01, _G)),
   ("ShuffledEpochs(Gaussian)", E.ShuffledEpochs(1.0, _G)),
   ("RandomAllocation(Gaussian)", E.RandomAllocation(0.1, _G, 10.0)),

@@ -254,7 +254,10 @@ class EpsilonDelta(Event):
   reveal the record), so an RDP curve cannot hold it: a concrete ``delta > 0`` is
   refused with NotImplementedError, and a traced one gives ``inf``. (Newer
   dp_accounting versions carry such deltas beside the RDP curve and add them at
-  the end; account them that way, outside the RDP accountant.)
+  the end; account them that way, outside the RDP accountant.) The tight
+  accountant (``accountant="pld"``) answers any ``delta``: it composes the exact
+  worst case, the privacy-loss distribution with mass ``delta`` at ``+inf`` and
+  ``(1 - delta) / (1 + e^{-+eps})`` at ``+-eps`` (Kairouz, Oh, Viswanath 2015).
 
   Attributes:
     epsilon: ``>= 0``.
@@ -315,8 +318,8 @@ class MixtureOfGaussians(Event):
   every numeric leaf still broadcasts over a grid.
 
   The RDP accountant has no rule for it: no sound RDP bound is implemented (the
-  divergence ``D_alpha(N(0) || mixture)`` has no closed form); a
-  privacy-loss-distribution (tight) accountant handles it, as dp_accounting's does.
+  divergence ``D_alpha(N(0) || mixture)`` has no closed form); the tight accountant
+  (``accountant="pld"``) answers it, as dp_accounting's PLD accountant does.
 
   Attributes:
     sigma: the noise standard deviation, ``>= 0``.
@@ -376,8 +379,10 @@ class TruncatedSubsampledGaussian(Event):
   then the Gaussian mechanism with noise multiplier ``sigma``.
 
   The RDP accountant has no rule for it: truncation costs an additive delta (at
-  most the overflow probability per step), which an RDP curve cannot hold.
-  dp_accounting's privacy-loss-distribution accountant handles it; in jaxrdp,
+  most the overflow probability per step), which an RDP curve cannot hold. The
+  tight accountant (``accountant="pld"``) answers it with dp_accounting's
+  construction (with the truncation probability, a replace-one subsampled Gaussian
+  at ``sigma / 2``; else the subsampled Gaussian); and
   ``jaxrdp.dpsgd_epsilon(q, sigma, steps, delta, capacity=..., dataset_size=...)``
   gives the simple sound bound (the Poisson epsilon at a delta reduced by the
   overflow probability).

@@ -89,6 +89,14 @@ from one composition per direction (``pld_tradeoff``), and on the advantage
 ``delta(0)`` (``pld_advantage``); their accuracy parameter is ``atol``, an
 absolute error of the TPR.
 
+Other mechanisms (``_generic``, ``_single_plds``): an event tree given to
+:class:`PldAccountant` with any mechanism besides Gaussian and Poisson-subsampled
+Gaussian ones (Laplace, subsampled Laplace, randomized response, (eps, delta)-DP,
+discrete Laplace, mixtures of Gaussians, the truncated subsampled Gaussian, ...)
+is composed on the host in NumPy: each step's PLD per direction discretized by
+connect-the-dots (upper) and rounded down (lower) on a uniform grid, composed by
+FFT without wrap-around, with certified round-off and tail bounds.
+
 Accuracy parameters: ``rtol`` (target relative error of epsilon, default 1e-5),
 ``grid_size`` (the FFT length, a power of two; automatic from ``rtol`` for
 concrete inputs, ``TRACED_GRID_SIZE`` under a trace), ``max_grid_size`` and

@@ -1,0 +1,561 @@
+"""The tight accountant for any mechanism with a discretized privacy-loss distribution.
+
+Events the Gaussian engine (``_driver``) composes go there; an event tree with any
+other mechanism (Laplace, randomized response, (eps, delta)-DP, the discrete
+Laplace, mixtures of Gaussians, the truncated subsampled Gaussian, ...) is
+composed here, its Gaussian parts included. Per adjacency direction (remove:
+``(M(D), M(D'))``; add: the reverse), each step's privacy-loss distribution is
+discretized on the grid ``k h`` from above and from below (``_single_plds``);
+``T`` repetitions are composed by squaring and the steps by linear convolution
+(an FFT long enough that nothing wraps around), tails of mass below ``1e-7
+delta`` (for an epsilon; ``1e-15`` for a delta) moved after each product: up (the
+upper bound; above the window to ``+inf``) or down (the lower bound; below the
+window dropped). Reading ``delta(eps) = p_inf + sum_{s > eps} p_s (1 - e^{eps -
+s})`` (Sommer, Meiser, Mohammadi 2019, arXiv:1807.10173) from the upper (lower)
+PMF gives an upper (lower) bound of the true delta, after adding (subtracting) a
+bound on the L1 round-off of the masses; the reported value is the maximum over
+the two directions (composition within each direction, never a per-step
+maximum: Lebeda, Regehr, Kamath, Steinke 2024, arXiv:2405.20769). Above the
+array's top loss the delta is the ``+inf`` mass alone (the composed support lies
+below it), so a bounded loss keeps a finite epsilon below the round-off floor.
+
+Round-off: a linear convolution through the FFT is within ``16 u log2(N)
+sqrt(N) (|a|_1 |b|_2 + |a|_2 |b|_1)`` of exact in L1 (stage-wise error of the
+transform, Higham 2002, Sec. 24.1), and convolving with a probability vector
+does not grow an L1 error; a single-step mass, a difference of two tail
+probabilities, carries ``4 u`` times the larger. The reading
+weights are in ``[0, 1]``, so the L1 bound is a bound on delta. Not in the
+certificate: the rounding inside the connect-the-dots split of a cell
+(relative ``u / h`` of its mass, moved between two neighbouring points).
+
+Accuracy: connect-the-dots errs by about ``T h^2 / 8`` in epsilon after ``T``
+steps. The lower bound is the larger of the optimistic PMF's (cells at their
+lower ends: up to ``T h`` below) and the upper PMF's shifted by a Hoeffding bound
+on the connect-the-dots moves (about ``h sqrt(T log(1 / eta) / 2)`` below, with
+``eta = 1e-3 delta``). The step ``h`` is at most ``1e-4`` (``rtol``-driven for
+many steps), widened so the composed window fits ``max_grid_size`` points, and
+refined once (up to 20 times finer) where the bracket is wider than ``1e-4``
+relative.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..events import _mechanism_events as M
+from ..events._events import (
+  Composed,
+  Gaussian,
+  Laplace,
+  NoOp,
+  PoissonSampled,
+  RandomizedResponse,
+  SelfComposed,
+)
+from ._single_plds import Atoms, LocationMixture, discretize
+
+__all__ = ["generic_unsupported", "generic_epsilon", "generic_delta", "event_steps"]
+
+_U = 2.0**-53
+_MAX_COUNT = 1e7
+# Tail mass moved off the window per product, for a delta read (absolute), and per unit
+# of the target delta for an epsilon read.
+_TAIL_DELTA = 1e-15
+_TAIL_PER_DELTA = 1e-7
+# Relative width of the bracket below which no finer grid is tried.
+_BRACKET = 1e-4
+
+_NO_LOSS = ((1.0, Atoms([0.0], [1.0])),)
+_INF_LOSS = ((1.0, Atoms([np.inf], [1.0])),)
+
+
+def _binom_sf(k, n, p):
+  """``P(Binomial(n, p) > k)`` in float64 (log-space terms, summed from the smaller tail)."""
+  if k < 0:
+    return 1.0
+  if k >= n:
+    return 0.0
+  j = np.arange(0, n + 1, dtype=np.float64)
+  lg = math.lgamma(n + 1) - np.array([math.lgamma(v + 1) + math.lgamma(n - v + 1) for v in j])
+  with np.errstate(divide="ignore"):
+    logt = lg + j * math.log(p) + (n - j) * np.log1p(-p)
+  t = np.exp(logt)
+  return float(min(1.0, t[int(k) + 1 :].sum()))
+
+
+def _symmetric(parts):
+  return {"remove": parts, "add": parts}
+
+
+def _gauss_pairs(sigma, q, sens=1.0):
+  """Both directions of a Poisson-subsampled Gaussian (``q = 1``: the Gaussian)."""
+  if q <= 0 or sens == 0 or sigma == np.inf:
+    return _symmetric(_NO_LOSS)
+  if sigma == 0:
+    return _symmetric(_INF_LOSS)
+  if q >= 1:
+    return _symmetric(((1.0, LocationMixture("gauss", sigma, [(1.0, sens)], [(1.0, 0.0)])),))
+  remove = LocationMixture("gauss", sigma, [(1 - q, 0.0), (q, sens)], [(1.0, 0.0)])
+  add = LocationMixture("gauss", sigma, [(1.0, 0.0)], [(1 - q, 0.0), (q, -sens)])
+  return {"remove": ((1.0, remove),), "add": ((1.0, add),)}
+
+
+def _laplace_pairs(scale, q):
+  if q <= 0 or scale == np.inf:
+    return _symmetric(_NO_LOSS)
+  if scale == 0:
+    return _symmetric(_INF_LOSS)
+  if q >= 1:
+    return _symmetric(((1.0, LocationMixture("laplace", scale, [(1.0, 1.0)], [(1.0, 0.0)])),))
+  remove = LocationMixture("laplace", scale, [(1 - q, 0.0), (q, 1.0)], [(1.0, 0.0)])
+  add = LocationMixture("laplace", scale, [(1.0, 0.0)], [(1 - q, 0.0), (q, -1.0)])
+  return {"remove": ((1.0, remove),), "add": ((1.0, add),)}
+
+
+def _pure_dp(eps, delta=0.0):
+  """The dominating pair of every ``(eps, delta)``-DP mechanism (Kairouz, Oh, Viswanath 2015)."""
+  if eps == np.inf:
+    return _symmetric(_INF_LOSS)
+  a = (1.0 - delta) / (1.0 + math.exp(-eps))
+  b = (1.0 - delta) / (1.0 + math.exp(eps))
+  return _symmetric(((1.0, Atoms([np.inf, eps, -eps], [delta, a, b])),))
+
+
+def _kary_rr(noise, k, relation):
+  k = int(round(k))
+  if k <= 1:
+    return _symmetric(_NO_LOSS)
+  if noise <= 0:
+    return _symmetric(_INF_LOSS)
+  top, rest = 1.0 - noise + noise / k, noise / k
+  if relation == "replace_one":
+    ell = math.log(top) - math.log(rest)
+    return _symmetric(((1.0, Atoms([ell, -ell, 0.0], [top, rest, (k - 2) * rest])),))
+  # replace-special: the true bucket's law against the uniform law, both ways.
+  a, b = math.log(top * k), math.log(noise)
+  fwd = Atoms([a, b], [top, (k - 1) * rest])
+  back = Atoms([-a, -b], [1.0 / k, (k - 1) / k])
+  return {"remove": ((1.0, fwd),), "add": ((1.0, back),)}
+
+
+def _binary_rr(p):
+  p = max(p, 1.0 - p)  # answering the flip with probability p is the same release
+  if p >= 1:
+    return _symmetric(_INF_LOSS)
+  ell = math.log(p) - math.log1p(-p)
+  return _symmetric(((1.0, Atoms([ell, -ell], [p, 1.0 - p])),))
+
+
+def _discrete_laplace(a, sens):
+  sens = int(round(sens))
+  if sens == 0 or a == 0:
+    return _symmetric(_NO_LOSS)
+  if a == np.inf:
+    return _symmetric(_INF_LOSS)
+  # P = DLap(a) shifted by sens against DLap(a): the loss a(|x| - |x - sens|).
+  x = np.arange(1, sens, dtype=np.float64)
+  norm = -math.expm1(-a) / (1.0 + math.exp(-a))
+  losses = np.concatenate([[a * sens, -a * sens], a * (2.0 * x - sens)])
+  # P-masses of x >= sens (loss a sens), x <= 0 (loss -a sens), 0 < x < sens.
+  masses = np.concatenate(
+    [
+      [1.0 / (1.0 + math.exp(-a)), math.exp(-a * sens) / (1.0 + math.exp(-a))],
+      norm * np.exp(-a * np.abs(x - sens)),
+    ]
+  )
+  return _symmetric(((1.0, Atoms(losses, masses)),))
+
+
+def _mixture_of_gaussians(sigma, sens, probs):
+  pairs = [(float(p), float(c)) for p, c in zip(probs, sens) if float(p) > 0]
+  if all(c == 0 for _, c in pairs) or sigma == np.inf:
+    return _symmetric(_NO_LOSS)
+  if sigma == 0:
+    return _symmetric(_INF_LOSS)
+  remove = LocationMixture("gauss", sigma, pairs, [(1.0, 0.0)])
+  add = LocationMixture("gauss", sigma, [(1.0, 0.0)], [(p, -c) for p, c in pairs])
+  return {"remove": ((1.0, remove),), "add": ((1.0, add),)}
+
+
+def _truncated_subsampled_gaussian(n, q, batch, sigma):
+  """dp_accounting's construction (Ganesh et al. 2025, arXiv:2508.15089, Sec. 4.3)."""
+  n, batch = int(round(n)), int(round(batch))
+  if q <= 0 or batch == 0 or n == 0:
+    return _symmetric(_NO_LOSS)
+  base = _gauss_pairs(sigma, q)
+  t = _binom_sf(batch - 1, n - 1, q)  # truncation, given that the record is sampled
+  if t <= 0:
+    return base
+  q2 = min(1.0, _binom_sf(batch, n, q) * batch / t / n)
+  if sigma == 0:
+    return _symmetric(_INF_LOSS)
+  replace = LocationMixture(
+    "gauss", sigma / 2, [(1 - q2, 0.0), (q2, 1.0)], [(1 - q2, 0.0), (q2, -1.0)]
+  )
+  return {d: ((1.0 - t, base[d][0][1]), (t, replace)) for d in ("remove", "add")}
+
+
+def _leaf_steps(event):
+  """Both directions' parts of a single (non-composed) concrete event."""
+  f = lambda v: float(np.asarray(v))  # noqa: E731
+  if isinstance(event, Gaussian):
+    return _gauss_pairs(f(event.sigma), 1.0)
+  if isinstance(event, Laplace):
+    return _laplace_pairs(f(event.scale), 1.0)
+  if isinstance(event, RandomizedResponse):
+    return _binary_rr(f(event.p))
+  if isinstance(event, M.KaryRandomizedResponse):
+    return _kary_rr(f(event.noise), f(event.buckets), event.relation)
+  if isinstance(event, M.EpsilonDelta):
+    return _pure_dp(f(event.epsilon), f(event.delta))
+  if isinstance(event, (M.ExponentialMechanism, M.PermuteAndFlip)):
+    return _pure_dp(f(event.epsilon))
+  if isinstance(event, M.DiscreteLaplace):
+    return _discrete_laplace(f(event.noise_parameter), f(event.sensitivity))
+  if isinstance(event, M.NonPrivate):
+    return _symmetric(_INF_LOSS)
+  if isinstance(event, M.MixtureOfGaussians):
+    return _mixture_of_gaussians(
+      f(event.sigma), [f(c) for c in event.sensitivities], [f(p) for p in event.probs]
+    )
+  if isinstance(event, M.TruncatedSubsampledGaussian):
+    return _truncated_subsampled_gaussian(
+      f(event.dataset_size), f(event.q), f(event.batch_size), f(event.sigma)
+    )
+  if isinstance(event, PoissonSampled):
+    q, inner = f(event.q), event.inner
+    if isinstance(inner, Gaussian):
+      return _gauss_pairs(f(inner.sigma), q)
+    if isinstance(inner, Laplace):
+      return _laplace_pairs(f(inner.scale), q)
+    # Gaussians composed on one sample: one Gaussian at (sum 1 / s_i^2)^(-1/2).
+    prec = sum(_gauss_precision(e) for e in _flatten(inner))
+    return _gauss_pairs(np.inf if prec == 0 else 1.0 / math.sqrt(prec), q)
+  raise NotImplementedError(type(event).__name__)
+
+
+def _gauss_precision(ev_count):
+  ev, count = ev_count
+  if isinstance(ev, NoOp):
+    return 0.0
+  s = float(np.asarray(ev.sigma))
+  return np.inf if s == 0 else count / s**2
+
+
+def _flatten(event, count=1.0):
+  """``[(leaf event, count)]`` of a composition tree."""
+  if isinstance(event, SelfComposed):
+    return _flatten(event.event, count * float(np.asarray(event.count)))
+  if isinstance(event, Composed):
+    return [x for e in event.events for x in _flatten(e, count)]
+  return [(event, count)]
+
+
+_LEAVES = (
+  Gaussian,
+  Laplace,
+  RandomizedResponse,
+  NoOp,
+  M.KaryRandomizedResponse,
+  M.EpsilonDelta,
+  M.ExponentialMechanism,
+  M.PermuteAndFlip,
+  M.DiscreteLaplace,
+  M.NonPrivate,
+  M.MixtureOfGaussians,
+  M.TruncatedSubsampledGaussian,
+)
+
+
+def generic_unsupported(event) -> str | None:
+  """``None`` if this path accounts ``event``, else the part it cannot (a phrase)."""
+  for leaf, _ in _flatten_types(event):
+    if isinstance(leaf, PoissonSampled):
+      if leaf.relation != "add_remove":
+        return (
+          f"PoissonSampled events under relation={leaf.relation!r} (their pairs are built "
+          "under add/remove only)"
+        )
+      inner = leaf.inner
+      if isinstance(inner, (Gaussian, Laplace)):
+        continue
+      if all(isinstance(e, (Gaussian, NoOp)) for e, _ in _flatten_types(inner)):
+        continue
+      return (
+        f"PoissonSampled({type(inner).__name__}) events (privacy-loss distributions are "
+        "implemented for subsampled Gaussian and Laplace mechanisms only)"
+      )
+    if not isinstance(leaf, _LEAVES):
+      return f"{type(leaf).__name__} events"
+  return None
+
+
+def _flatten_types(event):
+  if isinstance(event, SelfComposed):
+    return _flatten_types(event.event)
+  if isinstance(event, Composed):
+    return [x for e in event.events for x in _flatten_types(e)]
+  return [(event, 1)]
+
+
+def event_steps(event):
+  """``[(parts by direction, count)]`` of a concrete event tree (counts of 0 dropped)."""
+  out = []
+  for leaf, count in _flatten(event):
+    if count != round(count) or count > _MAX_COUNT:
+      raise ValueError(
+        f"SelfComposed counts must be whole numbers in [0, {_MAX_COUNT:g}] for the tight "
+        f"accountant, got {count!r}"
+      )
+    if isinstance(leaf, NoOp) or count == 0:
+      continue
+    out.append((_leaf_steps(leaf), count))
+  return out
+
+
+# ---------------------------------------------------------------- composition
+
+
+class _Pmf:
+  """Masses at losses ``(k0 + j) h``, mass at ``+inf``, an L1 round-off bound, and
+  ``moved``: a bound on the probability that some step's loss was moved by more than
+  one cell (tails pushed off the window), by the union bound."""
+
+  __slots__ = ("k0", "p", "inf", "err", "moved")
+
+  def __init__(self, k0, p, inf, err, moved=0.0):
+    self.k0, self.p, self.inf, self.err, self.moved = k0, p, inf, err, moved
+
+
+def _conv(a: _Pmf, b: _Pmf) -> _Pmf:
+  n = a.p.size + b.p.size - 1
+  if min(a.p.size, b.p.size) <= 64:
+    p = np.convolve(a.p, b.p)
+    rnd = 2.0 * min(a.p.size, b.p.size) * _U * a.p.sum() * b.p.sum()
+  else:
+    size = 1 << (n - 1).bit_length()
+    p = np.fft.irfft(np.fft.rfft(a.p, size) * np.fft.rfft(b.p, size), size)[:n]
+    n1a, n1b = np.abs(a.p).sum(), np.abs(b.p).sum()
+    n2a, n2b = np.linalg.norm(a.p), np.linalg.norm(b.p)
+    rnd = 16.0 * _U * math.log2(size) * math.sqrt(size) * (n1a * n2b + n2a * n1b)
+  np.maximum(p, 0.0, out=p)  # clipping at 0 never moves a mass away from the (>= 0) truth
+  inf = 1.0 - (1.0 - a.inf) * (1.0 - b.inf)
+  sa, sb = a.p.sum(), b.p.sum()
+  err = a.err * (sb + b.err) + b.err * (sa + a.err) + rnd
+  return _Pmf(a.k0 + b.k0, p, inf, err, a.moved + b.moved)
+
+
+def _trim(x: _Pmf, upper: bool, tail: float) -> _Pmf:
+  """Move tails of mass ``<= tail`` off the array: up (upper) or down (lower)."""
+  p = x.p
+  c = np.cumsum(p)
+  lo = int(np.searchsorted(c, tail, side="right"))
+  r = np.cumsum(p[::-1])
+  hi = p.size - int(np.searchsorted(r, tail, side="right"))
+  lo = min(lo, max(hi - 1, 0))
+  if lo == 0 and hi >= p.size:
+    return x
+  hi = max(hi, lo + 1)
+  body = p[lo:hi].copy()
+  below, above = p[:lo].sum(), p[hi:].sum()
+  inf = x.inf
+  if upper:
+    body[0] += below
+    inf = inf + above
+  else:
+    body[-1] += above
+  return _Pmf(x.k0 + lo, body, inf, x.err, x.moved + below + above)
+
+
+def _power(x: _Pmf, t: int, upper: bool, tail: float) -> _Pmf:
+  result = None
+  base = x
+  while t > 0:
+    if t & 1:
+      result = base if result is None else _trim(_conv(result, base), upper, tail)
+    t >>= 1
+    if t:
+      base = _trim(_conv(base, base), upper, tail)
+  return result
+
+
+def _compose(steps, direction, h, tail):
+  """The composed upper and lower PMFs of one direction."""
+  out = []
+  singles = [(discretize(parts[direction], h), int(round(count))) for parts, count in steps]
+  for upper in (True, False):
+    total = None
+    for (k0, up, low, infs, mass_err, moved), count in singles:
+      one = _Pmf(k0, up if upper else low, infs[0 if upper else 1], mass_err, moved)
+      one = _power(_trim(one, upper, tail), count, upper, tail)
+      total = one if total is None else _trim(_conv(total, one), upper, tail)
+    out.append(total)
+  return tuple(out)
+
+
+def _plan_h(steps, rtol, max_grid_size):
+  """The grid step: ``rtol``-driven, widened until the composed window fits the grid."""
+  mean = var = width = 0.0
+  total = 0.0
+  for parts, count in steps:
+    for direction in ("remove", "add"):
+      m1 = m2 = 0.0
+      lo, hi = math.inf, -math.inf
+      for w, part in parts[direction]:
+        a, b = part.moments()
+        m1, m2 = m1 + w * a, m2 + w * b
+        r = part.range()
+        lo, hi = min(lo, r[0]), max(hi, r[1])
+      if direction == "remove":
+        mean += count * m1
+        var += count * max(m2 - m1 * m1, 0.0)
+        width += count * (hi - lo)
+        total += count
+  span = min(width, 2.0 * (4.0 + 12.0 * math.sqrt(var)))
+  floor = max(1.5 * span / max_grid_size, 1e-7)
+  h = min(1e-4, math.sqrt(8.0 * rtol / max(total, 1.0)))
+  return max(h, floor), floor
+
+
+def _read_delta(x: _Pmf, eps, h):
+  s = h * (x.k0 + np.arange(x.p.size))
+  sel = s > eps
+  return x.inf + float(np.sum(x.p[sel] * -np.expm1(eps - s[sel])))
+
+
+def _top(x: _Pmf, h):
+  """The highest loss of the array: the composed support lies below it, so the delta
+  there is the ``+inf`` mass alone, whatever the round-off in the array."""
+  return h * (x.k0 + x.p.size - 1)
+
+
+def _inf_mass(x: _Pmf):
+  """``x.inf`` rounded up (it is a product of a few float64 terms)."""
+  return x.inf * (1.0 + 1e-12)
+
+
+def _read_epsilon(x: _Pmf, delta, h, extra):
+  """Smallest ``eps >= 0`` with ``read(eps) + extra <= delta`` (``inf`` if none).
+
+  For an upper bound (``extra >= 0``) the answer is at most the array's top when the
+  ``+inf`` mass alone is within ``delta`` (the round-off ``extra`` has nothing to
+  act on above the support).
+  """
+  if x.inf + extra > delta:
+    if extra >= 0 and _inf_mass(x) <= delta:
+      return max(_top(x, h), 0.0)
+    return math.inf
+  s = h * (x.k0 + np.arange(x.p.size))
+  if _read_delta(x, 0.0, h) + extra <= delta:
+    return 0.0
+  lo_i = int(np.searchsorted(s, 0.0, side="right"))  # first grid point above 0
+  hi_i = x.p.size - 1
+  # read is 0 + inf at the top point; find the first k >= lo_i with read(s_k) <= delta.
+  a, b = lo_i, hi_i
+  while a < b:
+    mid = (a + b) // 2
+    if _read_delta(x, s[mid], h) + extra <= delta:
+      b = mid
+    else:
+      a = mid + 1
+  k = a
+  left = s[k - 1] if k - 1 >= lo_i else 0.0
+  # On (left, s_k]: read = inf + A - e^eps B over atoms j >= k.
+  pa = x.p[k:]
+  big_a = float(pa.sum())
+  big_b = float(np.sum(pa * np.exp(s[k] - s[k:])))  # B e^{s_k}
+  num = x.inf + extra + big_a - delta
+  if num <= 0 or big_b <= 0:
+    return float(s[k])
+  eps = float(min(max(s[k] + math.log(num / big_b), left), s[k]))
+  if extra >= 0 and _inf_mass(x) <= delta:
+    eps = min(eps, max(_top(x, h), 0.0))
+  return eps
+
+
+def _directions(steps):
+  asym = any(parts["remove"] is not parts["add"] for parts, _ in steps)
+  return ("remove", "add") if asym else ("remove",)
+
+
+def _composed(steps, h, tail):
+  out = []
+  for d in _directions(steps):
+    out.append(_compose(steps, d, h, tail))
+  return out
+
+
+def _coupling_shift(h, total_steps, eta):
+  """``t`` with ``P(sum_i Z_i > t) <= eta`` for the connect-the-dots moves ``Z_i``.
+
+  Each step's upper image ``L' = L + Z`` has ``Z`` in a cell of width ``h`` given
+  ``L`` and ``E[Z | L] <= h^2 (1 + h) / 8`` (the spread keeps ``E[e^{-L'}] =
+  e^{-L}``); by Hoeffding's lemma per step and Chernoff, ``sum Z <= T h^2 (1 + h)
+  / 8 + h sqrt(T log(1 / eta) / 2)`` except with probability ``eta``.
+  """
+  return total_steps * h * h * (1.0 + h) / 8.0 + h * math.sqrt(
+    total_steps * math.log(1.0 / eta) / 2.0
+  )
+
+
+def _answers(steps, h, query, x, total):
+  """``(upper, lower, width)`` of ``query`` (``"epsilon"`` at delta ``x``, ``"delta"`` at
+  epsilon ``x``); ``width``: the widest composed window, in loss."""
+  if query == "epsilon":
+    comps = _composed(steps, h, max(_TAIL_PER_DELTA * x, 1e-300))
+    eta = max(1e-3 * x, 1e-300)
+    t = _coupling_shift(h, total, eta)
+    up = max(_read_epsilon(u, x, h, u.err) for u, _ in comps)
+    low = max(_read_epsilon(lo, x, h, -lo.err) for _, lo in comps)
+    low2 = max(_read_epsilon(u, x, h, -(u.err + eta + u.moved)) - t for u, _ in comps)
+    low = min(max(low, low2, 0.0), up)
+  else:
+    comps = _composed(steps, h, _TAIL_DELTA)
+    up = low = 0.0
+    for u, lo in comps:
+      read = _read_delta(u, x, h)
+      up = max(up, min(1.0, read + u.err if x < _top(u, h) else _inf_mass(u)))
+      low = max(low, _read_delta(lo, x, h) - lo.err)
+      eta = max(1e-3 * read, 1e-300)
+      shifted = _read_delta(u, x + _coupling_shift(h, total, eta), h)
+      low = max(low, shifted - u.err - eta - u.moved)
+    low = min(max(low, 0.0), up)
+  width = h * max(max(u.p.size, lo.p.size) for u, lo in comps)
+  return up, low, width
+
+
+def _answer(event, x, rtol, max_grid_size, query):
+  steps = event_steps(event)
+  if not steps:
+    return 0.0, 0.0
+  total = sum(count for _, count in steps)
+  h, floor = _plan_h(steps, rtol, max_grid_size)
+  up, low, width = _answers(steps, h, query, x, total)
+  # One refinement where the bracket is wider than the target (its width is about
+  # linear in h): a finer grid, as far as the grid size allows (the products are
+  # up to twice the composed window).
+  floor = max(floor, 2.0 * width / max_grid_size)
+  gap = up - low
+  if math.isfinite(up) and up > 0 and gap > _BRACKET * up and h > 1.01 * floor:
+    h2 = max(h * max(0.5 * _BRACKET * up / gap, 0.05), floor)
+    up2, low2, _ = _answers(steps, h2, query, x, total)
+    up, low = min(up, up2), max(low, low2)
+  return up, min(low, up)
+
+
+def generic_epsilon(event, delta, rtol, max_grid_size):
+  """``(upper, lower)`` epsilon of a concrete scalar event tree at a float ``delta``.
+
+  The lower bound is the larger of two: the optimistic PMF's crossing, and the
+  upper PMF's crossing shifted by the coupling (``delta_true(eps) >=
+  delta_upper(eps + t) - eta - moved``, :func:`_coupling_shift`, ``eta = 1e-3
+  delta``).
+  """
+  return _answer(event, delta, rtol, max_grid_size, "epsilon")
+
+
+def generic_delta(event, epsilon, rtol, max_grid_size):
+  """``(upper, lower)`` delta of a concrete scalar event tree at a float ``epsilon``."""
+  return _answer(event, epsilon, rtol, max_grid_size, "delta")
