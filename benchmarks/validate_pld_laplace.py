@@ -22,11 +22,20 @@ On the held-out draw (``validate_pld.draw``, seed 2026, used for no tuning):
 Each reference runs in a fresh process (``--workers``) with ``--timeout``
 seconds; one that fails or runs over is reported as missing.
 
+The references do not depend on jaxrdp (its epsilon only places the inversion
+contour and the root's first bracket), and they take about 20 minutes on a
+2-core machine. ``--reuse-references FILE`` takes them (the Laplace inversions
+and dp_accounting's answers) from an earlier result file of this script, for
+every configuration of the draw found there with the same q, sigma, steps and
+delta, and computes only the rest; the result records the file and its date.
+
 Run: PYTHONPATH=. python benchmarks/validate_pld_laplace.py [--n 40] [--json FILE]
+     [--reuse-references benchmarks/results/validate_pld_laplace.json]
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -60,20 +69,50 @@ def _laplace(args):
   return value, time.perf_counter() - start
 
 
+def _earlier_references(path):
+  """``({(q, sigma, steps, delta): row}, date)`` of an earlier result file of this script."""
+  with open(path) as f:
+    earlier = json.load(f)
+  rows = {(r["q"], r["sigma"], r["steps"], r["delta"]): r for r in earlier["rows"]}
+  return rows, earlier["date"]
+
+
 def main(argv=None):
-  args = parse_arguments(argv, __doc__.splitlines()[0], timeout=900.0)
+  args = parse_arguments(
+    argv,
+    __doc__.splitlines()[0],
+    timeout=900.0,
+    extra=[
+      (
+        ("--reuse-references",),
+        dict(metavar="FILE", help="take the references from an earlier result file"),
+      )
+    ],
+  )
   q, sigma, steps, delta, res = jaxrdp_on_draw(args)
   ours, lower = np.asarray(res.epsilon), np.asarray(res.epsilon_lower)
+  earlier, earlier_date = (
+    _earlier_references(args.reuse_references) if args.reuse_references else ({}, None)
+  )
 
-  tasks = []
+  tasks, refs = [], {}
   for i in range(args.n):
     cfg = (float(q[i]), float(sigma[i]), float(steps[i]), float(delta[i]))
+    old = earlier.get((cfg[0], cfg[1], int(cfg[2]), cfg[3]))
+    if old is not None:
+      refs[("dp_default", i)] = None if old["dp_default"] is None else (old["dp_default"], None)
+      for k, refine in enumerate((1, 2)):
+        value = old["laplace"][k]
+        refs[(f"laplace_{refine}", i)] = None if value is None else (value, old["laplace_s"][k])
+      continue
     tasks.append(("dp_default", i, _dp_accounting, cfg + (DEFAULT_INTERVAL,)))
     # The guess only places the inversion contour and the root's first
     # bracket; the root itself is jaxrdp-independent.
     for refine in (1, 2):
       tasks.append((f"laplace_{refine}", i, _laplace, cfg + (float(ours[i]), refine)))
-  refs = _run_all(tasks, args.workers, args.timeout, args.memory_gb)
+  if earlier:
+    print(f"references of {args.n - len(tasks) // 3} configurations from {args.reuse_references}")
+  refs.update(_run_all(tasks, args.workers, args.timeout, args.memory_gb))
 
   rows = []
   for i in range(args.n):
@@ -125,7 +164,13 @@ def main(argv=None):
         f"below it (an under-report) on {below} of {len(dv)}"
       )
   if args.json:
-    write_results(args.json, args.seed, dict(sound=sound, tight=tight, agree=AGREE, rows=rows))
+    reused = None
+    if earlier:
+      reused = dict(
+        file=args.reuse_references, date=earlier_date, configurations=args.n - len(tasks) // 3
+      )
+    fields = dict(sound=sound, tight=tight, agree=AGREE, references_reused=reused, rows=rows)
+    write_results(args.json, args.seed, fields)
   return 0 if sound and tight else 1
 
 

@@ -122,10 +122,15 @@ def _run_all(tasks, workers, timeout, memory_gb):
   return out
 
 
-def parse_arguments(argv, description, timeout):
-  """The draw's arguments and the reference runner's (``--workers``, ``--timeout``, ``--memory-gb``)."""
+def parse_arguments(argv, description, timeout, extra=()):
+  """The draw's arguments and the reference runner's (``--workers``, ``--timeout``, ``--memory-gb``).
+
+  ``extra``: further ``(names, keywords)`` of ``add_argument`` for the calling script.
+  """
   p = argparse.ArgumentParser(description=description)
   add_draw_arguments(p)
+  for names, keywords in extra:
+    p.add_argument(*names, **keywords)
   p.add_argument("--workers", type=int, default=2, help="reference processes")
   p.add_argument("--timeout", type=float, default=timeout, help="seconds per reference")
   p.add_argument("--memory-gb", type=float, default=8.0, help="memory per reference process")
