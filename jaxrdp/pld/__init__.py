@@ -90,7 +90,7 @@ from one composition per direction (``pld_tradeoff``), and on the advantage
 absolute error of the TPR.
 
 Other mechanisms (``_generic``, ``_single_plds``): an event tree given to
-:class:`PldAccountant` with any mechanism besides Gaussian and Poisson-subsampled
+:class:`~jaxrdp.accountants.PldAccountant` with any mechanism besides Gaussian and Poisson-subsampled
 Gaussian ones (Laplace, subsampled Laplace, randomized response, (eps, delta)-DP,
 discrete Laplace, mixtures of Gaussians, the truncated subsampled Gaussian, ...)
 is composed on the host in NumPy: each step's PLD per direction discretized by

@@ -185,7 +185,7 @@ class PldAccountant:
   ``rtol`` within about 1e-5 relative of it; results also carry a certified
   lower bound (``epsilon_lower``, ``delta_lower``).
 
-  Events with other mechanisms (see :func:`pld_unsupported`) are composed by the
+  Events with other mechanisms (see ``unsupported``) are composed by the
   generic discrete-PLD path: per adjacency direction, each step's privacy-loss
   distribution discretized by connect-the-dots (an upper bound: Doroshenko et
   al. 2022, arXiv:2207.04380) and from below, composed by FFT without
