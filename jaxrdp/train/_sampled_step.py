@@ -283,24 +283,24 @@ def make_sampled_step(
     )
   check_range("sigma", sigma, lower=0.0)
   q = _rate(sampler)
+  spe = sampler.steps_per_event
+  # Random allocation pays its truncation term in the epsilon, per started epoch
+  # (a relative 1e-12 more for the rounding of the products in the step).
+  eta_per_event = None
+  if isinstance(sampler, RandomAllocationSampler):
+    eta_per_event = spe * sampler.truncation_delta(1) * (1.0 + 1e-12)
+    _check_allocation_capacity(sampler, eta_per_event, delta)
   orders_t = RdpAccountant(orders).orders
   orders_a = np.asarray(orders_t, dtype=np.float64)
   event = sampler.event(sigma, relation)
   validate_event(event)
   check_rdp_event(event)
   curve = _step_curve(event, orders_a)
-  spe = sampler.steps_per_event
   capacity = sampler.capacity
   norm = sampler.expected_batch_size
   with x64_context():
     q64 = jnp.asarray(q, jnp.float64)
     s64 = jnp.asarray(sigma, jnp.float64)
-  # Random allocation pays its truncation term in the epsilon, per started epoch
-  # (a relative 1e-12 more for the rounding of the products below).
-  eta_per_event = None
-  if isinstance(sampler, RandomAllocationSampler):
-    eta_per_event = spe * sampler.truncation_delta(1) * (1.0 + 1e-12)
-    _check_allocation_capacity(sampler, eta_per_event, delta)
 
   def step(state, batch, mask):
     check_state_orders(state, orders_t)
