@@ -16,7 +16,7 @@ works on the gathered batch (:func:`next_batch`, :func:`gather_batch`) at O(batc
 cost, and composes that sampler's mechanism (random allocation: one epoch's at the
 epoch's first step, its truncation term in the epsilon); the sampler's seed travels in the state and its checkpoints
 (:func:`sampler_from_state`), and :func:`epsilon_with_truncation` reports a
-truncated Poisson run's epsilon with the truncation term.
+truncated Poisson (or random-allocation) run's epsilon with the truncation term.
 """
 
 from typing import TYPE_CHECKING

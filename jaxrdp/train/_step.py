@@ -231,9 +231,10 @@ class DPSGDState(NamedTuple):
       (derived data: saving and restoring it is harmless, and a stale entry
       is never used because its q and sigma are compared first).
     sampler: the batch sampler's configuration and seed
-      (:class:`jaxrdp.train.SamplerState`) when the run uses one
-      (``dpsgd_init(..., sampler=)``), else None; with ``step`` it is the
-      sampler's whole state, so a checkpoint resumes its batches exactly.
+      (:class:`jaxrdp.train.SamplerState`, or
+      :class:`jaxrdp.train.AllocationSamplerState` for random allocation) when
+      the run uses one (``dpsgd_init(..., sampler=)``), else None; with ``step``
+      it is the sampler's whole state, so a checkpoint resumes its batches exactly.
   """
 
   params: PyTree
