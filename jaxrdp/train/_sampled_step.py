@@ -72,7 +72,7 @@ import numpy as np
 from jax import lax
 
 from .._core.precision import x64_context
-from .._core.validation import StaticArray, check_range
+from .._core.validation import StaticArray, check_range, concrete_or_none
 from ..accountants._truncation import truncated_poisson_epsilon
 from ..events._dpsgd import resolve_scheme
 from ..events._events import validate_event
@@ -248,7 +248,8 @@ def _check_allocation_capacity(sampler, eta_per_epoch, delta) -> None:
   The truncated run's delta is at least delta' + 2 eta (epsilon >= 0), so with
   2 eta >= delta no epsilon holds; a smaller capacity term is paid in the epsilon.
   """
-  if 2.0 * eta_per_epoch < float(delta):
+  delta = concrete_or_none(delta)
+  if delta is None or 2.0 * eta_per_epoch < float(delta):  # (a traced delta: the epsilon is inf)
     return
   suggested = default_capacity(sampler.n, sampler.q, sampler.steps_per_epoch, float(delta))
   raise ValueError(
