@@ -1049,6 +1049,38 @@ def test_example_tiny_run_last_line_parses_and_agrees(capsys):
   assert 0.0 < float(tight["lower"]) <= float(tight["epsilon"]) <= v["epsilon"]
 
 
+ALLOCATION_RE = re.compile(
+  r"^allocation: steps_per_epoch=(?P<t>\d+) capacity=(?P<capacity>\d+) eta=(?P<eta>\S+) "
+  r"epsilon_in_step=(?P<epsilon>\S+); runtime \S+ s$"
+)
+
+
+def test_example_allocation_run_prints_the_epsilon_accounted_in_the_step(capsys):
+  ex = _example()
+  argv = [f"--{k}={v}" for k, v in TINY.items()] + ["--sampling=allocation"]
+  assert ex.main(argv) == 0
+  lines = capsys.readouterr().out.strip().splitlines()
+  assert sum(line.startswith("epoch ") for line in lines) == TINY["epochs"]
+  m = FINAL_RE.match(lines[-1])
+  assert m, lines[-1]
+  v = {k: float(x) for k, x in m.groupdict().items()}
+  alloc = _the_line(ALLOCATION_RE, lines)
+  t, capacity, steps = int(alloc["t"]), int(alloc["capacity"]), int(m["steps"])
+  assert t == round(1 / TINY["q"]) and steps == TINY["epochs"] * t and v["q"] == 1 / t
+  # The printed epsilon is the step's own; the one-shot accountant on the same event
+  # (RandomAllocation of `steps` steps, truncation term at the printed capacity) agrees.
+  assert v["epsilon"] == float(alloc["epsilon"])
+  n = ex.load_data().x_train.shape[0]
+  ref = jaxrdp.dpsgd_epsilon(
+    v["q"], v["sigma"], steps, v["delta"], sampling="allocation", capacity=capacity, dataset_size=n
+  )
+  assert v["epsilon"] == pytest.approx(float(ref.epsilon), rel=1e-10)
+  eta = float(stats.binom.sf(capacity, n + 1, v["q"])) * steps
+  assert float(alloc["eta"]) == pytest.approx(eta, rel=1e-6, abs=1e-300)
+  # Training works: well above chance (0.1) after 2 epochs, as the Poisson run (0.40).
+  assert 0.25 <= v["test_accuracy"] <= 1.0 and 0.0 <= v["baseline_accuracy"] <= 1.0
+
+
 def test_example_cli_runs_as_script():
   # The script entry point itself (argument errors exit before any training).
   env = dict(os.environ, PYTHONPATH=str(ROOT), JAX_PLATFORMS="cpu")

@@ -146,6 +146,8 @@ def dpsgd_epsilon(
       B_max (``jaxrdp.train.PoissonSampler``): the epsilon returned then holds at
       total delta ``delta`` *including* the truncation term (1 + e^eps) eta
       (``jaxrdp.train.truncated_poisson_delta``); scalar arguments, integer steps.
+      The same for ``sampling="allocation"`` (``jaxrdp.train.RandomAllocationSampler``,
+      whose batches are Binomial(n, q) marginally, so eta is the same union bound).
     dataset_size: the dataset size n, with ``capacity``.
 
   Returns:
@@ -176,8 +178,10 @@ def dpsgd_epsilon(
   if capacity is None and dataset_size is None:
     return _ask("epsilon", *args, delta, *options)
   check_sgm_arguments("epsilon", q, sigma, steps, delta, method)
-  if resolve_scheme(sampling, relation)[0] != "poisson":
-    raise ValueError(f"capacity applies to sampling='poisson' only, got sampling={sampling!r}")
+  if resolve_scheme(sampling, relation)[0] not in ("poisson", "allocation"):
+    raise ValueError(
+      f"capacity applies to sampling='poisson' or 'allocation' only, got sampling={sampling!r}"
+    )
   capacity, dataset_size = check_capacity(capacity, dataset_size)
   return truncated_poisson_epsilon(
     lambda d: _ask("epsilon", *args, d, *options),

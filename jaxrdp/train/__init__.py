@@ -11,11 +11,12 @@ too: :func:`poisson_sample_mask`, :func:`dp_gradient`, :func:`per_example_grads`
 
 For large datasets the step takes a batch sampler instead of ``q``
 (``make_dpsgd_step(..., sampler=)``: :class:`PoissonSampler` with a capacity,
-:class:`FixedSizeSampler`, :class:`ShuffleSampler`), works on the gathered batch
-(:func:`next_batch`, :func:`gather_batch`) at O(batch) cost, and composes that
-sampler's mechanism; the sampler's seed travels in the state and its checkpoints
+:class:`FixedSizeSampler`, :class:`ShuffleSampler`, :class:`RandomAllocationSampler`),
+works on the gathered batch (:func:`next_batch`, :func:`gather_batch`) at O(batch)
+cost, and composes that sampler's mechanism (random allocation: one epoch's at the
+epoch's first step, its truncation term in the epsilon); the sampler's seed travels in the state and its checkpoints
 (:func:`sampler_from_state`), and :func:`epsilon_with_truncation` reports a
-truncated Poisson run's epsilon with the truncation term.
+truncated Poisson (or random-allocation) run's epsilon with the truncation term.
 """
 
 from typing import TYPE_CHECKING
@@ -65,6 +66,7 @@ _NAMES.update(
 # One step for every sampler: the sampler's state in the train state and checkpoint.
 _NAMES.update(
   {
+    "AllocationSamplerState": "._sampled_step",
     "SamplerState": "._sampled_step",
     "epsilon_with_truncation": "._sampled_step",
     "next_batch": "._sampled_step",
@@ -100,6 +102,7 @@ if TYPE_CHECKING:
   from ._dp_gradient import gathered_dp_gradient as gathered_dp_gradient
   from ._dp_gradient import per_example_grads as per_example_grads
   from ._poisson import poisson_sample_mask as poisson_sample_mask
+  from ._sampled_step import AllocationSamplerState as AllocationSamplerState
   from ._sampled_step import SamplerState as SamplerState
   from ._sampled_step import epsilon_with_truncation as epsilon_with_truncation
   from ._sampled_step import next_batch as next_batch

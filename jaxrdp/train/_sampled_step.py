@@ -1,9 +1,9 @@
 """The DP-SGD step on sampler batches: O(capacity) per step, one accountant per scheme.
 
 :func:`jaxrdp.train.make_dpsgd_step` with ``sampler=`` builds this step. The
-sampler (:class:`~jaxrdp.train.PoissonSampler`, :class:`~jaxrdp.train.FixedSizeSampler`
-or :class:`~jaxrdp.train.ShuffleSampler`) runs on the host; the step receives the
-gathered batch of its ``capacity`` examples and the validity mask::
+sampler (:class:`~jaxrdp.train.PoissonSampler`, :class:`~jaxrdp.train.FixedSizeSampler`,
+:class:`~jaxrdp.train.ShuffleSampler` or :class:`~jaxrdp.train.RandomAllocationSampler`)
+runs on the host; the step receives the gathered batch of its ``capacity`` examples and the validity mask::
 
     step = jax.jit(make_dpsgd_step(loss, opt, sampler=s, clip_norm=1.0, sigma=1.0,
                                    delta=1e-5))
@@ -30,6 +30,28 @@ sensitivity is applied here, as in ``jaxrdp.dpsgd_epsilon(sampling=, relation=)`
 * Shuffled: one Gaussian mechanism per example per epoch, composed at the first
   step of each epoch (t mod steps_per_epoch == 0), so after T steps the
   accountant holds ceil(T / steps_per_epoch) epochs.
+* Random allocation (k of every epoch's t steps per example; Feldman and
+  Shenfeld 2025, arXiv:2502.08202): its privacy is that of a whole epoch
+  (``RandomAllocation(k / t, Gaussian(sigma), t, k)``, the sampler's
+  ``event``), not a per-step share of it, so the epoch's RDP is composed at
+  the epoch's first step, before any of its steps is released: after T steps
+  the accountant holds ceil(T / t) epochs, exactly the RDP of the one-shot
+  event ``RandomAllocation(k / t, Gaussian(sigma), T, k)`` (a started epoch
+  counts whole). The epsilon reported mid-epoch is therefore valid for what
+  was released so far: the steps released are a post-processing of the whole
+  epoch's release. Truncation at the capacity *is* in the in-jit epsilon
+  here: with p = P[Binomial(n + 1, k / t) > capacity] (rounded up,
+  ``sampler.truncation_delta(1)``), a started epoch also pays its t steps'
+  term, eta = t p ceil(T / t) (a union bound over the steps, the batches being
+  Binomial(n, k / t) marginally), and epsilon is read at a delta' with
+  delta' + (1 + e^epsilon) eta <= delta (:mod:`jaxrdp.train._truncated_epsilon`).
+  At every epoch boundary the step's epsilon equals ``jaxrdp.dpsgd_epsilon(k /
+  t, sigma, T, delta, sampling="allocation", capacity=, dataset_size=n)`` (k =
+  1); mid-epoch it is that value at the epoch's end, never below the one-shot
+  value for the T steps taken. The budget guard therefore decides once per
+  epoch, at its first step: an epoch that would exceed ``target_epsilon`` is
+  refused before it starts, and the steps of an allowed epoch are never refused
+  by the budget.
 
 Checkpoints: the samplers are counter-based (the batch of step t is a function
 of their seed and t), so the state carries the sampler's configuration and seed
@@ -50,18 +72,25 @@ import numpy as np
 from jax import lax
 
 from .._core.precision import x64_context
-from .._core.validation import StaticArray, check_range
+from .._core.validation import StaticArray, check_range, concrete_or_none
 from ..accountants._truncation import truncated_poisson_epsilon
 from ..events._dpsgd import resolve_scheme
 from ..events._events import validate_event
 from ..rdp._accountant import RdpAccountant
 from ..rdp._event_curves import check_rdp_event, rdp_curve_f64
 from ._dp_gradient import gather_batch
-from ._samplers import FixedSizeSampler, PoissonSampler, ShuffleSampler
+from ._samplers import (
+  FixedSizeSampler,
+  PoissonSampler,
+  RandomAllocationSampler,
+  ShuffleSampler,
+  default_capacity,
+)
 from ._update import check_state_orders, noisy_update
 
 __all__ = [
   "SamplerState",
+  "AllocationSamplerState",
   "sampler_state",
   "sampler_from_state",
   "next_batch",
@@ -70,7 +99,10 @@ __all__ = [
 ]
 
 # The samplers by their checkpoint tag.
-_BY_KIND = {cls.kind: cls for cls in (PoissonSampler, FixedSizeSampler, ShuffleSampler)}
+_BY_KIND = {
+  cls.kind: cls
+  for cls in (PoissonSampler, FixedSizeSampler, ShuffleSampler, RandomAllocationSampler)
+}
 
 
 class SamplerState(NamedTuple):
@@ -91,8 +123,32 @@ class SamplerState(NamedTuple):
   seed: jax.Array
 
 
+class AllocationSamplerState(NamedTuple):
+  """A :class:`~jaxrdp.train.RandomAllocationSampler`'s configuration and seed, as arrays.
+
+  (A type of its own, so that the checkpoints of the other samplers keep their
+  structure.)
+
+  Attributes:
+    kind: int32, 3 (random allocation).
+    n: int32 dataset size.
+    size: int32 capacity.
+    steps_per_epoch: int32 t.
+    selected: int32 k, the steps each example is in per epoch.
+    seed: int64 seed.
+  """
+
+  kind: jax.Array
+  n: jax.Array
+  size: jax.Array
+  steps_per_epoch: jax.Array
+  selected: jax.Array
+  seed: jax.Array
+
+
 def scheme_of(sampler) -> str:
-  """``"poisson"``, ``"fixed"`` or ``"shuffle"`` (its ``sampling=`` name) for a sampler."""
+  """``"poisson"``, ``"fixed"``, ``"shuffle"`` or ``"allocation"`` (its ``sampling=``
+  name) for a sampler."""
   _check_sampler(sampler)
   return sampler.sampling
 
@@ -100,18 +156,31 @@ def scheme_of(sampler) -> str:
 def _check_sampler(sampler):
   if _BY_KIND.get(getattr(sampler, "kind", None)) is not type(sampler):
     raise ValueError(
-      "sampler must be a PoissonSampler, FixedSizeSampler or ShuffleSampler, got "
-      f"{type(sampler).__name__}"
+      "sampler must be a PoissonSampler, FixedSizeSampler, ShuffleSampler or "
+      f"RandomAllocationSampler, got {type(sampler).__name__}"
     )
 
 
 def _rate(sampler) -> float:
-  return sampler.q if isinstance(sampler, PoissonSampler) else sampler.batch_size / sampler.n
+  if isinstance(sampler, (PoissonSampler, RandomAllocationSampler)):
+    return sampler.q
+  return sampler.batch_size / sampler.n
 
 
-def sampler_state(sampler) -> SamplerState:
-  """The :class:`SamplerState` of ``sampler``."""
+def sampler_state(sampler) -> SamplerState | AllocationSamplerState:
+  """The :class:`SamplerState` of ``sampler`` (an :class:`AllocationSamplerState` for
+  a ``RandomAllocationSampler``)."""
   _check_sampler(sampler)
+  if isinstance(sampler, RandomAllocationSampler):
+    with x64_context():
+      return AllocationSamplerState(
+        kind=jnp.asarray(sampler.kind, jnp.int32),
+        n=jnp.asarray(sampler.n, jnp.int32),
+        size=jnp.asarray(sampler.capacity, jnp.int32),
+        steps_per_epoch=jnp.asarray(sampler.steps_per_epoch, jnp.int32),
+        selected=jnp.asarray(sampler.selected, jnp.int32),
+        seed=jnp.asarray(sampler.seed, jnp.int64),
+      )
   with x64_context():
     return SamplerState(
       kind=jnp.asarray(sampler.kind, jnp.int32),
@@ -122,7 +191,7 @@ def sampler_state(sampler) -> SamplerState:
     )
 
 
-def sampler_from_state(state: SamplerState):
+def sampler_from_state(state: SamplerState | AllocationSamplerState):
   """The sampler described by ``state`` (e.g. ``loaded.sampler`` after a checkpoint).
 
   Examples:
@@ -133,8 +202,11 @@ def sampler_from_state(state: SamplerState):
   """
   kind, n, size, seed = (int(np.asarray(x)) for x in (state.kind, state.n, state.size, state.seed))
   cls = _BY_KIND.get(kind)
-  if cls is None:
-    raise ValueError(f"unknown sampler kind {kind}")
+  if cls is None or (cls is RandomAllocationSampler) != isinstance(state, AllocationSamplerState):
+    raise ValueError(f"unknown sampler kind {kind} for a {type(state).__name__}")
+  if cls is RandomAllocationSampler:
+    t, k = int(np.asarray(state.steps_per_epoch)), int(np.asarray(state.selected))
+    return RandomAllocationSampler(n=n, steps_per_epoch=t, capacity=size, selected=k, seed=seed)
   if cls is PoissonSampler:
     return PoissonSampler(n=n, q=float(np.asarray(state.q)), capacity=size, seed=seed)
   return cls(n=n, batch_size=size, seed=seed)
@@ -170,6 +242,24 @@ def _step_curve(event, orders_a) -> jax.Array:
     )
 
 
+def _check_allocation_capacity(sampler, eta_per_epoch, delta) -> None:
+  """Raises ValueError if one epoch's truncation term alone uses up ``delta``.
+
+  The truncated run's delta is at least delta' + 2 eta (epsilon >= 0), so with
+  2 eta >= delta no epsilon holds; a smaller capacity term is paid in the epsilon.
+  """
+  delta = concrete_or_none(delta)
+  if delta is None or 2.0 * eta_per_epoch < float(delta):  # (a traced delta: the epsilon is inf)
+    return
+  suggested = default_capacity(sampler.n, sampler.q, sampler.steps_per_epoch, float(delta))
+  raise ValueError(
+    f"capacity {sampler.capacity} is too small for this RandomAllocationSampler: one "
+    f"epoch's batches exceed it with probability up to {eta_per_epoch:.3g}, which uses up "
+    f"delta = {float(delta):g}; raise the capacity (jaxrdp.train.default_capacity(n, q, "
+    f"steps, delta) for the run's steps; {suggested} for one epoch)"
+  )
+
+
 def make_sampled_step(
   loss_fn,
   optimizer,
@@ -194,13 +284,19 @@ def make_sampled_step(
     )
   check_range("sigma", sigma, lower=0.0)
   q = _rate(sampler)
+  spe = sampler.steps_per_event
+  # Random allocation pays its truncation term in the epsilon, per started epoch
+  # (a relative 1e-12 more for the rounding of the products in the step).
+  eta_per_event = None
+  if isinstance(sampler, RandomAllocationSampler):
+    eta_per_event = spe * sampler.truncation_delta(1) * (1.0 + 1e-12)
+    _check_allocation_capacity(sampler, eta_per_event, delta)
   orders_t = RdpAccountant(orders).orders
   orders_a = np.asarray(orders_t, dtype=np.float64)
   event = sampler.event(sigma, relation)
   validate_event(event)
   check_rdp_event(event)
   curve = _step_curve(event, orders_a)
-  spe = sampler.steps_per_event
   capacity = sampler.capacity
   norm = sampler.expected_batch_size
   with x64_context():
@@ -215,9 +311,16 @@ def make_sampled_step(
         f"batch and mask must have the sampler's capacity {capacity} "
         f"as leading axis, got {lead} and {jnp.shape(mask)}"
       )
-    # Shuffling charges one Gaussian mechanism per example at each epoch's start.
+    # Shuffling and random allocation charge a whole epoch at the epoch's start.
     count = 1 if spe == 1 else jnp.where(state.step % spe == 0, 1, 0)
-    g = guard(state.accountant, curve, q64, s64, delta, target_epsilon, True, count)
+    truncation = None
+    if eta_per_event is not None:
+      with x64_context():
+        # Started epochs: ceil(step / t) so far (in integers: no rounding, no
+        # overflow), plus the one this step may start.
+        started = (state.step // spe + (state.step % spe != 0)).astype(jnp.float64)
+        truncation = (started * eta_per_event, (started + count) * eta_per_event)
+    g = guard(state.accountant, curve, q64, s64, delta, target_epsilon, True, count, truncation)
 
     def apply(s):
       key, k_noise = jax.random.split(s.key)
@@ -242,23 +345,34 @@ def make_sampled_step(
 
 
 def epsilon_with_truncation(accountant, sampler, steps, delta):
-  """epsilon of a run with a truncating :class:`~jaxrdp.train.PoissonSampler`, from its accountant.
+  """epsilon of a run with a truncating sampler, from its accountant, truncation included.
 
-  The accountant (``state.accountant``) holds the untruncated Poisson RDP of
-  the ``steps`` applied steps; this returns the epsilon at which the truncated
-  run is (epsilon, ``delta``)-DP *including* the truncation term
+  For a :class:`~jaxrdp.train.PoissonSampler` the accountant
+  (``state.accountant``) holds the untruncated Poisson RDP of the ``steps``
+  applied steps; this returns the epsilon at which the truncated run is
+  (epsilon, ``delta``)-DP *including* the truncation term
   (``jaxrdp.dpsgd_epsilon(..., capacity=, dataset_size=)``, here read from the
   accountant instead of recomputing the SGM curve).
+
+  For a :class:`~jaxrdp.train.RandomAllocationSampler` the accountant holds
+  ceil(steps / t) epochs, and the truncation term is paid for all the steps of
+  those epochs (ceil(steps / t) t steps), as the training step does: this is
+  the epsilon the step reported after ``steps`` steps (to rounding).
 
   Returns:
     ``EpsilonResult``.
 
   Raises:
-    ValueError: if ``sampler`` is not a PoissonSampler, or the truncation term
+    ValueError: if ``sampler`` is not one of these two, or the truncation term
       alone uses up ``delta``.
   """
-  if not isinstance(sampler, PoissonSampler):
-    raise ValueError(f"sampler must be a PoissonSampler, got {type(sampler).__name__}")
+  if isinstance(sampler, RandomAllocationSampler):
+    t = sampler.steps_per_epoch
+    steps = -(-int(steps) // t) * t
+  elif not isinstance(sampler, PoissonSampler):
+    raise ValueError(
+      f"sampler must be a PoissonSampler or RandomAllocationSampler, got {type(sampler).__name__}"
+    )
   acct = RdpAccountant(np.asarray(accountant.orders, np.float64))
   return truncated_poisson_epsilon(
     lambda d: acct.get_epsilon(accountant, d),

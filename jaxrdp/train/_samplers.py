@@ -381,15 +381,22 @@ class RandomAllocationSampler:
   as :class:`PoissonSampler`. A batch larger than the capacity keeps a
   uniformly random subset of ``capacity`` of its members and drops the
   others. Truncation is accounted, not avoided (no capacity below n can
-  rule it out): marginally each batch is Binomial(n, q) exactly as a Poisson
-  batch, so the truncated and untruncated samplers coincide except with
-  probability at most ``eta = T P[Binomial(n + 1, q) > capacity]`` over T
-  steps (a union bound; n + 1 for add/remove neighbours), and an (epsilon,
-  delta)-DP guarantee of the untruncated run gives (epsilon, delta + (1 +
-  e^epsilon) eta) for the truncated one: :meth:`truncation_delta` and
-  :func:`truncated_poisson_delta`, the same terms as for Poisson;
-  :func:`default_capacity` at rate q chooses a capacity whose term is at most
-  1e-3 delta.
+  rule it out: all n examples may land in the same step).
+  Couple the truncating sampler with the untruncated one (same allocation):
+  their released outputs differ only if some released step's batch exceeds
+  the capacity. Every example is in a given step with probability q = k / t,
+  independently of the other examples (their k-subsets are independent), so
+  marginally each batch is Binomial(n, q) exactly as a Poisson batch (the
+  sizes within an epoch are dependent, which a union bound does not need):
+  over T steps the two runs differ with probability at most
+  ``eta = T P[Binomial(n + 1, q) > capacity]`` (n + 1 for add/remove
+  neighbours, the larger tail), and an (epsilon, delta)-DP guarantee of the
+  untruncated run gives (epsilon, delta + (1 + e^epsilon) eta) for the
+  truncated one: :meth:`truncation_delta` and :func:`truncated_poisson_delta`,
+  the same terms as for Poisson; :func:`default_capacity` at rate q chooses
+  a capacity whose term is at most 1e-3 delta. The training step
+  (``make_dpsgd_step(..., sampler=)``) pays this term in the epsilon it
+  reports, for every step of each started epoch.
 
   Cost. Epoch e is drawn from ``(seed, e)``: the k-subsets of all n examples
   grouped by step, O(n k log(n k)) once per epoch and cached (the current
@@ -438,6 +445,7 @@ class RandomAllocationSampler:
 
   sampling = "allocation"
   default_relation = "add_remove"
+  kind = 3
 
   @property
   def q(self) -> float:
@@ -446,15 +454,17 @@ class RandomAllocationSampler:
 
   @property
   def steps_per_event(self) -> int:
-    """One event per epoch."""
+    """One event per epoch, composed at its first step."""
     return self.steps_per_epoch
 
   def event(self, sigma, relation: str = "add_remove"):
     """The event of one epoch: ``RandomAllocation(k / t, Gaussian(sigma), t, k)``.
 
-    (The training step does not take this sampler yet: account a run with
-    ``jaxrdp.dpsgd_epsilon(q, sigma, steps, delta, sampling="allocation")`` and
-    :meth:`truncation_delta`.)
+    The training step composes it at the first step of every epoch; truncation
+    at the capacity is not in it (see :meth:`truncation_delta`). A run of T
+    steps is ``RandomAllocation(k / t, Gaussian(sigma), T, k)`` (``ceil(T / t)``
+    epochs), for k = 1 ``jaxrdp.dpsgd_epsilon(q, sigma, T, delta,
+    sampling="allocation", capacity=, dataset_size=)``.
     """
     check_relation(relation, allowed=("add_remove",))
     return RandomAllocation(self.q, Gaussian(sigma), self.steps_per_epoch, self.selected)

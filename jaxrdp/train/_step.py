@@ -35,6 +35,7 @@ from ..mechanisms._sgm import sgm_rdp
 from ..rdp._accountant import RdpAccountant, RdpState, add_rdp_curve
 from ..train._poisson import poisson_sample_mask
 from . import _sampled_step as _sampled
+from ._truncated_epsilon import epsilon_paying_truncation
 from ._update import check_state_orders, noisy_update
 
 __all__ = [
@@ -103,8 +104,15 @@ def _sgm_curve(q: ArrayLike, sigma: ArrayLike, orders: ArrayLike) -> jax.Array:
     return _sgm_curve_jit(*(jnp.asarray(x, jnp.float64) for x in (q, sigma, orders)))
 
 
-def _guard(accountant, step_rdp, q, sigma, delta, target, valid, count=1) -> PrivacyGuard:
+def _guard(
+  accountant, step_rdp, q, sigma, delta, target, valid, count=1, truncation=None
+) -> PrivacyGuard:
   """Guard on a precomputed per-step RDP curve ``step_rdp`` of SGM(q, sigma).
+
+  ``truncation``: None, or ``(eta_now, eta_after)``, the truncation terms of
+  the run so far and after the prospective step; the epsilons are then read
+  at total delta ``delta`` with the term paid
+  (:func:`jaxrdp.train._truncated_epsilon.epsilon_paying_truncation`).
 
   Everything runs with float64 enabled: jaxrdp's functions hand float32
   results back to a float32 trace, and the accountant must stay float64.
@@ -112,8 +120,13 @@ def _guard(accountant, step_rdp, q, sigma, delta, target, valid, count=1) -> Pri
   acct = RdpAccountant(accountant.orders)
   with x64_context():
     proposed = add_rdp_curve(accountant, step_rdp, count)
-    after = acct.get_epsilon(proposed, delta)
-    now = acct.get_epsilon(accountant, delta)
+    if truncation is None:
+      after = acct.get_epsilon(proposed, delta)
+      now = acct.get_epsilon(accountant, delta)
+    else:
+      eta_now, eta_after = truncation
+      after = epsilon_paying_truncation(acct, proposed, delta, eta_after)
+      now = epsilon_paying_truncation(acct, accountant, delta, eta_now)
     target = jnp.asarray(jnp.inf if target is None else target, jnp.float64)
     # Explicit range checks as well, so that an invalid step is refused
     # even where a particular RDP value would happen to be finite.
@@ -218,9 +231,10 @@ class DPSGDState(NamedTuple):
       (derived data: saving and restoring it is harmless, and a stale entry
       is never used because its q and sigma are compared first).
     sampler: the batch sampler's configuration and seed
-      (:class:`jaxrdp.train.SamplerState`) when the run uses one
-      (``dpsgd_init(..., sampler=)``), else None; with ``step`` it is the
-      sampler's whole state, so a checkpoint resumes its batches exactly.
+      (:class:`jaxrdp.train.SamplerState`, or
+      :class:`jaxrdp.train.AllocationSamplerState` for random allocation) when
+      the run uses one (``dpsgd_init(..., sampler=)``), else None; with ``step``
+      it is the sampler's whole state, so a checkpoint resumes its batches exactly.
   """
 
   params: PyTree
@@ -266,7 +280,8 @@ def dpsgd_init(
     key: PRNG key (raw ``uint32[2]`` keys checkpoint most simply).
     orders: RDP orders of the accountant (default ``jaxrdp.DEFAULT_ORDERS``).
     sampler: the run's batch sampler, if any (``PoissonSampler``,
-      ``FixedSizeSampler``, ``ShuffleSampler``); stored as ``state.sampler``.
+      ``FixedSizeSampler``, ``ShuffleSampler``, ``RandomAllocationSampler``); stored
+      as ``state.sampler``.
   """
   accountant = RdpAccountant(orders).init()
   with x64_context():
@@ -360,11 +375,15 @@ def make_dpsgd_step(
       of the state: a state with other orders raises ValueError when the
       step is traced, and its checkpoint is refused when loaded).
     sampler: a batch sampler of :mod:`jaxrdp.train` (``PoissonSampler`` with a
-      capacity, ``FixedSizeSampler``, ``ShuffleSampler``) instead of ``q``: the
-      step is then ``step(state, batch, mask)`` on the sampler's gathered batch
-      of ``capacity`` examples, its cost independent of the dataset size, and
-      the accountant composes that sampler's mechanism (constant sigma; see
-      ``jaxrdp.train._sampled_step``).
+      capacity, ``FixedSizeSampler``, ``ShuffleSampler``,
+      ``RandomAllocationSampler``) instead of ``q``: the step is then
+      ``step(state, batch, mask)`` on the sampler's gathered batch of
+      ``capacity`` examples, its cost independent of the dataset size, and the
+      accountant composes that sampler's mechanism (constant sigma; see
+      ``jaxrdp.train._sampled_step``). Random allocation is composed one epoch
+      at a time, at the epoch's first step (its privacy is per epoch), with its
+      truncation term paid in the epsilon; the budget guard then refuses a whole
+      epoch before it starts.
     relation: with ``sampler``, the neighbouring relation (default
       ``"add_remove"``, ``"replace_one"`` for ``FixedSizeSampler``), as in
       :func:`jaxrdp.dpsgd_epsilon`.
