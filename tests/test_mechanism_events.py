@@ -227,7 +227,9 @@ def test_discrete_laplace_bound_is_sound():
 
 
 def test_epsilon_delta_with_positive_delta_is_refused_or_infinite():
-  with pytest.raises(NotImplementedError, match=r"no rule for EpsilonDelta events with delta > 0"):
+  with pytest.raises(
+    NotImplementedError, match=r"cannot account EpsilonDelta events with delta > 0"
+  ):
     jaxrdp.epsilon_from_event(Composed((Gaussian(1.0), EpsilonDelta(1.0, 1e-6))), 1e-5)
   with pytest.raises(NotImplementedError, match="EpsilonDelta"):
     RR_ACCT.compose(RR_ACCT.init(), SelfComposed(EpsilonDelta(1.0, 1e-6), 3))

@@ -49,6 +49,7 @@ EXAMPLES = [
   ("ExponentialMechanism", E.ExponentialMechanism(1.0)),
   ("PermuteAndFlip", E.PermuteAndFlip(1.0)),
   ("EpsilonDelta (delta = 0)", E.EpsilonDelta(1.0)),
+  ("EpsilonDelta (delta > 0)", E.EpsilonDelta(1.0, 1e-6)),
   ("SingleEpochTreeAggregation", E.SingleEpochTreeAggregation(1.0, 100.0)),
   ("RepeatAndSelect", E.RepeatAndSelect(_G, 10.0, 1.0)),
   ("MixtureOfGaussians", E.MixtureOfGaussians(1.0, (0.0, 1.0), (0.5, 0.5))),

@@ -39,6 +39,7 @@ __all__ = [
   "rdp_unsupported",
   "rdp_curve_f64",
   "check_rdp_event",
+  "rdp_values_unsupported",
   "as_sgm",
   "gaussian_terms",
   "effective_sigma_f64",
@@ -100,13 +101,14 @@ def rdp_unsupported(event: Event) -> str | None:
   return None
 
 
-# check(event, path) -> None, raising for concrete values the accountant refuses.
+# check(event, name) -> None, or the phrase naming concrete values that have no RDP curve.
 _CHECKS: dict[type, Callable] = {}
 
 
 def register_rdp_check(event_type: type):
-  """Decorator: ``check(event, name)`` refuses concrete values of ``event_type`` that
-  have no RDP curve (raising NotImplementedError), before anything is traced."""
+  """Decorator: ``check(event, name)`` returns ``None``, or a phrase (read after "cannot
+  account") naming concrete values of ``event_type`` that have no RDP curve and why;
+  ``name`` is the event's path in the tree (``"SelfComposed > EpsilonDelta"``)."""
 
   def wrap(check):
     _CHECKS[event_type] = check
@@ -115,16 +117,31 @@ def register_rdp_check(event_type: type):
   return wrap
 
 
-def check_rdp_event(event: Event, path: str = "") -> None:
-  """Runs the registered checks on ``event`` and its children (concrete values only)."""
+def rdp_values_unsupported(event: Event, path: str = "") -> str | None:
+  """``None``, or what the registered checks refuse in ``event``'s concrete values (a phrase).
+
+  Traced values are not checked (their rules give the true worst case, or NaN).
+  """
   name = f"{path}{type(event).__name__}"
   check = _CHECKS.get(type(event))
   if check is not None:
-    check(event, name)
+    why = check(event, name)
+    if why is not None:
+      return why
   for field in event._children:
     value = getattr(event, field)
     for child in value if isinstance(value, (tuple, list)) else (value,):
-      check_rdp_event(child, f"{name} > ")
+      why = rdp_values_unsupported(child, f"{name} > ")
+      if why is not None:
+        return why
+  return None
+
+
+def check_rdp_event(event: Event) -> None:
+  """Raises NotImplementedError if concrete values of ``event`` have no RDP curve."""
+  why = rdp_values_unsupported(event)
+  if why is not None:
+    raise NotImplementedError(f"the Renyi-DP accountant cannot account {why}")
 
 
 def rdp_curve_f64(event: Event, orders, orders_static):

@@ -108,15 +108,15 @@ def _permute_and_flip(event, orders, orders_static):
 @register_rdp_check(EpsilonDelta)
 def _epsilon_delta_check(event, name):
   delta = concrete_or_none(event.delta)
-  if delta is not None and (delta > 0).any():
-    where = f" (in {name})" if " > " in name else ""
-    raise NotImplementedError(
-      f"the RDP accountant has no rule for EpsilonDelta events with delta > 0{where}, got "
-      f"delta = {float(delta[delta > 0].flat[0])!r}: an (epsilon, delta)-DP mechanism can have "
-      "infinite Renyi divergence at every order, so no RDP curve holds it. Account it "
-      "outside the RDP accountant, adding its delta to the final one (dp_accounting's "
-      "newer RDP accountant does that), or give delta = 0 for a pure-DP mechanism"
-    )
+  if delta is None or not (delta > 0).any():
+    return None
+  where = f" (in {name})" if " > " in name else ""
+  return (
+    f"EpsilonDelta events with delta > 0{where}, got delta = "
+    f"{float(delta[delta > 0].flat[0])!r}: an (epsilon, delta)-DP mechanism can have infinite "
+    "Renyi divergence at every order, so no RDP curve holds it (give delta = 0 for a pure-DP "
+    "mechanism)"
+  )
 
 
 @register_rdp_rule(EpsilonDelta)
