@@ -24,6 +24,7 @@ from jaxrdp.events import (
   PoissonSampled,
   SelfComposed,
   ShuffledEpochs,
+  TruncatedSubsampledGaussian,
   ZCDp,
   dpsgd_event,
 )
@@ -58,8 +59,10 @@ def test_a_refusal_names_the_real_reason_and_who_can():
   assert "ShuffledEpochs" in str(e.value) and "accountant='rdp' can" in str(e.value)
   with pytest.raises(NotImplementedError, match="relation='replace_one'.*accountant='rdp' can"):
     jaxrdp.dpsgd_epsilon(Q, SIGMA, STEPS, DELTA, accountant=PldAccountant(), relation="replace_one")
-  with pytest.raises(NotImplementedError, match=r"PoissonSampled\(Laplace\).*accountant='pld' can"):
-    jaxrdp.epsilon_from_event(PoissonSampled(0.1, Laplace(1.0)), DELTA)
+  with pytest.raises(
+    NotImplementedError, match=r"TruncatedSubsampledGaussian.*accountant='pld' can"
+  ):
+    jaxrdp.epsilon_from_event(TruncatedSubsampledGaussian(1000, 0.1, 200, 1.0), DELTA)
   with pytest.raises(
     NotImplementedError, match=r"PoissonSampled\(KaryRandomizedResponse\).*no registered accountant"
   ):
@@ -119,7 +122,7 @@ def test_supports_follows_the_structure():
   ):
     assert rdp.supports(event) and not pld.supports(event), event
     assert pld.unsupported(event)
-  assert not rdp.supports(PoissonSampled(Q, Laplace(1.0)))
+  assert rdp.supports(PoissonSampled(Q, Laplace(1.0)))  # the general Poisson bound
   assert pld.supports(PoissonSampled(Q, Laplace(1.0))) and pld.supports(Laplace(1.0))
   # Gaussians composed on one Poisson sample: one Gaussian (both accountants).
   composed = PoissonSampled(1.0, Composed((Gaussian(1.0), Gaussian(2.0))))

@@ -32,8 +32,9 @@ EXAMPLES = [
   ),
   ("PoissonSampled(Gaussian), replace-one", E.PoissonSampled(0.01, _G, "replace_one")),
   ("PoissonSampled(Laplace), add/remove", E.PoissonSampled(0.01, E.Laplace(1.0))),
+  ("PoissonSampled(ZCDp), add/remove", E.PoissonSampled(0.01, E.ZCDp(0.1))),
   (
-    "PoissonSampled(another mechanism)",
+    "PoissonSampled(KaryRandomizedResponse)",
     E.PoissonSampled(0.01, E.KaryRandomizedResponse(0.3, 10.0)),
   ),
   ("FixedSizeSampled(Gaussian), replace-one", E.FixedSizeSampled(0.01, _G)),
