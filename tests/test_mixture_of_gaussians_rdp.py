@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 import jaxrdp
-from jaxrdp.events import Gaussian, MixtureOfGaussians, PoissonSampled
+from jaxrdp.events import Gaussian, MixtureOfGaussians
 
 ORDERS = [2.0, 3.0, 4.5, 8.0, 20.0]
 ACCT = jaxrdp.RdpAccountant(ORDERS + [float("inf")])
@@ -69,14 +69,6 @@ def test_one_component_is_the_gaussian_and_q_zero_c_is_nothing():
   assert np.all(np.asarray(zero) == 0.0)
 
 
-def test_the_sampled_gaussian_mixture_is_close_to_the_exact_sgm():
-  # (0, 1) with weights (1 - q, q) is the SGM pair: the bound is above its exact RDP.
-  sgm = ACCT.compose(ACCT.init(), PoissonSampled(0.01, Gaussian(1.0))).rdp
-  mog = ACCT.compose(ACCT.init(), MixtureOfGaussians(1.0, (0.0, 1.0), (0.99, 0.01))).rdp
-  sgm, mog = np.asarray(sgm)[:-1], np.asarray(mog)[:-1]
-  assert np.all(mog >= sgm * (1 - 1e-12)) and np.all(mog <= sgm * 1.2)
-
-
 def test_mixture_is_traceable_over_a_grid():
   def eps(sigma, p1):
     event = MixtureOfGaussians(sigma, (0.0, 1.0), (1.0 - p1, p1))
@@ -90,8 +82,8 @@ def test_mixture_is_traceable_over_a_grid():
   assert grid[1] < grid[0] and np.all(np.isfinite(grid))
   assert np.isfinite(ds) and ds < 0 and np.isfinite(dp) and dp > 0
   assert np.isnan(bad)
-  # The tight accountant's certified lower bound is below it.
+  # The tight accountant brackets epsilon in [1.68449, 1.68455] here (accountant='pld',
+  # its certified bounds): the RDP bound with the default orders is above, by ~27%.
   event = MixtureOfGaussians(1.0, (0.0, 1.0), (0.9, 0.1))
-  rdp = jaxrdp.epsilon_from_event(event, 1e-5, accountant=ACCT)
-  pld = jaxrdp.epsilon_from_event(event, 1e-5, accountant="pld")
-  assert float(pld.epsilon_lower) <= float(rdp.epsilon)
+  rdp = float(jaxrdp.epsilon_from_event(event, 1e-5).epsilon)
+  assert 1.68449 <= rdp <= 1.3 * 1.68455

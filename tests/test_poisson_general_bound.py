@@ -138,6 +138,11 @@ def test_the_accountant_answers_poisson_sampled_laplace_soundly_and_traceably():
       lambda q: orders_acct.compose(orders_acct.init(), PoissonSampled(q, Laplace(1.0))).rdp
     )(1.5)
   assert np.all(np.isnan(np.asarray(bad)))
+  with jax.enable_x64(True):
+    bad_inner = jax.jit(
+      lambda b: orders_acct.compose(orders_acct.init(), PoissonSampled(0.1, Laplace(b))).rdp
+    )(-1.0)
+  assert np.all(np.isnan(np.asarray(bad_inner)))
   # At infinite order: the largest log-ratio of the pair, log(1 + q (e^(1/b) - 1)).
   inf_val = orders_acct.compose(orders_acct.init(), PoissonSampled(0.1, Laplace(1.0))).rdp[-1]
   assert float(inf_val) == pytest.approx(float(np.log1p(0.1 * np.expm1(1.0))), rel=1e-11)

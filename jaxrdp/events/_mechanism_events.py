@@ -323,10 +323,11 @@ class MixtureOfGaussians(Event):
   Poisson sampling at rate ``g`` of the pair ``(N(0, s^2), Q')``, whose RDP (both
   directions) is at most ``log(sum_{c_i > 0} (p_i / g) exp(alpha (alpha - 1) c_i^2 /
   (2 s^2))) / (alpha - 1)`` by joint convexity of ``exp((alpha - 1) D_alpha)``; the
-  general Poisson bound of :class:`PoissonSampled` then amplifies it, capped by joint
-  convexity over the whole mixture. One component is the Gaussian exactly; sensitivities
-  ``(0, c)`` are the Sampled Gaussian Mechanism, bounded within about 20% of its exact
-  RDP at small ``g``; spread-out sensitivities can be several times loose. The tight
+  general Poisson bound of :class:`~jaxrdp.events.PoissonSampled` then amplifies it,
+  capped by joint convexity over the whole mixture. One component is the Gaussian
+  exactly; sensitivities ``(0, c)`` are the Sampled Gaussian Mechanism, bounded within
+  about 20% of its exact RDP at small ``g``; spread-out sensitivities can be several
+  times loose. The tight
   accountant (``accountant="pld"``) answers it too, as dp_accounting's PLD accountant does.
 
   Attributes:

@@ -24,14 +24,14 @@ g r`` and ``p``; add/remove needs both orders of it. At an integer order ``a >= 
   C(a, l) g^l expm1((l - 1) eps(l))``: ``A``'s sum without its factors ``(1 - g)^(a-l)``,
   the same to leading order in ``g`` (``C(a, 2) g^2 expm1(eps(2))``).
 
-Both sums are evaluated as ``log(A - 1)`` by a logsumexp over ``l`` with log-binomials,
-so nothing overflows at large orders and a small ``g`` keeps its relative precision;
-the RDP at ``a`` is ``log1p(max(A, B) - 1) / (a - 1)`` (``B``'s bound is the larger), rounded up by ``1e-12``
-(relative) to cover float64 rounding. A fractional order takes the bound at the next
-integer order (RDP is non-decreasing in the order). Subsampling never increases RDP
-(joint quasi-convexity of the Renyi divergence: ``m`` mixes ``p`` and ``r``), so the
-result is also capped by the inner curve itself, which is all that is used above
-:data:`INTEGER_ORDER_CAP`. At ``alpha = inf``: ``max(log1p(g expm1(eps_inf)),
+``B``'s bound is the larger of the two, so it is the one evaluated: as ``log(B - 1)``, a
+logsumexp over ``l`` with log-binomials, so nothing overflows at large orders and a
+small ``g`` keeps its relative precision; the RDP at ``a`` is ``log1p(B - 1) / (a - 1)``,
+rounded up by ``1e-12`` (relative) to cover float64 rounding. A fractional order takes
+the bound at the next integer order (RDP is non-decreasing in the order). Subsampling
+never increases RDP (joint quasi-convexity of the Renyi divergence: ``m`` mixes ``p``
+and ``r``), so the result is also capped by the inner curve itself, which is all that
+is used above :data:`INTEGER_ORDER_CAP`. At ``alpha = inf``: ``max(log1p(g expm1(eps_inf)),
 -log1p(-g (1 - exp(-eps_inf))))``, the largest log-ratio of each direction.
 
 The reverse direction is bounded here rather than by Zhu and Wang's general bound (their
@@ -65,15 +65,8 @@ _ROUND_UP = 1.0 + 1e-12
 
 def integer_orders_needed(orders: np.ndarray) -> np.ndarray:
   """The integer orders ``2..L`` at which the inner curve is needed (``L`` may be 1: none)."""
-  k = _ceil_orders(orders)
-  top = int(k.max()) if k.size else 1
+  top = _tables(tuple(float(x) for x in np.asarray(orders, dtype=np.float64)))[3]
   return np.arange(2, top + 1, dtype=np.float64)
-
-
-def _ceil_orders(orders):
-  orders = np.asarray(orders, dtype=np.float64)
-  used = np.isfinite(orders) & (orders <= INTEGER_ORDER_CAP)
-  return np.ceil(orders[used])
 
 
 @functools.lru_cache(maxsize=32)
@@ -92,13 +85,14 @@ def _tables(orders_key: tuple[float, ...]):
 
 
 def _log_expm1(y):
-  """log(expm1(y)) for y >= 0; -inf at 0 (with finite gradients)."""
+  """log(expm1(y)) for y >= 0; -inf at 0 (with finite gradients), NaN for NaN."""
   big = y > 0.5
   y_big = jnp.where(big & (y < jnp.inf), y, 1.0)
   form_big = jnp.where(y < jnp.inf, y_big + jnp.log1p(-jnp.exp(-y_big)), jnp.inf)
   v = jnp.expm1(jnp.where(big, 0.5, y))
   form_small = jnp.log(jnp.where(v > 0, v, 1.0))
-  return jnp.where(big, form_big, jnp.where(v > 0, form_small, -jnp.inf))
+  out = jnp.where(big, form_big, jnp.where(v > 0, form_small, -jnp.inf))
+  return jnp.where(jnp.isnan(y), jnp.nan, out)
 
 
 def poisson_upper_bound_f64(q, inner_int, inner_at, orders):
