@@ -208,8 +208,9 @@ def _mixture_of_gaussians(event, orders, orders_static):
   # N(0, s^2) against sum_i p_i N(c_i, s^2) = (1 - g) N(0, s^2) + g Q', g the weight of the
   # components with c_i > 0: a Poisson-sampled pair at rate g whose inner pair is N(0, s^2)
   # and Q'. Q' has the joint-convexity curve (both directions; exact for one component),
-  # and the general Poisson bound (_poisson_upper_bound) amplifies it; capped by joint
-  # convexity over the whole mixture, log1p(g expm1((alpha - 1) eps'(alpha))) / (alpha - 1).
+  # and the general Poisson bound (_poisson_upper_bound) amplifies it (capped there by
+  # joint convexity over the whole mixture, log1p(g expm1((alpha - 1) eps'(alpha))) /
+  # (alpha - 1)).
   sigma, c, w, bad = _mixture_components(event)
   g = jnp.sum(jnp.where(c > 0, w, 0.0), axis=-1)  # [batch..., 1]
   g = jnp.minimum(g, 1.0)
@@ -217,16 +218,6 @@ def _mixture_of_gaussians(event, orders, orders_static):
   inner_at = _shifted_mixture_curve(sigma, c, w, g[..., None], orders)
   inner_int = _shifted_mixture_curve(sigma, c, w, g[..., None], jnp.asarray(ints))
   out = poisson_upper_bound_f64(g, inner_int, inner_at, orders_static.array)
-  finite = jnp.isfinite(orders)
-  t = jnp.where(finite, orders, 2.0) - 1.0
-  x_raw = t * inner_at
-  x = jnp.where(x_raw < jnp.inf, x_raw, 0.0)  # inf: routed around (finite derivatives)
-  g_s = jnp.where((g > 0) & (g < 1), g, 0.5)
-  small = jnp.log1p(g * jnp.expm1(jnp.minimum(x, 700.0)))
-  large = jnp.logaddexp(jnp.log1p(-g_s), jnp.log(g_s) + x)  # log(1 - g + g e^x)
-  cap = jnp.where((x < 700.0) | (g >= 1), jnp.where(g >= 1, x, small), large) / t
-  cap = jnp.where(x_raw < jnp.inf, cap, jnp.inf)
-  out = jnp.where(finite, jnp.minimum(out, cap), out)
   out = jnp.where(g == 0, 0.0, out)
   return jnp.where(bad[..., None], jnp.nan, out)
 

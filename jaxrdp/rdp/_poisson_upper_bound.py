@@ -29,9 +29,9 @@ logsumexp over ``l`` with log-binomials, so nothing overflows at large orders an
 small ``g`` keeps its relative precision; the RDP at ``a`` is ``log1p(B - 1) / (a - 1)``,
 rounded up by ``1e-12`` (relative) to cover float64 rounding. A fractional order takes
 the bound at the next integer order (RDP is non-decreasing in the order). Subsampling
-never increases RDP (joint quasi-convexity of the Renyi divergence: ``m`` mixes ``p``
-and ``r``), so the result is also capped by the inner curve itself, which is all that
-is used above :data:`INTEGER_ORDER_CAP`. At ``alpha = inf``: ``max(log1p(g expm1(eps_inf)),
+never increases RDP: by joint convexity of ``exp((a - 1) D_a)``, at any real order both
+directions are at most ``log1p(g expm1((a - 1) eps(a))) / (a - 1) <= eps(a)``, a cap on
+the result, and all that is used above :data:`INTEGER_ORDER_CAP`. At ``alpha = inf``: ``max(log1p(g expm1(eps_inf)),
 -log1p(-g (1 - exp(-eps_inf))))``, the largest log-ratio of each direction.
 
 The reverse direction is bounded here rather than by Zhu and Wang's general bound (their
@@ -125,6 +125,19 @@ def poisson_upper_bound_f64(q, inner_int, inner_at, orders):
     excess = logsumexp(b_terms, axis=-1)
     rdp_k = jnp.logaddexp(0.0, excess) / (k - 1.0) * _ROUND_UP
     out = out.at[..., used].set(jnp.minimum(rdp_k, inner_at[..., used]))
+  # Joint convexity of exp((a - 1) D_a) in the pair, at every finite order (both
+  # directions): (a - 1) D_a <= log(1 - g + g exp((a - 1) eps(a))).
+  finite = np.isfinite(orders)
+  if finite.any():
+    t = orders[finite] - 1.0
+    x_raw = t * inner_at[..., finite]
+    x = jnp.where(x_raw < jnp.inf, x_raw, 0.0)  # inf: routed around (finite derivatives)
+    g1 = g[..., 0]
+    small = jnp.log1p(g1 * jnp.expm1(jnp.minimum(x, 700.0)))
+    large = jnp.logaddexp(jnp.log1p(-g1), jnp.log(g1) + x)
+    cap = jnp.where(x < 700.0, small, large) / t * _ROUND_UP
+    cap = jnp.where(x_raw < jnp.inf, cap, jnp.inf)
+    out = out.at[..., finite].set(jnp.minimum(out[..., finite], cap))
   at_inf = np.isinf(orders)
   if at_inf.any():
     e_inf = inner_at[..., at_inf]
