@@ -15,6 +15,7 @@ import jaxrdp
 from jaxrdp.accountants import PldAccountant, RdpAccountant, get_accountant
 from jaxrdp.events import (
   Composed,
+  EpsilonDelta,
   FixedSizeSampled,
   Gaussian,
   KaryRandomizedResponse,
@@ -23,6 +24,7 @@ from jaxrdp.events import (
   PoissonSampled,
   SelfComposed,
   ShuffledEpochs,
+  TruncatedSubsampledGaussian,
   ZCDp,
   dpsgd_event,
 )
@@ -57,8 +59,10 @@ def test_a_refusal_names_the_real_reason_and_who_can():
   assert "ShuffledEpochs" in str(e.value) and "accountant='rdp' can" in str(e.value)
   with pytest.raises(NotImplementedError, match="relation='replace_one'.*accountant='rdp' can"):
     jaxrdp.dpsgd_epsilon(Q, SIGMA, STEPS, DELTA, accountant=PldAccountant(), relation="replace_one")
-  with pytest.raises(NotImplementedError, match=r"PoissonSampled\(Laplace\).*accountant='pld' can"):
-    jaxrdp.epsilon_from_event(PoissonSampled(0.1, Laplace(1.0)), DELTA)
+  with pytest.raises(
+    NotImplementedError, match=r"TruncatedSubsampledGaussian.*accountant='pld' can"
+  ):
+    jaxrdp.epsilon_from_event(TruncatedSubsampledGaussian(1000, 0.1, 200, 1.0), DELTA)
   with pytest.raises(
     NotImplementedError, match=r"PoissonSampled\(KaryRandomizedResponse\).*no registered accountant"
   ):
@@ -67,6 +71,33 @@ def test_a_refusal_names_the_real_reason_and_who_can():
     jaxrdp.epsilon_from_event(ZCDp(0.1), DELTA, accountant="pld")
   with pytest.raises(NotImplementedError, match="ShuffledEpochs"):
     jaxrdp.calibrate_noise(3.0, DELTA, Q, STEPS, accountant="pld", sampling="shuffle")
+
+
+def test_a_value_refusal_reads_as_one_sentence_and_names_who_can():
+  # EpsilonDelta with delta > 0 is refused from its values (no RDP curve holds it): the
+  # accountant's unsupported() says so, the table marks it, and the message of the
+  # top-level call names the reason, where it sits in the tree, and the accountant that can.
+  rdp, pld = get_accountant("rdp"), get_accountant("pld")
+  event = SelfComposed(Composed((Gaussian(1.0), EpsilonDelta(1.0, 1e-6))), 3)
+  assert not rdp.supports(event) and pld.supports(event)
+  assert rdp.supports(EpsilonDelta(1.0)) and rdp.supports(EpsilonDelta(1.0, 0.0))
+  with pytest.raises(NotImplementedError) as e:
+    jaxrdp.epsilon_from_event(EpsilonDelta(1.0, 1e-6), DELTA)
+  msg = str(e.value)
+  assert msg.startswith(
+    "the Renyi-DP accountant (accountant='rdp') cannot account EpsilonDelta events with "
+    "delta > 0, got delta = 1e-06: "
+  ), msg
+  assert "infinite Renyi divergence" in msg and msg.endswith("; accountant='pld' can"), msg
+  assert msg.count("accountant") == 3 and "(the RDP accountant" not in msg, msg
+  with pytest.raises(NotImplementedError, match=r"\(in SelfComposed > Composed > EpsilonDelta\)"):
+    jaxrdp.delta_from_event(event, 1.0)
+  with pytest.raises(NotImplementedError, match="EpsilonDelta events with delta > 0"):
+    rdp.compose(rdp.init(), event)
+  # The tight accountant answers it: epsilon(delta_target) of one (1, 1e-6)-DP step is 1
+  # once delta_target >= 1e-6 (up to its discretisation).
+  res = jaxrdp.epsilon_from_event(EpsilonDelta(1.0, 1e-6), DELTA, accountant="pld")
+  assert float(res.epsilon_lower) <= 1.0 <= float(res.epsilon) * (1 + 1e-3)
 
 
 def test_an_unknown_option_is_an_error():
@@ -91,7 +122,7 @@ def test_supports_follows_the_structure():
   ):
     assert rdp.supports(event) and not pld.supports(event), event
     assert pld.unsupported(event)
-  assert not rdp.supports(PoissonSampled(Q, Laplace(1.0)))
+  assert rdp.supports(PoissonSampled(Q, Laplace(1.0)))  # the general Poisson bound
   assert pld.supports(PoissonSampled(Q, Laplace(1.0))) and pld.supports(Laplace(1.0))
   # Gaussians composed on one Poisson sample: one Gaussian (both accountants).
   composed = PoissonSampled(1.0, Composed((Gaussian(1.0), Gaussian(2.0))))

@@ -214,8 +214,10 @@ def test_invalid_traced_fields_give_nan_and_unsupported_events_raise():
     f(jnp.array([1.5, 0.1, 0.1]), jnp.array([1.0, -1.0, 1.0]), jnp.array([1.0, 1.0, -1.0]))
   )
   assert np.isnan(out).all()
-  with pytest.raises(NotImplementedError, match=r"cannot account PoissonSampled\(Laplace\)"):
-    ACCT.epsilon(PoissonSampled(0.1, Laplace(1.0)), 1e-5)
+  with pytest.raises(
+    NotImplementedError, match=r"cannot account PoissonSampled\(RandomizedResponse\)"
+  ):
+    ACCT.epsilon(PoissonSampled(0.1, RandomizedResponse(0.7)), 1e-5)
   with pytest.raises(TypeError, match="jaxrdp event"):
     ACCT.epsilon(Composed((Gaussian(1.0), "x")), 1e-5)
 

@@ -227,7 +227,9 @@ def test_discrete_laplace_bound_is_sound():
 
 
 def test_epsilon_delta_with_positive_delta_is_refused_or_infinite():
-  with pytest.raises(NotImplementedError, match=r"no rule for EpsilonDelta events with delta > 0"):
+  with pytest.raises(
+    NotImplementedError, match=r"cannot account EpsilonDelta events with delta > 0"
+  ):
     jaxrdp.epsilon_from_event(Composed((Gaussian(1.0), EpsilonDelta(1.0, 1e-6))), 1e-5)
   with pytest.raises(NotImplementedError, match="EpsilonDelta"):
     RR_ACCT.compose(RR_ACCT.init(), SelfComposed(EpsilonDelta(1.0, 1e-6), 3))
@@ -622,13 +624,19 @@ def test_validation_and_refusals_name_the_event():
   with pytest.raises(ValueError, match=r"ZCDp.rho must be in"):
     curve(ZCDp(-1.0))
   refusals = [
-    (MixtureOfGaussians(1.0, (0.0, 1.0), (0.5, 0.5)), "cannot account MixtureOfGaussians.*tight"),
     (
       TruncatedSubsampledGaussian(1000, 0.1, 200, 1.0),
       "cannot account TruncatedSubsampledGaussian",
     ),
-    (PoissonSampled(0.1, Laplace(1.0)), r"cannot account PoissonSampled\(Laplace\)"),
-    (PoissonSampled(0.1, Composed((Gaussian(1.0), ZCDp(0.1)))), r"PoissonSampled\(Composed\)"),
+    (
+      PoissonSampled(0.1, KaryRandomizedResponse(0.3, 3)),
+      r"cannot account PoissonSampled\(KaryRandomizedResponse\)",
+    ),
+    (
+      PoissonSampled(0.1, Composed((Gaussian(1.0), RandomizedResponse(0.7)))),
+      r"PoissonSampled\(Composed\).*RandomizedResponse has none",
+    ),
+    (PoissonSampled(0.1, Laplace(1.0), "replace_one"), r"relation='replace_one'"),
   ]
   for event, match in refusals:
     with pytest.raises(NotImplementedError, match=match):

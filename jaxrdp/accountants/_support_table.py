@@ -32,8 +32,9 @@ EXAMPLES = [
   ),
   ("PoissonSampled(Gaussian), replace-one", E.PoissonSampled(0.01, _G, "replace_one")),
   ("PoissonSampled(Laplace), add/remove", E.PoissonSampled(0.01, E.Laplace(1.0))),
+  ("PoissonSampled(ZCDp), add/remove", E.PoissonSampled(0.01, E.ZCDp(0.1))),
   (
-    "PoissonSampled(another mechanism)",
+    "PoissonSampled(KaryRandomizedResponse)",
     E.PoissonSampled(0.01, E.KaryRandomizedResponse(0.3, 10.0)),
   ),
   ("FixedSizeSampled(Gaussian), replace-one", E.FixedSizeSampled(0.01, _G)),
@@ -49,6 +50,7 @@ EXAMPLES = [
   ("ExponentialMechanism", E.ExponentialMechanism(1.0)),
   ("PermuteAndFlip", E.PermuteAndFlip(1.0)),
   ("EpsilonDelta (delta = 0)", E.EpsilonDelta(1.0)),
+  ("EpsilonDelta (delta > 0)", E.EpsilonDelta(1.0, 1e-6)),
   ("SingleEpochTreeAggregation", E.SingleEpochTreeAggregation(1.0, 100.0)),
   ("RepeatAndSelect", E.RepeatAndSelect(_G, 10.0, 1.0)),
   ("MixtureOfGaussians", E.MixtureOfGaussians(1.0, (0.0, 1.0), (0.5, 0.5))),

@@ -159,9 +159,18 @@ class PoissonSampled(Event):
   dominated by the single Gaussian pair at ``sigma_eff`` (Gaussian DP composes as
   ``mu = (sum_i mu_i^2)^(1/2)``: Dong, Roth, Su 2019, arXiv:1905.02383), and Poisson
   subsampling carries a dominating pair over to the subsampled mechanism (Zhu, Dong,
-  Wang 2022, arXiv:2106.08567). dp_accounting makes the same reduction. Other inner
-  events are refused
-  (NotImplementedError): no sound RDP bound of their subsampled curves is implemented.
+  Wang 2022, arXiv:2106.08567). dp_accounting makes the same reduction.
+
+  Under add/remove, another inner event whose RDP curve bounds both directions of its
+  add/remove pair (Laplace, DiscreteLaplace, DiscreteGaussian, ZCDp, EpsilonDelta with
+  ``delta = 0``, ExponentialMechanism, PermuteAndFlip, NonPrivate, and Composed or
+  SelfComposed trees of these and Gaussians) gets an upper bound computed from its own
+  curve at the integer orders ``2..ceil(alpha)`` (a fractional order takes the next
+  integer order's bound): the binomial expansion of Zhu and Wang 2019 (ICML) for one
+  direction and a bound of the same sum without its ``(1 - q)^(alpha - l)`` factors for
+  the other (derived in ``jaxrdp.rdp._poisson_upper_bound``), never above the inner
+  curve, which alone is used above order 256. Randomized response (a replaced input)
+  and sampled events inside are refused (NotImplementedError).
 
   Under ``relation="replace_one"`` (one example replaced, the pair of DP-SGD's sum
   moving by up to 2C) the inner Gaussian holds the DP-SGD noise multiplier and the

@@ -317,9 +317,18 @@ class MixtureOfGaussians(Event):
   ``sum_i p_i N(c_i, sigma^2)``. The components are tuples (one leaf each), so
   every numeric leaf still broadcasts over a grid.
 
-  The RDP accountant has no rule for it: no sound RDP bound is implemented (the
-  divergence ``D_alpha(N(0) || mixture)`` has no closed form); the tight accountant
-  (``accountant="pld"``) answers it, as dp_accounting's PLD accountant does.
+  The RDP accountant gives an upper bound on both directions (not exact: the divergence
+  ``D_alpha(N(0) || mixture)`` has no closed form). The components with ``c_i = 0``
+  have weight ``1 - g``, so the pair is ``N(0, s^2)`` against ``(1 - g) N(0, s^2) + g Q'``:
+  Poisson sampling at rate ``g`` of the pair ``(N(0, s^2), Q')``, whose RDP (both
+  directions) is at most ``log(sum_{c_i > 0} (p_i / g) exp(alpha (alpha - 1) c_i^2 /
+  (2 s^2))) / (alpha - 1)`` by joint convexity of ``exp((alpha - 1) D_alpha)``; the
+  general Poisson bound of :class:`~jaxrdp.events.PoissonSampled` then amplifies it,
+  capped by joint convexity over the whole mixture. One component is the Gaussian
+  exactly; sensitivities ``(0, c)`` are the Sampled Gaussian Mechanism, bounded within
+  about 20% of its exact RDP at small ``g``; spread-out sensitivities can be several
+  times loose. The tight
+  accountant (``accountant="pld"``) answers it too, as dp_accounting's PLD accountant does.
 
   Attributes:
     sigma: the noise standard deviation, ``>= 0``.
@@ -378,7 +387,7 @@ class TruncatedSubsampledGaussian(Event):
   ``q``; a sample larger than ``batch_size`` is cut to a random subset of that size;
   then the Gaussian mechanism with noise multiplier ``sigma``.
 
-  The RDP accountant has no rule for it: truncation costs an additive delta (at
+  The RDP accountant refuses it: truncation costs an additive delta (at
   most the overflow probability per step), which an RDP curve cannot hold. The
   tight accountant (``accountant="pld"``) answers it with dp_accounting's
   construction (with the truncation probability, a replace-one subsampled Gaussian

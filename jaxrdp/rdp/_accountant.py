@@ -33,7 +33,12 @@ from ..rdp._conversions import (
   epsilon_from_rdp_f64,
 )
 from ..rdp._dpsgd import _orders_or_default, sgm_dpsgd
-from ..rdp._event_curves import as_sgm, check_rdp_event, rdp_curve_f64, rdp_unsupported
+from ..rdp._event_curves import (
+  as_sgm,
+  rdp_curve_f64,
+  rdp_unsupported,
+  rdp_values_unsupported,
+)
 
 __all__ = ["RdpAccountant", "RdpState", "add_rdp_curve", "state_to_dict", "state_from_dict"]
 
@@ -167,10 +172,12 @@ class RdpAccountant:
   def unsupported(self, event: Event) -> str | None:
     """``None`` if this accountant can account ``event``, else the part it cannot (a phrase).
 
-    Read from the registered rules (``jaxrdp.rdp._event_curves.rdp_unsupported``):
-    structural, decided before anything is computed.
+    Read from the registered rules (``jaxrdp.rdp._event_curves.rdp_unsupported``),
+    structural and decided before anything is computed, then from the checks of
+    concrete values that have no RDP curve (an ``EpsilonDelta`` with ``delta > 0``).
     """
-    return rdp_unsupported(event)
+    why = rdp_unsupported(event)
+    return why if why is not None else rdp_values_unsupported(event)
 
   def supports(self, event: Event) -> bool:
     """Whether this accountant can account ``event`` (see :meth:`unsupported`)."""
@@ -197,7 +204,6 @@ class RdpAccountant:
     self._check_state(state)
     validate_event(event)
     self._require(event)
-    check_rdp_event(event)
     leaves, treedef = jax.tree.flatten(event)
     # The RDP curve is elementwise in the state's RDP and, over a trailing orders
     # axis, in the event's leaves: derivatives with x64 off go through
@@ -235,7 +241,6 @@ class RdpAccountant:
     """epsilon of ``event`` at ``delta``, of the broadcast shape of its leaves and delta."""
     validate_event(event)
     self._require(event)
-    check_rdp_event(event)
     check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
     sgm = as_sgm(event)
     if sgm is not None:
@@ -246,7 +251,6 @@ class RdpAccountant:
     """delta of ``event`` at ``epsilon``, of the broadcast shape of its leaves and epsilon."""
     validate_event(event)
     self._require(event)
-    check_rdp_event(event)
     check_range("epsilon", epsilon, lower=0.0)
     sgm = as_sgm(event)
     if sgm is not None:

@@ -18,6 +18,7 @@ from collections.abc import Callable
 import jax.numpy as jnp
 
 from .._core import precision as _precision
+from .._core.validation import StaticArray
 from ..events._events import (
   Composed,
   Event,
@@ -31,6 +32,7 @@ from ..events._events import (
 from ..mechanisms._rdp_curves import _gaussian_impl, _laplace_impl, _randomized_response_impl
 from ..mechanisms._sampled_without_replacement import effective_noise_multiplier
 from ..mechanisms._sgm import _rdp_f64
+from ._poisson_upper_bound import integer_orders_needed, poisson_upper_bound_f64
 
 __all__ = [
   "register_rdp_rule",
@@ -39,6 +41,7 @@ __all__ = [
   "rdp_unsupported",
   "rdp_curve_f64",
   "check_rdp_event",
+  "rdp_values_unsupported",
   "as_sgm",
   "gaussian_terms",
   "effective_sigma_f64",
@@ -100,13 +103,14 @@ def rdp_unsupported(event: Event) -> str | None:
   return None
 
 
-# check(event, path) -> None, raising for concrete values the accountant refuses.
+# check(event, name) -> None, or the phrase naming concrete values that have no RDP curve.
 _CHECKS: dict[type, Callable] = {}
 
 
 def register_rdp_check(event_type: type):
-  """Decorator: ``check(event, name)`` refuses concrete values of ``event_type`` that
-  have no RDP curve (raising NotImplementedError), before anything is traced."""
+  """Decorator: ``check(event, name)`` returns ``None``, or a phrase (read after "cannot
+  account") naming concrete values of ``event_type`` that have no RDP curve and why;
+  ``name`` is the event's path in the tree (``"SelfComposed > EpsilonDelta"``)."""
 
   def wrap(check):
     _CHECKS[event_type] = check
@@ -115,16 +119,31 @@ def register_rdp_check(event_type: type):
   return wrap
 
 
-def check_rdp_event(event: Event, path: str = "") -> None:
-  """Runs the registered checks on ``event`` and its children (concrete values only)."""
+def rdp_values_unsupported(event: Event, path: str = "") -> str | None:
+  """``None``, or what the registered checks refuse in ``event``'s concrete values (a phrase).
+
+  Traced values are not checked (their rules give the true worst case, or NaN).
+  """
   name = f"{path}{type(event).__name__}"
   check = _CHECKS.get(type(event))
   if check is not None:
-    check(event, name)
+    why = check(event, name)
+    if why is not None:
+      return why
   for field in event._children:
     value = getattr(event, field)
     for child in value if isinstance(value, (tuple, list)) else (value,):
-      check_rdp_event(child, f"{name} > ")
+      why = rdp_values_unsupported(child, f"{name} > ")
+      if why is not None:
+        return why
+  return None
+
+
+def check_rdp_event(event: Event) -> None:
+  """Raises NotImplementedError if concrete values of ``event`` have no RDP curve."""
+  why = rdp_values_unsupported(event)
+  if why is not None:
+    raise NotImplementedError(f"the Renyi-DP accountant cannot account {why}")
 
 
 def rdp_curve_f64(event: Event, orders, orders_static):
@@ -211,13 +230,56 @@ def effective_sigma_f64(terms):
   return jnp.where(bad, jnp.nan, sigma)
 
 
+# Inner events with an add/remove RDP curve that bounds both directions of their pair:
+# Poisson sampling of them has the general bound of ``_poisson_upper_bound``. (Randomized
+# response and its k-ary form describe a replaced input; the sampled and selection events
+# and the mixture of Gaussians are left out.)
+def _generic_inner_types():
+  from ..events import _mechanism_events as M
+
+  return (
+    Gaussian,
+    Laplace,
+    M.DiscreteGaussian,
+    M.DiscreteLaplace,
+    M.ZCDp,
+    M.EpsilonDelta,
+    M.ExponentialMechanism,
+    M.PermuteAndFlip,
+    M.NonPrivate,
+  )
+
+
+def _generic_inner_unsupported(event) -> str | None:
+  if isinstance(event, (Composed, SelfComposed, NoOp)):
+    children = (
+      event.events
+      if isinstance(event, Composed)
+      else (() if isinstance(event, NoOp) else (event.event,))
+    )
+    for child in children:
+      why = _generic_inner_unsupported(child)
+      if why is not None:
+        return why
+    return None
+  return None if isinstance(event, _generic_inner_types()) else type(event).__name__
+
+
 def _poisson_condition(event):
   if isinstance(event.inner, Gaussian) or gaussian_terms(event.inner) is not None:
     return None
+  if event.relation != "add_remove":
+    return (
+      f"PoissonSampled({type(event.inner).__name__}, relation='replace_one') events "
+      "(under replace-one only Gaussian inner mechanisms have a Renyi-DP rule)"
+    )
+  part = _generic_inner_unsupported(event.inner)
+  if part is None:
+    return None
   return (
-    f"PoissonSampled({type(event.inner).__name__}) events (Poisson sampling of Gaussian "
-    "mechanisms, or Gaussians composed on the sample, only: no sound Renyi-DP bound for "
-    "other subsampled mechanisms is implemented)"
+    f"PoissonSampled({type(event.inner).__name__}) events (the general bound on Poisson "
+    f"sampling needs an inner mechanism with an add/remove Renyi-DP curve; {part} has none "
+    "usable here)"
   )
 
 
@@ -232,13 +294,27 @@ def _poisson_sampled(event, orders, orders_static):
   # multiply their term). The sampled pair is then the Sampled Gaussian Mechanism's at
   # sigma_eff (the reduction dp_accounting makes, after McMahan et al. 2018,
   # arXiv:1812.06210, Sec. 3). Under replace-one, the SGM at sigma / 2.
+  # Other inner mechanisms: the general upper bound of _poisson_upper_bound.
   if isinstance(event.inner, Gaussian):
     sigma = _leaf(event.inner.sigma)
   else:
     terms = gaussian_terms(event.inner)
+    if terms is None:
+      return _poisson_general(event, orders, orders_static)
     sigma = effective_sigma_f64([(_leaf(c), _leaf(s)) for c, s in terms])
   sigma = effective_noise_multiplier(sigma, event.relation)
   return _rdp_f64(_leaf(event.q), sigma, orders, orders_static)
+
+
+def _poisson_general(event, orders, orders_static):
+  ints = integer_orders_needed(orders_static.array)
+  ints_static = StaticArray(ints)
+  inner_at = rdp_curve_f64(event.inner, orders, orders_static)
+  if ints.size:
+    inner_int = rdp_curve_f64(event.inner, jnp.asarray(ints), ints_static)
+  else:
+    inner_int = jnp.zeros(inner_at.shape[:-1] + (0,))
+  return poisson_upper_bound_f64(_leaf(event.q), inner_int, inner_at, orders_static.array)
 
 
 @register_rdp_rule(SelfComposed)

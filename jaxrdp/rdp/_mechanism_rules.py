@@ -8,6 +8,7 @@ event and what can account it.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from .._core import precision as _precision
@@ -37,6 +38,7 @@ from ._event_curves import (
   register_rdp_refusal,
   register_rdp_rule,
 )
+from ._poisson_upper_bound import integer_orders_needed, poisson_upper_bound_f64
 
 __all__ = ["tree_depth"]
 
@@ -108,15 +110,15 @@ def _permute_and_flip(event, orders, orders_static):
 @register_rdp_check(EpsilonDelta)
 def _epsilon_delta_check(event, name):
   delta = concrete_or_none(event.delta)
-  if delta is not None and (delta > 0).any():
-    where = f" (in {name})" if " > " in name else ""
-    raise NotImplementedError(
-      f"the RDP accountant has no rule for EpsilonDelta events with delta > 0{where}, got "
-      f"delta = {float(delta[delta > 0].flat[0])!r}: an (epsilon, delta)-DP mechanism can have "
-      "infinite Renyi divergence at every order, so no RDP curve holds it. Account it "
-      "outside the RDP accountant, adding its delta to the final one (dp_accounting's "
-      "newer RDP accountant does that), or give delta = 0 for a pure-DP mechanism"
-    )
+  if delta is None or not (delta > 0).any():
+    return None
+  where = f" (in {name})" if " > " in name else ""
+  return (
+    f"EpsilonDelta events with delta > 0{where}, got delta = "
+    f"{float(delta[delta > 0].flat[0])!r}: an (epsilon, delta)-DP mechanism can have infinite "
+    "Renyi divergence at every order, so no RDP curve holds it (give delta = 0 for a pure-DP "
+    "mechanism)"
+  )
 
 
 @register_rdp_rule(EpsilonDelta)
@@ -168,13 +170,59 @@ def _repeat_and_select(event, orders, orders_static):
   return repeat_and_select_impl(curve, orders, mean, shape, delta_hat)
 
 
+def _mixture_components(event):
+  """(s, c, w): sigma [batch..., 1, 1], sensitivities and normalised probs [batch..., 1, m]."""
+  sigma = _precision.as_float64(event.sigma)
+  cs = [_precision.as_float64(c) for c in event.sensitivities]
+  ps = [_precision.as_float64(p) for p in event.probs]
+  sigma, *rest = jnp.broadcast_arrays(sigma, *cs, *ps)
+  m = len(cs)
+  c = jnp.stack(rest[:m], axis=-1)[..., None, :]
+  p = jnp.stack(rest[m:], axis=-1)[..., None, :]
+  total = jnp.sum(p, axis=-1, keepdims=True)
+  w = p / jnp.where(total > 0, total, 1.0)
+  bad = jnp.isnan(sigma) | (sigma < 0)
+  bad = bad | jnp.any(jnp.isnan(c) | (c < 0) | jnp.isnan(p) | (p < 0) | (p > 1), axis=-1)[..., 0]
+  bad = bad | ~(total[..., 0, 0] > 0)
+  return sigma[..., None, None], c, w, bad
+
+
+def _shifted_mixture_curve(sigma, c, w, g, orders):
+  """Joint-convexity bound on the RDP, both directions, between N(0, s^2) and the mixture of
+  the components with ``c_i > 0`` (weights ``w_i / g``): ``log sum_i (w_i / g) exp(alpha
+  (alpha - 1) c_i^2 / (2 s^2)) / (alpha - 1)``; [batch..., n] at the orders (inf at inf)."""
+  live = (c > 0) & (w > 0)
+  ratio = jnp.where(live, c / sigma, 0.0)  # c / s: inf for s = 0, 0 for s = inf
+  finite = jnp.isfinite(orders)
+  a = jnp.where(finite, orders, 2.0)[:, None]
+  log_w = jnp.log(jnp.where(live, w, 1.0)) - jnp.log(jnp.where(g > 0, g, 1.0))
+  terms = jnp.where(live, log_w + a * (a - 1.0) * 0.5 * ratio * ratio, -jnp.inf)
+  out = jax.nn.logsumexp(terms, axis=-1) / (a[:, 0] - 1.0)
+  any_live = jnp.any(live & (ratio > 0), axis=-1)
+  out = jnp.where(any_live, out, 0.0)
+  return jnp.where(finite, out, jnp.where(any_live, jnp.inf, 0.0))
+
+
+@register_rdp_rule(MixtureOfGaussians)
+def _mixture_of_gaussians(event, orders, orders_static):
+  # N(0, s^2) against sum_i p_i N(c_i, s^2) = (1 - g) N(0, s^2) + g Q', g the weight of the
+  # components with c_i > 0: a Poisson-sampled pair at rate g whose inner pair is N(0, s^2)
+  # and Q'. Q' has the joint-convexity curve (both directions; exact for one component),
+  # and the general Poisson bound (_poisson_upper_bound) amplifies it (capped there by
+  # joint convexity over the whole mixture, log1p(g expm1((alpha - 1) eps'(alpha))) /
+  # (alpha - 1)).
+  sigma, c, w, bad = _mixture_components(event)
+  g = jnp.sum(jnp.where(c > 0, w, 0.0), axis=-1)  # [batch..., 1]
+  g = jnp.minimum(g, 1.0)
+  ints = integer_orders_needed(orders_static.array)
+  inner_at = _shifted_mixture_curve(sigma, c, w, g[..., None], orders)
+  inner_int = _shifted_mixture_curve(sigma, c, w, g[..., None], jnp.asarray(ints))
+  out = poisson_upper_bound_f64(g, inner_int, inner_at, orders_static.array)
+  out = jnp.where(g == 0, 0.0, out)
+  return jnp.where(bad[..., None], jnp.nan, out)
+
+
 _refuse = register_rdp_refusal
-_refuse(
-  MixtureOfGaussians,
-  "no sound RDP bound for a mixture of Gaussians is implemented; a "
-  "privacy-loss-distribution (tight) accountant handles it (dp_accounting's PLD "
-  "accountant does)",
-)
 _refuse(
   TruncatedSubsampledGaussian,
   "truncating the batch costs an additive delta (the overflow probability), which an RDP "
