@@ -122,7 +122,7 @@ def resolve_risk_accountant(accountant: str | Accountant, sampling: str = "poiss
   (:func:`jaxrdp.accountants.get_accountant`). A
   :class:`~jaxrdp.accountants.PldAccountant` object lends its ``max_grid_size`` and
   ``memory_limit`` (its ``rtol`` is a relative target for epsilon; the risk's
-  accuracy is set by ``atol``); an :class:`~jaxrdp.accountants.RdpAccountant` object
+  accuracy is set by ``atol``); an :class:`~jaxrdp.RdpAccountant` object
   its finite orders (the name ``"rdp"`` uses the 38 orders of
   :data:`jaxrdp.risk._rdp.RISK_ORDERS`, a fifth of the default ones).
 
