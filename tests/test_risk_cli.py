@@ -28,12 +28,6 @@ from jaxrdp.risk._rdp import RISK_ORDERS
 Q, SIGMAS, STEPS, FPR = 0.01, np.array([1.1, 2.0]), 100, 0.01
 
 
-@pytest.fixture(autouse=True)
-def no_compilation_cache(monkeypatch):
-  # main() would otherwise point JAX's persistent cache at ~/.cache for the session.
-  monkeypatch.setenv("JAXRDP_CACHE_DIR", "")
-
-
 def run(argv, capsys):
   code = main(argv)
   out, err = capsys.readouterr()
@@ -49,6 +43,7 @@ def _same(a, b):
 # Accountant objects and options.
 
 
+@pytest.mark.slow  # (Renyi-DP programs at three sets of orders)
 def test_an_accountant_object_gives_what_its_name_gives():
   _same(
     jaxrdp.dpsgd_tpr(Q, SIGMAS, STEPS, FPR, accountant=PldAccountant()),
@@ -177,6 +172,7 @@ def test_sweep_risk_columns_agree_with_the_direct_calls():
   assert "tpr_lower" in table and "advantage" in table
 
 
+@pytest.mark.slow  # (the sweep's own Renyi-DP programs)
 def test_sweep_risk_from_the_dataset_form_and_the_renyi_route():
   # 1000 examples, batches of 10, 1 epoch: q = 0.01 and 100 steps (the cells above).
   res = jaxrdp.sweep(
