@@ -1,4 +1,4 @@
-"""The `jaxrdp` command line: epsilon, delta, calibrate and sweep.
+"""The `jaxrdp` command line: epsilon, delta, calibrate, sweep and risk.
 
     jaxrdp epsilon   --q 0.0042667 --sigma 1.1 --steps 14063 --delta 1e-5
     jaxrdp epsilon   --dataset-size 60000 --batch-size 256 --epochs 60 --sigma 1.1
@@ -6,12 +6,14 @@
     jaxrdp delta     --q 0.01 --sigma 1.0 --steps 1000 --epsilon 2
     jaxrdp calibrate --epsilon 1 2 4 --delta 1e-5 --q 0.01 --steps 1000   (solves sigma)
     jaxrdp sweep     (embedded MNIST-scale grid; writes jaxrdp_sweep.csv and .png)
+    jaxrdp risk      --q 0.0042667 --sigma 1.1 --steps 14063 --fpr 0.01   (attack TPR, advantage)
+    jaxrdp risk      --q 0.0042667 --steps 14063 --target-tpr 0.05        (solves sigma)
 
 Every numeric option takes one or more values; several values give the outer-product
 grid, evaluated in one vectorized call. Output is a readable table, or `--json` /
 `--csv` on stdout. The table rounds every bound to publish (epsilon, delta) up and a
 calibrated parameter in the direction that keeps the budget (sigma up; steps, epochs,
-q and batch size down), exactly; JSON and CSV carry the exact floats, with an
+q and batch size down; a risk's upper bound up, its lower bound down), exactly; JSON and CSV carry the exact floats, with an
 infinite or undefined value as the string "inf", "-inf" or "nan". Bad arguments exit
 with status 2 and a one-line message naming the argument. Heavy modules (jax,
 matplotlib) are imported only once the arguments parse. `jaxrdp --version` prints
@@ -43,6 +45,8 @@ SWEEP_BASENAME = "jaxrdp_sweep"
 #: 2-core CPU: a million cells take some 20 s, 27 million some 10 minutes).
 SWEEP_CONFIRM_CELLS = 1_000_000
 _SWEEP_SECONDS_PER_CELL = 2e-5
+#: The attack's false-positive rate of `jaxrdp risk` by default.
+DEFAULT_FPR = 0.01
 
 
 class _Parser(argparse.ArgumentParser):
@@ -143,9 +147,9 @@ def _add_epsilon(p, what: str = "epsilon") -> None:
   _add_values(p, "--epsilon", _number("nonneg"), "EPS", f"{what}, >= 0", required=True)
 
 
-def _finish(p, handler) -> None:
+def _finish(p, handler, accountant_help=None) -> None:
   """The options every subcommand ends with, and its handler."""
-  _add_accountant(p)
+  _add_accountant(p, accountant_help)
   _add_output(p)
   p.set_defaults(handler=handler)
 
@@ -170,12 +174,14 @@ def _add_scheme(p: argparse.ArgumentParser) -> None:
   )
 
 
-def _add_accountant(p) -> None:
+def _add_accountant(p, help=None) -> None:
+  """--accountant; ``help`` (a subcommand's own text) makes the tight one the default."""
   p.add_argument(
     "--accountant",
     choices=("rdp", "pld"),
-    default="rdp",
-    help="rdp: Renyi DP, exact over its orders (default); pld: tight, certified "
+    default="rdp" if help is None else "pld",
+    help=help
+    or "rdp: Renyi DP, exact over its orders (default); pld: tight, certified "
     "privacy-loss-distribution accounting (about 8 to 10%% lower epsilon, slower)",
   )
 
@@ -190,7 +196,10 @@ def _build_parser() -> _Parser:
 
   parser.add_argument("--version", action="version", version=f"jaxrdp {__version__}")
   sub = parser.add_subparsers(
-    dest="command", required=True, parser_class=_Parser, metavar="{epsilon,delta,calibrate,sweep}"
+    dest="command",
+    required=True,
+    parser_class=_Parser,
+    metavar="{epsilon,delta,calibrate,sweep,risk}",
   )
 
   p = sub.add_parser(
@@ -273,11 +282,66 @@ def _build_parser() -> _Parser:
   )
   p.add_argument("--no-progress", action="store_true", help="no progress bar")
   p.add_argument(
+    "--tpr-at-fpr",
+    type=_number("prob"),
+    default=None,
+    metavar="A",
+    help="also the best membership-inference attack's TPR at FPR A, with its "
+    "lower bound (Poisson sampling under add/remove)",
+  )
+  p.add_argument(
+    "--advantage",
+    action="store_true",
+    help="also the membership advantage max (TPR - FPR), with its lower bound",
+  )
+  p.add_argument(
     "--yes",
     action="store_true",
     help=f"run grids of more than {SWEEP_CONFIRM_CELLS:,} cells without asking",
   )
   _finish(p, _cmd_sweep)
+
+  p = sub.add_parser(
+    "risk",
+    help="the best membership-inference attack's TPR at an FPR, and its advantage",
+    description="Attack risk of DP-SGD: the true-positive rate of the most powerful "
+    "membership-inference attack at each --fpr (certified upper bound, with its "
+    "certified lower bound beside it) and the membership advantage max (TPR - FPR). "
+    "Leave out --sigma and give --target-tpr (at --fpr) or --target-advantage to "
+    "solve for the least noise multiplier that keeps the risk under the target. "
+    "Poisson sampling under add/remove.",
+  )
+  _add_mechanism(p, sigma_required=False)
+  _add_values(
+    p,
+    "--fpr",
+    _number("prob"),
+    "A",
+    f"false-positive rate of the attack, in [0, 1] (default {DEFAULT_FPR:g})",
+    default=[DEFAULT_FPR],
+  )
+  target = p.add_mutually_exclusive_group()
+  _add_values(
+    target,
+    "--target-tpr",
+    _number("open01"),
+    "TPR",
+    "solve for sigma: the largest TPR allowed at --fpr, in (0, 1)",
+  )
+  _add_values(
+    target,
+    "--target-advantage",
+    _number("open01"),
+    "ADV",
+    "solve for sigma: the largest advantage allowed, in (0, 1)",
+  )
+  _finish(
+    p,
+    _cmd_risk,
+    accountant_help="pld: tight, from the privacy-loss distribution, with a certified "
+    "lower bound (default); rdp: a looser upper bound from the Renyi curve (the lower "
+    "bounds are then the trivial FPR and 0)",
+  )
   return parser
 
 
@@ -417,7 +481,16 @@ def _emit(
     print(note, file=sys.stderr)
 
 
-_BOUNDS = ("epsilon", "delta", "epsilon_lower", "delta_lower")
+_BOUNDS = (
+  "epsilon",
+  "delta",
+  "epsilon_lower",
+  "delta_lower",
+  "tpr",
+  "tpr_lower",
+  "advantage",
+  "advantage_lower",
+)
 
 
 # --------------------------------------------------------------------------------------
@@ -728,6 +801,7 @@ def _cmd_sweep(args, parser) -> int:
     progress=False if args.no_progress else None,
     accountant=args.accountant,
     **_scheme(args, parser),
+    **_sweep_risk(args, parser),
   )
   elapsed = time.perf_counter() - start
 
@@ -774,6 +848,111 @@ def _cmd_sweep(args, parser) -> int:
       print(f"note: skipped {plot_path}: {e}", file=sys.stderr)
       return 0
     print(f"wrote {plot_path}", file=info)
+  return 0
+
+
+def _sweep_risk(args, parser) -> dict:
+  """The sweep's attack-risk keywords from --tpr-at-fpr and --advantage."""
+  if args.tpr_at_fpr is None and not args.advantage:
+    return {}
+  _risk_scheme(args, parser)
+  return {"tpr_at_fpr": args.tpr_at_fpr, "advantage": args.advantage}
+
+
+def _risk_scheme(args, parser) -> dict:
+  """The scheme of the attack-risk functions (Poisson sampling under add/remove), or a
+  usage error naming the option."""
+  flag = "--sampling" if args.sampling != "poisson" else "--relation"
+  if args.sampling != "poisson" or args.relation not in (None, "add_remove"):
+    parser.error(
+      f"argument {flag}: the attack risk is accounted for Poisson sampling under "
+      f"add/remove only (--sampling poisson), got --sampling {args.sampling}"
+      + (f" --relation {args.relation}" if args.relation else "")
+    )
+  return {"sampling": "poisson", "relation": "add_remove"}
+
+
+def _cmd_risk(args, parser) -> int:
+  import numpy as np
+
+  sampling = _sampling_axes(args, parser)
+  duration = _duration_axes(args, parser, sampling)
+  scheme = _risk_scheme(args, parser)
+  target = (
+    ("tpr", args.target_tpr)
+    if args.target_tpr is not None
+    else ("advantage", args.target_advantage)
+    if args.target_advantage is not None
+    else None
+  )
+  if target is not None and args.sigma is not None:
+    parser.error(
+      f"argument --target-{target[0]}: solves for sigma; leave out --sigma (or the target)"
+    )
+  if target is None and args.sigma is None:
+    parser.error(
+      "argument --sigma: required (or leave it out and give --target-tpr or "
+      "--target-advantage to solve for it)"
+    )
+  labels = _labels(args, scheme)
+  if target is not None:
+    return _risk_calibration(args, sampling, duration, target, labels)
+
+  from .risk._api import dpsgd_advantage, dpsgd_tpr
+
+  # The configurations (without the FPR axis), then the FPRs of each: one call each.
+  base = _derived(_grid({**sampling, **duration, "sigma": args.sigma}))
+  fpr = np.asarray(args.fpr, dtype=np.float64)
+  q, sigma, steps = (base[k][:, None] for k in ("q", "sigma", "steps"))
+  tpr = dpsgd_tpr(q, sigma, steps, fpr[None, :], accountant=args.accountant)
+  adv = dpsgd_advantage(base["q"], base["sigma"], base["steps"], accountant=args.accountant)
+  n, g = len(base["q"]), fpr.size
+  cols = {k: np.repeat(v, g) for k, v in base.items()}
+  cols["fpr"] = np.tile(fpr, n)
+  cols["tpr"] = np.asarray(tpr.tpr).ravel()
+  cols["tpr_lower"] = np.asarray(tpr.tpr_lower).ravel()
+  cols["advantage"] = np.repeat(np.asarray(adv.advantage), g)
+  cols["advantage_lower"] = np.repeat(np.asarray(adv.advantage_lower), g)
+  directions = {"tpr": 1, "tpr_lower": -1, "advantage": 1, "advantage_lower": -1}
+  _emit(cols, args, directions=directions, labels=labels)
+  return 0
+
+
+def _risk_calibration(args, sampling, duration, target, labels) -> int:
+  """The least sigma whose certified risk meets each target (--target-tpr at each
+  --fpr, or --target-advantage)."""
+  import numpy as np
+
+  from .risk._calibration import calibrate_noise_to_advantage, calibrate_noise_to_tpr
+
+  kind, values = target
+  extra = {"fpr": args.fpr} if kind == "tpr" else {}
+  cols = _derived(_grid({**sampling, **duration, **extra, f"target_{kind}": values}))
+  if kind == "tpr":
+    res = calibrate_noise_to_tpr(
+      cols["target_tpr"], cols["fpr"], cols["q"], cols["steps"], accountant=args.accountant
+    )
+  else:
+    res = calibrate_noise_to_advantage(
+      cols["target_advantage"], cols["q"], cols["steps"], accountant=args.accountant
+    )
+  feasible = np.asarray(res.feasible)
+  machine = args.json or args.csv
+  sigma, risk = np.asarray(res.sigma), np.asarray(res.risk)
+  cols["sigma"] = sigma if machine else [x if f else "infeasible" for x, f in zip(sigma, feasible)]
+  cols[kind] = risk if machine else [x if f else "infeasible" for x, f in zip(risk, feasible)]
+  if machine:
+    cols["feasible"] = feasible.astype(float)
+  n_bad = int((~feasible).sum())
+  note = None
+  if n_bad:
+    floor = "(a TPR at or below the FPR cannot be met)" if kind == "tpr" else ""
+    note = (
+      f"note: {n_bad} of {feasible.size} requests are infeasible: no noise multiplier "
+      f"up to 1e6 meets the target {floor}".rstrip()
+    )
+  # sigma rounded up and the certified risk at it up: pasted back, they keep the target.
+  _emit(cols, args, directions={"sigma": 1, kind: 1}, note=note, labels=labels)
   return 0
 
 

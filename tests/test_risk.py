@@ -144,7 +144,7 @@ def test_fpr_ends_and_validation():
   assert np.asarray(adv.advantage).tolist() == [0.0, 0.0]
   with pytest.raises(ValueError, match="sampling='fixed'"):
     jaxrdp.dpsgd_tpr(0.01, 1.0, 100, 0.01, sampling="fixed")
-  with pytest.raises(ValueError, match="accountant must be one of"):
+  with pytest.raises(ValueError, match="unknown accountant 'prv'"):
     jaxrdp.dpsgd_advantage(0.01, 1.0, 100, accountant="prv")
   with pytest.raises(ValueError, match="fpr must be in"):
     jaxrdp.dpsgd_tpr(0.01, 1.0, 100, 1.5)

@@ -13,9 +13,11 @@ arXiv:2407.02191, attack-aware calibration):
   least noise that keeps the attack risk under a target;
 * :func:`plot_tradeoff`: the curve with its Gaussian-DP counterpart (matplotlib).
 
-``accountant="pld"`` (default) reads the risk from the composed privacy-loss
-distribution with certified upper and lower bounds (``jaxrdp.pld``);
-``accountant="rdp"`` bounds it from the Renyi curve (looser; for large grids).
+``accountant="pld"`` (default, or a ``PldAccountant`` object) reads the risk from
+the composed privacy-loss distribution with certified upper and lower bounds
+(``jaxrdp.pld``); ``accountant="rdp"`` (or an ``RdpAccountant``) bounds it from the
+Renyi curve (looser; for large grids). ``jaxrdp.sweep(tpr_at_fpr=..., advantage=True)``
+adds the risk to a sweep, and ``jaxrdp risk`` prints it from the command line.
 """
 
 from typing import TYPE_CHECKING

@@ -1,8 +1,9 @@
 """Attack risk of DP-SGD in one call: TPR at a given FPR, advantage, trade-off curve, GDP mu.
 
-The string flags (``accountant``, ``sampling``) are read here, once; below,
-``jaxrdp.pld._tradeoff`` (tight, certified, both bounds) and
-``jaxrdp.risk._rdp`` (Renyi DP, looser upper bounds) do the work.
+The accountant (a name or an object, :func:`jaxrdp.accountants.get_accountant`) and
+the scheme are read here, once (:func:`resolve_risk_accountant`); below,
+``jaxrdp.pld._tradeoff`` (tight, certified, both bounds) and ``jaxrdp.risk._rdp``
+(Renyi DP, looser upper bounds) do the work.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from .._core import precision as _precision
-from .._core.validation import COUNT, NOISE_MULTIPLIER, PROBABILITY, check_range
+from .._core.validation import COUNT, NOISE_MULTIPLIER, PROBABILITY, StaticArray, check_range
+from ..accountants._protocol import Accountant, accountant_name, get_accountant
 from ..events._dpsgd import resolve_scheme
+from ..rdp._accountant import RdpAccountant
 from ..rdp._dpsgd import _dpsgd_rdp_f64
 from . import _rdp
 
@@ -33,7 +36,6 @@ __all__ = [
   "gdp_mu",
 ]
 
-_ACCOUNTANTS = ("pld", "rdp")
 _RDP_ORDERS = _rdp.RISK_ORDERS
 
 
@@ -98,14 +100,80 @@ class GdpMu(NamedTuple):
   mu_lower: jax.Array
 
 
-def _check_scheme(accountant, sampling):
-  if not isinstance(accountant, str) or accountant not in _ACCOUNTANTS:
-    raise ValueError(f"accountant must be one of {_ACCOUNTANTS}, got {accountant!r}")
+class RiskAccountant(NamedTuple):
+  """How the risk functions read an accountant (from :func:`resolve_risk_accountant`).
+
+  Attributes:
+    name: ``"pld"`` (tight, both bounds) or ``"rdp"`` (Renyi DP, upper bounds).
+    pld_options: the tight readers' grid limits, ``max_grid_size`` and
+      ``memory_limit`` (the :class:`~jaxrdp.accountants.PldAccountant`'s).
+    orders: the Renyi orders of the ``"rdp"`` route (finite, float64), else None.
+  """
+
+  name: str
+  pld_options: dict
+  orders: np.ndarray | None
+
+
+def resolve_risk_accountant(accountant: str | Accountant, sampling: str = "poisson"):
+  """The route and settings of the risk functions for ``accountant`` and ``sampling``.
+
+  ``accountant`` is a registered name or an accountant object
+  (:func:`jaxrdp.accountants.get_accountant`). A
+  :class:`~jaxrdp.accountants.PldAccountant` object lends its ``max_grid_size`` and
+  ``memory_limit`` (its ``rtol`` is a relative target for epsilon; the risk's
+  accuracy is set by ``atol``); an :class:`~jaxrdp.RdpAccountant` object
+  its finite orders (the name ``"rdp"`` uses the 38 orders of
+  :data:`jaxrdp.risk._rdp.RISK_ORDERS`, a fifth of the default ones).
+
+  Raises:
+    ValueError: an unknown name, a scheme other than Poisson sampling under
+      add/remove, or an RdpAccountant with the classic conversion.
+    TypeError: an object that is not an accountant.
+    NotImplementedError: an accountant of another kind (no privacy profile or Renyi
+      curve to read the risk from).
+  """
+  from ..pld._event_accountant import PldAccountant  # (the tight accountant is large)
+
+  acct = get_accountant(accountant)  # ValueError (name) or TypeError (object)
   sampling, _ = resolve_scheme(sampling, None)  # an unknown name: the schemes listed
   if sampling != "poisson":
     raise ValueError(
       f"sampling={sampling!r} is not supported by the attack-risk functions: they "
       "account Poisson-sampled Gaussian steps under add/remove (sampling='poisson')"
+    )
+  if isinstance(acct, PldAccountant):
+    options = dict(max_grid_size=acct.max_grid_size, memory_limit=acct.memory_limit)
+    return RiskAccountant("pld", options, None)
+  if isinstance(acct, RdpAccountant):
+    if acct.method != "improved":
+      raise ValueError(
+        "the attack-risk functions use the improved RDP-to-DP conversion; got an "
+        f"RdpAccountant with method={acct.method!r}"
+      )
+    if isinstance(accountant, str):
+      return RiskAccountant("rdp", {}, _RDP_ORDERS)
+    orders = np.asarray(acct.orders, dtype=np.float64)
+    orders = orders[np.isfinite(orders)]
+    if orders.size == 0:
+      raise ValueError("the Renyi-DP risk bounds need at least one finite order")
+    return RiskAccountant("rdp", {}, orders)
+  raise NotImplementedError(
+    f"the attack-risk functions read the tight accountant's privacy profile "
+    f"(accountant='pld') or the Renyi-DP curve (accountant='rdp'); "
+    f"{accountant_name(acct)} is neither"
+  )
+
+
+def _pld_options(route, atol):
+  return {**route.pld_options, **({} if atol is None else dict(atol=atol))}
+
+
+def _check_rdp_options(atol):
+  if atol is not None:
+    raise ValueError(
+      "atol sets the tight accountant's accuracy (accountant='pld'); the Renyi-DP bound "
+      "has no such setting: leave atol out"
     )
 
 
@@ -132,10 +200,8 @@ def _rdp_advantage_f64(q, sigma, steps, orders, orders_static):
   return _rdp.advantage_bound(rdp, orders)
 
 
-def _rdp_orders():
-  from .._core.validation import StaticArray
-
-  return jnp.asarray(_RDP_ORDERS), StaticArray(_RDP_ORDERS)
+def _rdp_orders(route):
+  return jnp.asarray(route.orders), StaticArray(route.orders)
 
 
 def dpsgd_tpr(
@@ -144,7 +210,7 @@ def dpsgd_tpr(
   steps: ArrayLike,
   fpr: ArrayLike,
   *,
-  accountant: str = "pld",
+  accountant: str | Accountant = "pld",
   sampling: str = "poisson",
   atol: float | None = None,
 ) -> TprResult:
@@ -165,12 +231,24 @@ def dpsgd_tpr(
     sigma: noise multiplier, > 0.
     steps: number of steps (a whole number; at most 1e7 with ``"pld"``).
     fpr: false-positive rate in [0, 1]. All four broadcast.
-    accountant: ``"pld"`` (default): tight, from the privacy-loss distribution,
-      with certified upper and lower bounds (:func:`jaxrdp.pld.pld_tpr`);
-      ``"rdp"``: a certified upper bound from the Renyi curve (far looser, and
-      faster on large grids; the lower bound is the FPR itself).
+    accountant: a name or an accountant object. ``"pld"`` (default) or a
+      :class:`~jaxrdp.accountants.PldAccountant`: tight, from the privacy-loss
+      distribution, with certified upper and lower bounds (:func:`jaxrdp.pld.pld_tpr`;
+      the object's ``max_grid_size`` and ``memory_limit`` are used, its ``rtol``, an
+      epsilon target, is not); ``"rdp"`` or an :class:`~jaxrdp.RdpAccountant`: a
+      certified upper bound from the Renyi curve (far looser, and faster on large
+      grids; the lower bound is the FPR itself), over 38 orders for the name and the
+      object's own finite orders for an object.
     sampling: ``"poisson"`` only (other batching schemes raise ValueError).
-    atol: the PLD accountant's target absolute error (default ``1e-6``).
+    atol: the tight accountant's target absolute error of the TPR (default ``1e-6``,
+      in [1e-9, 0.01]; ValueError with the Renyi-DP accountant).
+
+  Raises:
+    ValueError: an argument out of its range, an unknown accountant name, or another
+      scheme.
+    TypeError: an ``accountant`` that is neither a name nor an accountant object
+      (and, as for any function, an unknown keyword argument).
+    NotImplementedError: an accountant of another kind.
 
   Returns:
     :class:`~jaxrdp.risk.TprResult` ``(tpr, tpr_lower)`` of the broadcast shape.
@@ -183,16 +261,16 @@ def dpsgd_tpr(
     >>> round(float(jaxrdp.dpsgd_tpr(256 / 60000, 1.1, 14063, 0.01, accountant="rdp").tpr), 4)
     0.049
   """
-  _check_scheme(accountant, sampling)
-  if accountant == "pld":
+  route = resolve_risk_accountant(accountant, sampling)
+  if route.name == "pld":
     from ..pld import _tradeoff
 
-    opts = {} if atol is None else dict(atol=atol)
-    r = _tradeoff.pld_tpr(q, sigma, steps, fpr, **opts)
+    r = _tradeoff.pld_tpr(q, sigma, steps, fpr, **_pld_options(route, atol))
     return TprResult(r.tpr, r.tpr_lower)
+  _check_rdp_options(atol)
   _check_rdp(q, sigma, steps)
   check_range("fpr", fpr, lower=0.0, upper=1.0)
-  orders, static = _rdp_orders()
+  orders, static = _rdp_orders(route)
   up, low = _precision.elementwise_float64(
     lambda q, s, t, a: _rdp_tpr_f64(q, s, t, a, orders, static), (q, sigma, steps, fpr)
   )
@@ -204,7 +282,7 @@ def dpsgd_advantage(
   sigma: ArrayLike,
   steps: ArrayLike,
   *,
-  accountant: str = "pld",
+  accountant: str | Accountant = "pld",
   sampling: str = "poisson",
   atol: float | None = None,
 ) -> AdvantageResult:
@@ -224,15 +302,15 @@ def dpsgd_advantage(
     >>> round(float(jaxrdp.dpsgd_advantage(256 / 60000, 1.1, 14063).advantage), 4)
     0.2245
   """
-  _check_scheme(accountant, sampling)
-  if accountant == "pld":
+  route = resolve_risk_accountant(accountant, sampling)
+  if route.name == "pld":
     from ..pld import _tradeoff
 
-    opts = {} if atol is None else dict(atol=atol)
-    r = _tradeoff.pld_advantage(q, sigma, steps, **opts)
+    r = _tradeoff.pld_advantage(q, sigma, steps, **_pld_options(route, atol))
     return AdvantageResult(r.advantage, r.advantage_lower)
+  _check_rdp_options(atol)
   _check_rdp(q, sigma, steps)
-  orders, static = _rdp_orders()
+  orders, static = _rdp_orders(route)
   up = _precision.elementwise_float64(
     lambda q, s, t: _rdp_advantage_f64(q, s, t, orders, static), (q, sigma, steps)
   )
@@ -245,7 +323,7 @@ def tradeoff_curve(
   steps: ArrayLike,
   fpr: ArrayLike | None = None,
   *,
-  accountant: str = "pld",
+  accountant: str | Accountant = "pld",
   sampling: str = "poisson",
   atol: float | None = None,
 ) -> TradeoffCurve:
@@ -274,21 +352,21 @@ def tradeoff_curve(
     >>> [round(float(x), 3) for x in c.tpr]
     [0.006, 0.04, 0.24]
   """
-  _check_scheme(accountant, sampling)
+  route = resolve_risk_accountant(accountant, sampling)
   from ..pld import _tradeoff
 
   grid = _tradeoff.default_fpr_grid() if fpr is None else fpr
-  if accountant == "pld":
-    opts = {} if atol is None else dict(atol=atol)
-    c = _tradeoff.pld_tradeoff(q, sigma, steps, grid, **opts)
+  if route.name == "pld":
+    c = _tradeoff.pld_tradeoff(q, sigma, steps, grid, **_pld_options(route, atol))
     return TradeoffCurve(c.fpr, c.tpr, c.tpr_lower)
+  _check_rdp_options(atol)
   if np.ndim(grid) != 1 or np.shape(grid)[0] == 0:
     raise ValueError(f"fpr must be a non-empty 1-D grid, got shape {np.shape(grid)}")
   _check_rdp(q, sigma, steps)
   check_range("fpr", grid, lower=0.0, upper=1.0)
   g = np.asarray(grid, dtype=np.float64)
   expand = [jnp.expand_dims(jnp.asarray(x), -1) for x in (q, sigma, steps)]
-  up, low = dpsgd_tpr(*expand, g, accountant="rdp")
+  up, low = dpsgd_tpr(*expand, g, accountant=accountant)
   return TradeoffCurve(g, up, low)
 
 
@@ -302,7 +380,7 @@ def gdp_mu(
   steps: ArrayLike,
   *,
   fpr: ArrayLike | None = None,
-  accountant: str = "pld",
+  accountant: str | Accountant = "pld",
   sampling: str = "poisson",
 ) -> GdpMu:
   r"""An estimate of the Gaussian-DP ``mu`` that describes DP-SGD's attack risk.

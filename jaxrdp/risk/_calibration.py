@@ -28,6 +28,7 @@ from jax.typing import ArrayLike
 
 from .._core import precision as _precision
 from .._core.validation import check_range
+from ..accountants._protocol import Accountant
 from ..calibration._with_accountant import calibrate_with_accountant
 from . import _api
 
@@ -62,6 +63,16 @@ def _start_sigma(mu, q, steps):
     return np.where(inv > 0, 1.0 / np.sqrt(inv), 1e3)
 
 
+def _check_atol(route, atol):
+  """atol before the search starts: its range, or that the Renyi-DP route has none."""
+  if route.name != "pld":
+    _api._check_rdp_options(atol)
+  elif atol is not None:
+    from ..pld._tradeoff import _check_atol as check
+
+    check(atol)
+
+
 def _calibrate(target, given, q, steps, mu, evaluate, valid):
   shape = np.broadcast_shapes(*(np.shape(x) for x in (target, given, q, steps)))
   t, g, qq, tt, mu = (
@@ -87,8 +98,9 @@ def calibrate_noise_to_tpr(
   q: ArrayLike,
   steps: ArrayLike,
   *,
-  accountant: str = "pld",
+  accountant: str | Accountant = "pld",
   sampling: str = "poisson",
+  atol: float | None = None,
 ) -> RiskCalibration:
   """The least noise multiplier keeping the best attack's TPR at ``fpr`` at most ``target_tpr``.
 
@@ -97,9 +109,12 @@ def calibrate_noise_to_tpr(
     fpr: the attack's false-positive rate, in (0, 1).
     q: Poisson sampling rate in (0, 1].
     steps: number of steps (a whole number >= 1). All four broadcast.
-    accountant: ``"pld"`` (tight; default) or ``"rdp"`` (looser bound, so more
-      noise), as in :func:`jaxrdp.dpsgd_tpr`.
+    accountant: a name or an accountant object: ``"pld"`` (tight; default) or
+      ``"rdp"`` (looser bound, so more noise), as in :func:`jaxrdp.dpsgd_tpr`.
     sampling: ``"poisson"`` only.
+    atol: the tight accountant's target absolute error, as in
+      :func:`jaxrdp.dpsgd_tpr` (the certificate holds at any setting: the risk
+      recomputed with the same ``atol`` at the returned sigma meets the target).
 
   Returns:
     :class:`RiskCalibration`; ``jaxrdp.dpsgd_tpr(q, sigma, steps, fpr).tpr`` at
@@ -111,7 +126,8 @@ def calibrate_noise_to_tpr(
     >>> round(float(r.sigma), 3), bool(r.risk <= 0.05)
     (0.988, True)
   """
-  _api._check_scheme(accountant, sampling)
+  route = _api.resolve_risk_accountant(accountant, sampling)
+  _check_atol(route, atol)
   check_range("fpr", fpr, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
   check_range("target_tpr", target_tpr, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
   check_range("q", q, lower=0.0, upper=1.0, lower_open=True)
@@ -122,7 +138,9 @@ def calibrate_noise_to_tpr(
   mu = _ndtri(np.clip(t, 1e-300, 1 - 1e-16)) - _ndtri(a)
 
   def evaluate(sigma, fixed, given):
-    return _api.dpsgd_tpr(fixed["q"], sigma, fixed["steps"], given, accountant=accountant).tpr
+    return _api.dpsgd_tpr(
+      fixed["q"], sigma, fixed["steps"], given, accountant=accountant, atol=atol
+    ).tpr
 
   return _calibrate(t, a, q, steps, np.maximum(mu, 1e-6), evaluate, valid)
 
@@ -132,14 +150,15 @@ def calibrate_noise_to_advantage(
   q: ArrayLike,
   steps: ArrayLike,
   *,
-  accountant: str = "pld",
+  accountant: str | Accountant = "pld",
   sampling: str = "poisson",
+  atol: float | None = None,
 ) -> RiskCalibration:
   """The least noise multiplier keeping the membership advantage at most ``target_advantage``.
 
   Args:
     target_advantage: the largest advantage allowed, in (0, 1).
-    q, steps, accountant, sampling: as in :func:`calibrate_noise_to_tpr`.
+    q, steps, accountant, sampling, atol: as in :func:`calibrate_noise_to_tpr`.
 
   Returns:
     :class:`RiskCalibration`; ``jaxrdp.dpsgd_advantage(q, sigma, steps).advantage``
@@ -151,7 +170,8 @@ def calibrate_noise_to_advantage(
     >>> round(float(r.sigma), 3), bool(r.risk <= 0.1)
     (2.128, True)
   """
-  _api._check_scheme(accountant, sampling)
+  route = _api.resolve_risk_accountant(accountant, sampling)
+  _check_atol(route, atol)
   check_range(
     "target_advantage", target_advantage, lower=0.0, upper=1.0, lower_open=True, upper_open=True
   )
@@ -162,6 +182,8 @@ def calibrate_noise_to_advantage(
 
   def evaluate(sigma, fixed, given):
     del given
-    return _api.dpsgd_advantage(fixed["q"], sigma, fixed["steps"], accountant=accountant).advantage
+    return _api.dpsgd_advantage(
+      fixed["q"], sigma, fixed["steps"], accountant=accountant, atol=atol
+    ).advantage
 
   return _calibrate(t, np.zeros_like(t), q, steps, mu, evaluate, np.ones(np.shape(t), bool))

@@ -1,4 +1,4 @@
-"""Grid sweeps: epsilon over a (q, sigma, steps, delta) grid in chunks, with tables and plots."""
+"""Grid sweeps: epsilon (and attack risk) over a (q, sigma, steps, delta) grid in chunks, with tables and plots."""
 
 from typing import TYPE_CHECKING
 

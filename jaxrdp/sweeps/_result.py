@@ -1,8 +1,10 @@
 """The labelled result of a sweep: epsilon over a grid, with what computed it.
 
-:class:`SweepResult` holds the axes, epsilon and the order per cell, and the
-accountant, sampler and relation that produced them; it selects sub-grids and
-writes tables, CSV, JSON and pandas frames that carry those labels.
+:class:`SweepResult` holds the axes, epsilon and the order per cell, the attack risk
+where it was asked for, and the accountant, sampler and relation that produced them;
+it selects sub-grids and writes tables, CSV, JSON and pandas frames that carry those
+labels. Printed bounds are rounded in the direction that keeps them bounds: an
+upper bound (epsilon, a TPR, an advantage) up, a lower bound down.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ import numpy as np
 from ._table import format_number, format_table, pick_indices
 
 __all__ = ["SweepResult"]
+
+# The attack-risk arrays a sweep may carry, and how each is rounded in a table:
+# upper bounds up, lower bounds down.
+_RISK = {"tpr": 1, "tpr_lower": -1, "advantage": 1, "advantage_lower": -1}
 
 
 def _json_safe(a: np.ndarray):
@@ -43,9 +49,19 @@ class SweepResult:
     order: the RDP order attaining each epsilon (same shape).
     q: sampling rate per cell, broadcastable to `epsilon.shape`.
     steps: number of steps per cell, broadcastable to `epsilon.shape`.
-    accountant: the accountant that computed epsilon (``"rdp"``, ``"pld"``, ...).
+    accountant: the accountant that computed epsilon (``"rdp"``, ``"pld"``, ...),
+      and the attack risk.
     sampling: the batching scheme (``"poisson"``, ``"fixed"``, ``"shuffle"``).
     relation: the neighbouring relation (``"add_remove"``, ``"replace_one"``).
+    fpr: the false-positive rate of ``tpr`` (``sweep(tpr_at_fpr=...)``), else None.
+    tpr: certified upper bound of the best membership-inference attack's
+      true-positive rate at ``fpr`` per cell, broadcastable to ``epsilon.shape``
+      (the delta axis has length 1: the risk does not depend on delta); None unless
+      asked for.
+    tpr_lower: its certified lower bound (the FPR itself for the Renyi-DP accountant).
+    advantage: certified upper bound of the membership advantage ``max (TPR - FPR)``
+      (``sweep(advantage=True)``), broadcastable likewise; None unless asked for.
+    advantage_lower: its certified lower bound (0 for the Renyi-DP accountant).
   """
 
   axes: dict[str, np.ndarray]
@@ -56,6 +72,15 @@ class SweepResult:
   accountant: str = "rdp"
   sampling: str = "poisson"
   relation: str = "add_remove"
+  fpr: float | None = None
+  tpr: np.ndarray | None = None
+  tpr_lower: np.ndarray | None = None
+  advantage: np.ndarray | None = None
+  advantage_lower: np.ndarray | None = None
+
+  def _risk(self) -> dict[str, np.ndarray]:
+    """The attack-risk arrays present, by name, in the order of ``_RISK``."""
+    return {k: getattr(self, k) for k in _RISK if getattr(self, k) is not None}
 
   @property
   def label(self) -> str:
@@ -115,10 +140,12 @@ class SweepResult:
       order=self.order[idx],
       q=cut(self.q),
       steps=cut(self.steps),
+      **{k: cut(v) for k, v in self._risk().items()},
     )
 
   def columns(self) -> dict[str, np.ndarray]:
-    """Long format: one flat column per axis, plus q, steps, epsilon and order."""
+    """Long format: one flat column per axis, plus q, steps, epsilon and order, and
+    the attack risk where present (fpr, tpr, tpr_lower, advantage, advantage_lower)."""
     shape = self.shape
     cols: dict[str, np.ndarray] = {}
     for k, (name, vals) in enumerate(self.axes.items()):
@@ -131,13 +158,18 @@ class SweepResult:
       cols["steps"] = np.broadcast_to(self.steps, shape).ravel()
     cols["epsilon"] = self.epsilon.ravel()
     cols["order"] = self.order.ravel()
+    if self.fpr is not None:
+      cols["fpr"] = np.full(self.size, self.fpr)
+    for k, v in self._risk().items():
+      cols[k] = np.broadcast_to(v, shape).ravel()
     return cols
 
   def _labels(self) -> dict[str, str]:
     return {"accountant": self.accountant, "sampling": self.sampling, "relation": self.relation}
 
   def to_dict(self) -> dict:
-    """JSON-ready dict: dims, axes, and nested lists of epsilon, order, q, steps.
+    """JSON-ready dict: dims, axes, and nested lists of epsilon, order, q, steps (and
+    of the attack risk where present, with ``fpr``), each of the grid's shape.
 
     Non-finite numbers (an infinite epsilon, say) become the strings ``"inf"``,
     ``"-inf"`` and ``"nan"`` (strict JSON has no literal for them).
@@ -153,6 +185,8 @@ class SweepResult:
       "order": _json_safe(self.order),
       "q": _json_safe(np.broadcast_to(self.q, shape)),
       "steps": _json_safe(np.broadcast_to(self.steps, shape)),
+      **({} if self.fpr is None else {"fpr": self.fpr}),
+      **{k: _json_safe(np.broadcast_to(v, shape)) for k, v in self._risk().items()},
     }
 
   def to_json(self, path: str | None = None, indent: int | None = None) -> str:
@@ -207,7 +241,9 @@ class SweepResult:
     With a steps or epochs axis of several values, rows are the other varying axes
     and columns are the durations; long axes are thinned to round values (see
     `jaxrdp.sweeps._table.pick_indices`) and a note says how much is shown. Axes of one
-    value are printed once above the table.
+    value are printed once above the table. The attack risk, where present, follows
+    in the same layout (one block per quantity, or columns beside epsilon), upper
+    bounds rounded up and lower bounds down.
     """
     dims = self.dims
     fixed = [f"{k} = {format_number(v[0])}" for k, v in self.axes.items() if len(v) == 1]
@@ -225,36 +261,55 @@ class SweepResult:
       keep[k] = pick_indices(self.axes[k], limit)
     if col_axis is not None:
       keep[col_axis] = pick_indices(self.axes[col_axis], max_cols)
-    sub_eps = self.epsilon[np.ix_(*[keep[k] for k in dims])]
-    sub_order = self.order[np.ix_(*[keep[k] for k in dims])]
+    pick = np.ix_(*[keep[k] for k in dims])
+    sub_eps = self.epsilon[pick]
+    sub_order = self.order[pick]
+    sub_risk = {k: np.broadcast_to(v, self.shape)[pick] for k, v in self._risk().items()}
+    at = f"TPR at FPR {format_number(self.fpr)}"
+    names = {
+      "tpr": at,
+      "tpr_lower": f"{at}, lower bound",
+      "advantage": "advantage",
+      "advantage_lower": "advantage, lower bound",
+    }
 
     lines = [f"epsilon by the {self.label}"]
     if fixed:
       lines.append("  ".join(fixed))
     if col_axis is not None:
       c = dims.index(col_axis)
-      eps = np.moveaxis(sub_eps, c, -1)
       rest = [k for k in dims if k != col_axis]
       headers = [k for k in rest if k in row_axes] + [
         f"{col_axis}={format_number(v)}" for v in self.axes[col_axis][keep[col_axis]]
       ]
-      rows = []
-      for idx in np.ndindex(*eps.shape[:-1]):
-        label = [
-          format_number(self.axes[k][keep[k][i]]) for k, i in zip(rest, idx) if k in row_axes
-        ]
-        rows.append(label + [format_number(x, direction=1) for x in eps[idx]])
-      lines.append("epsilon:")
-      lines.append(format_table(headers, rows))
+      # (the Renyi-DP lower bounds are the trivial FPR and 0: not shown in blocks)
+      blocks = [("epsilon", sub_eps, 1)] + [
+        (names[k], v, _RISK[k])
+        for k, v in sub_risk.items()
+        if not (k.endswith("_lower") and self.accountant == "rdp")
+      ]
+      for title, values, direction in blocks:
+        values = np.moveaxis(values, c, -1)
+        rows = []
+        for idx in np.ndindex(*values.shape[:-1]):
+          label = [
+            format_number(self.axes[k][keep[k][i]]) for k, i in zip(rest, idx) if k in row_axes
+          ]
+          rows.append(label + [format_number(x, direction=direction) for x in values[idx]])
+        lines.append(f"{title}:")
+        lines.append(format_table(headers, rows))
     else:
-      headers = row_axes + ["epsilon", "order"]
+      headers = row_axes + ["epsilon", "order"] + list(sub_risk)
+      if self.fpr is not None:
+        lines.append(f"tpr: at FPR {format_number(self.fpr)}")
       rows = []
       for idx in np.ndindex(*sub_eps.shape):
         label = [
           format_number(self.axes[k][keep[k][i]]) for k, i in zip(dims, idx) if k in row_axes
         ]
+        risk = [format_number(v[idx], direction=_RISK[k]) for k, v in sub_risk.items()]
         rows.append(
-          label + [format_number(sub_eps[idx], direction=1), format_number(sub_order[idx])]
+          label + [format_number(sub_eps[idx], direction=1), format_number(sub_order[idx])] + risk
         )
       lines.append(format_table(headers, rows))
     shown = sub_eps.size

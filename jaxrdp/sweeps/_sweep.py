@@ -1,4 +1,4 @@
-"""Grid sweeps: epsilon of DP-SGD over the outer product of hyperparameter axes.
+"""Grid sweeps: epsilon (and attack risk) of DP-SGD over the outer product of hyperparameter axes.
 
 `sweep` evaluates epsilon (and the optimal RDP order) on every cell of the grid
     (q | dataset_size x batch_size) x sigma x (steps | epochs) x delta
@@ -18,6 +18,11 @@ cell axis: one device, several GPUs, or, after `jax.distributed.initialize()`, t
 devices of every process. Each device computes the same number of cells per chunk
 whatever the number of devices, so every mesh of several devices gives the same bits;
 a one-device mesh agrees with them to rounding (see the sharding notes below).
+
+Asked for (``tpr_at_fpr``, ``advantage``), the attack risk of every (sampling,
+sigma, duration) cell is added, read by the same accountant
+(:func:`jaxrdp.dpsgd_tpr`, :func:`jaxrdp.dpsgd_advantage`): it does not depend on
+delta, so it is computed once per cell of the other axes, in one call.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from jax.typing import ArrayLike
 
 from .._core.precision import x64_context
 from .._core.progress import progress_bar
-from .._core.validation import StaticArray, check_real
+from .._core.validation import StaticArray, check_range, check_real
 from ..accountants._dpsgd import accountant_and_orders, dpsgd_epsilon
 from ..accountants._protocol import accountant_name, require_support
 from ..calibration._calibration import orders_array
@@ -41,6 +46,7 @@ from ..events._dataset import epochs_to_steps
 from ..events._dpsgd import dpsgd_event, epochs_of, resolve_scheme
 from ..rdp import _sampling
 from ..rdp._accountant import RdpAccountant
+from ..risk._api import dpsgd_advantage, dpsgd_tpr, resolve_risk_accountant
 from ._result import SweepResult
 from ._sharding import (
   _CELL_BATCH,
@@ -208,6 +214,8 @@ def sweep(
   accountant: Any = "rdp",
   sampling: str = "poisson",
   relation: str | None = None,
+  tpr_at_fpr: float | None = None,
+  advantage: bool = False,
 ) -> SweepResult:
   """Epsilon of DP-SGD on the full outer-product grid of the given axes, in one call.
 
@@ -270,9 +278,18 @@ def sweep(
       `jaxrdp.dpsgd_epsilon`; q is B / n for `"fixed"` and `"shuffle"` (for
       `"shuffle"` a cell of T steps composes ceil(T q) epochs). Other than Poisson
       under add/remove, they need `accountant="rdp"`.
+    tpr_at_fpr: a false-positive rate in [0, 1]: also report, per cell, the
+      true-positive rate of the best membership-inference attack at it
+      (:func:`jaxrdp.dpsgd_tpr`, by the same accountant: tight with certified
+      upper and lower bounds for ``"pld"``, the looser Renyi-DP upper bound, with
+      the FPR as lower bound, for ``"rdp"``). Poisson sampling under add/remove only.
+    advantage: also report the membership advantage ``max (TPR - FPR)``
+      (:func:`jaxrdp.dpsgd_advantage`, likewise).
 
   Returns:
-    `SweepResult` with numpy arrays (epsilon, order, q, steps) and the axis values.
+    `SweepResult` with numpy arrays (epsilon, order, q, steps) and the axis values,
+    and the attack risk (``tpr``, ``tpr_lower``, ``advantage``,
+    ``advantage_lower``) where asked for.
 
   Raises:
     ValueError: an axis value out of range, an inconsistent set of axes, `devices`
@@ -299,6 +316,24 @@ def sweep(
     raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
   sampling, relation = resolve_scheme(sampling, relation)
   acct, orders = accountant_and_orders(accountant, orders)
+  if not isinstance(advantage, (bool, np.bool_)):
+    raise TypeError(f"advantage must be True or False, got {type(advantage).__name__}")
+  wants_risk = tpr_at_fpr is not None or bool(advantage)
+  if tpr_at_fpr is not None:
+    check_real("tpr_at_fpr", tpr_at_fpr)
+    if np.ndim(tpr_at_fpr) != 0:
+      raise ValueError(
+        f"tpr_at_fpr must be one false-positive rate (a scalar), got shape "
+        f"{np.shape(tpr_at_fpr)}; call jaxrdp.tradeoff_curve for a curve"
+      )
+    check_range("tpr_at_fpr", tpr_at_fpr, lower=0.0, upper=1.0)
+  if wants_risk:
+    if (sampling, relation) != ("poisson", "add_remove"):
+      raise ValueError(
+        "tpr_at_fpr and advantage account Poisson sampling under add/remove only, got "
+        f"sampling={sampling!r}, relation={relation!r}"
+      )
+    resolve_risk_accountant(acct)  # an accountant the risk readers cannot read: raised now
   require_support(acct, dpsgd_event(0.5, 1.0, 1.0, sampling=sampling, relation=relation))
   if sampling == "allocation":
     raise NotImplementedError(
@@ -367,6 +402,23 @@ def sweep(
   steps_cell = steps_sd.reshape(samp_shape + (1, n_dur, 1))
   if steps is not None:
     steps_cell = axes["steps"].reshape((1,) * n_samp_dims + (1, n_dur, 1))
+  risk = {}
+  if wants_risk:
+    sigma_cell = axes["sigma"].reshape((1,) * n_samp_dims + (n_sigma, 1, 1))
+    # The accountant as given (the name "rdp" reads the risk at its own orders), or
+    # the Renyi-DP accountant at the orders given for epsilon.
+    if isinstance(accountant, str) and orders is not None:
+      risk_acct = RdpAccountant(orders)
+    else:
+      risk_acct = accountant if isinstance(accountant, str) else acct
+    risk = _risk_columns(
+      risk_acct,
+      q_cell,
+      sigma_cell,
+      steps_sd.reshape(samp_shape + (1, n_dur, 1)),
+      tpr_at_fpr,
+      bool(advantage),
+    )
   return SweepResult(
     axes=axes,
     epsilon=eps.reshape(shape),
@@ -376,4 +428,23 @@ def sweep(
     accountant=accountant_name(acct),
     sampling=sampling,
     relation=relation,
+    **risk,
   )
+
+
+def _risk_columns(accountant, q, sigma, steps, fpr, advantage) -> dict:
+  """The attack risk of every (sampling, sigma, duration) cell: arrays of shape
+  ``sampling + (n_sigma, n_duration, 1)`` (no delta axis: the risk does not depend on it)."""
+  q, sigma, steps = np.broadcast_arrays(q, sigma, steps)
+  shape = q.shape
+  flat = [np.ascontiguousarray(x, dtype=np.float64).ravel() for x in (q, sigma, steps)]
+  out = {}
+  if fpr is not None:
+    r = dpsgd_tpr(*flat, float(fpr), accountant=accountant)
+    out["tpr"], out["tpr_lower"] = (np.asarray(x).reshape(shape) for x in r)
+  if advantage:
+    r = dpsgd_advantage(*flat, accountant=accountant)
+    out["advantage"], out["advantage_lower"] = (np.asarray(x).reshape(shape) for x in r)
+  if fpr is not None:
+    out["fpr"] = float(fpr)
+  return out
