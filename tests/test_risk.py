@@ -183,6 +183,20 @@ def test_pld_tpr_is_differentiable_under_jit():
   assert float(grad) == pytest.approx((eager[1] - eager[2]) / (2 * h), rel=1e-3)
 
 
+def test_pld_tpr_of_a_batch_in_a_float32_jit_brackets_the_same_truth():
+  # A batch under jit with x64 off traced a float32 initial value into a float64
+  # argmin reduction (a TypeError). Now it answers; its interval and the float64 eager
+  # call's both contain the true TPR, so they overlap, and lower <= upper in each.
+  sigmas = np.array([1.0, 1.5, 2.0])
+  with jax.enable_x64(False):
+    got = jax.jit(lambda s: pld_tpr(0.01, s, 100, 0.01, grid_size=2**13))(sigmas)
+  assert got.tpr.dtype == np.float32
+  eager = pld_tpr(0.01, sigmas, 100, 0.01)
+  up, low = np.asarray(got.tpr, np.float64), np.asarray(got.tpr_lower, np.float64)
+  assert np.all(np.isfinite(up)) and np.all(low <= up)
+  assert np.all(up >= np.asarray(eager.tpr_lower)) and np.all(low <= np.asarray(eager.tpr))
+
+
 def test_plot_tradeoff_draws_the_curve(tmp_path):
   pytest.importorskip("matplotlib")
   c = jaxrdp.tradeoff_curve(256 / 60000, 1.1, 14063, jaxrdp.pld.default_fpr_grid(33))

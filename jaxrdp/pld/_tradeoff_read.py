@@ -49,6 +49,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from .._core.numerics import argmin_last
 from . import _read
 
 __all__ = ["block_table", "tpr_bounds"]
@@ -76,7 +77,7 @@ def _alias_log_above(c, s):
   # The minimum as a gather at the argmin: its derivative is that entry's (the
   # reverse-mode rule of a min reduction came out NaN on some entries at XLA's
   # optimization level 0).
-  best = jnp.argmin(values, axis=-1)
+  best = argmin_last(values)
   return jnp.take_along_axis(values, best[..., None], axis=-1)[..., 0]
 
 
@@ -164,8 +165,9 @@ def _region(c, b0, size):
 
 
 def _first_min(h):
-  """Index of the first minimum of ``h`` (int32)."""
-  return jnp.argmin(h).astype(jnp.int32)
+  """Index of the first minimum of ``h`` (int32; ``argmin_last``: jnp.argmin's reduction
+  takes its initial value from the global x64 flag, a float32 one inside a float32 jit)."""
+  return argmin_last(h.reshape(-1))
 
 
 def _best_region(c, tab, alpha):
