@@ -161,3 +161,16 @@ def test_edges():
   assert _fixed(0.0, 1.0, 10, 1e-5) == (0.0, 0.0)
   up, low = _fixed(0.01, math.inf, 10, 1e-5)
   assert up == low == 0.0
+
+
+@pytest.mark.slow
+def test_calibration_through_the_tight_accountant_keeps_the_scheme():
+  # The host refinement evaluates fixed-size batches, not Poisson ones: the calibrated
+  # sigma meets the budget under the fixed-size accountant, and a slightly smaller one
+  # does not.
+  q, steps, target = 0.05, 3, 2.0
+  res = jaxrdp.calibrate_noise(target, 1e-5, q, steps, accountant="pld", sampling="fixed")
+  sigma = float(res.sigma)
+  assert _fixed(q, sigma, steps, 1e-5)[0] <= target < _fixed(q, sigma * (1 - 1e-4), steps, 1e-5)[0]
+  poisson = jaxrdp.calibrate_noise(target, 1e-5, q, steps, accountant="pld")
+  assert sigma > float(poisson.sigma)
