@@ -169,6 +169,13 @@ def test_add_remove_is_refused_with_the_reason():
     jaxrdp.dpsgd_epsilon(0.01, 1.0, 10, 1e-5, sampling="fixed", relation="add_remove")
 
 
+def test_grids_are_one_run_per_cell():
+  q = [0.05, 0.3]
+  grid = jaxrdp.dpsgd_epsilon(q, [2.0, 1.0], [3, 2], 1e-5, sampling="fixed", accountant="pld")
+  cells = [_fixed(0.05, 2.0, 3, 1e-5), _fixed(0.3, 1.0, 2, 1e-5)]
+  assert [(float(a), float(b)) for a, b in zip(*grid)] == cells
+
+
 def test_edges():
   assert _fixed(0.0, 1.0, 10, 1e-5) == (0.0, 0.0)
   up, low = _fixed(0.01, math.inf, 10, 1e-5)
