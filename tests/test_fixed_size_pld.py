@@ -75,7 +75,12 @@ def test_one_step_pair_at_negative_eps_is_the_add_direction():
 
 
 # (q, sigma, steps): the integrand of the inversion decays quickly for these.
-_MANY = [(0.05, 2.0, 300), pytest.param(0.01, 1.0, 1000, marks=pytest.mark.slow)]
+_MANY = [
+  (0.05, 2.0, 300),
+  pytest.param(0.01, 1.0, 1000, marks=pytest.mark.slow),
+  pytest.param(0.01, 0.8, 300, marks=pytest.mark.slow),
+  pytest.param(0.1, 1.5, 300, marks=pytest.mark.slow),
+]
 
 
 @pytest.mark.parametrize("q, sigma, steps", _MANY)
