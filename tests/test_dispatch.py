@@ -112,12 +112,12 @@ def test_an_unknown_option_is_an_error():
 def test_supports_follows_the_structure():
   rdp, pld = get_accountant("rdp"), get_accountant("pld")
   sgm = SelfComposed(PoissonSampled(Q, Gaussian(SIGMA)), STEPS)
-  for event in (sgm, Gaussian(1.0), NoOp(), Composed((sgm, Gaussian(2.0)))):
+  fixed = SelfComposed(FixedSizeSampled(Q, Gaussian(1.0)), 10)
+  for event in (sgm, Gaussian(1.0), NoOp(), Composed((sgm, Gaussian(2.0))), fixed):
     assert rdp.supports(event) and pld.supports(event), event
   for event in (
     ZCDp(0.1),
     ShuffledEpochs(3.0, Gaussian(1.0)),
-    SelfComposed(FixedSizeSampled(Q, Gaussian(1.0)), 10),
     PoissonSampled(Q, Gaussian(1.0), "replace_one"),
   ):
     assert rdp.supports(event) and not pld.supports(event), event

@@ -255,11 +255,10 @@ def test_cli_sampling_and_relation(capsys, monkeypatch):
   assert "--relation" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize(
-  "kwargs", [dict(sampling="fixed"), dict(sampling="shuffle"), dict(relation="replace_one")]
-)
+@pytest.mark.parametrize("kwargs", [dict(sampling="shuffle"), dict(relation="replace_one")])
 def test_other_accountants_refuse_the_other_schemes(kwargs):
-  # The tight accountant composes Poisson-sampled Gaussians under add/remove; the other
+  # The tight accountant composes Poisson-sampled Gaussians under add/remove and
+  # fixed-size batches under replace-one (tests/test_fixed_size_pld.py); the other
   # schemes are refused before anything is computed, never quoted with its number.
   calls = (
     lambda: jaxrdp.dpsgd_epsilon(Q, SIGMA, 10, DELTA, accountant="pld", **kwargs),

@@ -92,6 +92,10 @@ def _ask(kind, q, sigma, steps, given, orders, method, accountant, sampling, rel
       )
     return sgm_dpsgd(kind, q, sigma, steps, given, orders, method)
   acct = resolve_accountant(accountant, orders, method)
+  # A list or tuple would be a pytree node of the event, not one leaf of a grid.
+  q, sigma, steps = (
+    np.asarray(v) if isinstance(v, (list, tuple)) else v for v in (q, sigma, steps)
+  )
   event = dpsgd_event(q, sigma, steps, sampling=sampling, relation=relation)
   require_support(acct, event)
   return acct.epsilon(event, given) if kind == "epsilon" else acct.delta(event, given)

@@ -143,7 +143,8 @@ def _public(fn, kind, budget_args, fixed, orders, accountant, sampling, relation
     FIXED_RANGE[name].check(name, x)
   acct, orders = accountant_and_orders(accountant, orders)
   jitted = _scheme_jitted(kind, sampling, relation, acct, orders)
-  return _solve(kind, jitted, acct, budget, target, given, fixed, orders)
+  scheme = dict(zip(("sampling", "relation"), resolve_scheme(sampling, relation)))
+  return _solve(kind, jitted, acct, budget, target, given, fixed, orders, scheme)
 
 
 def _scheme_jitted(kind, sampling, relation, acct: Accountant, orders):
@@ -167,20 +168,21 @@ def _scheme_jitted(kind, sampling, relation, acct: Accountant, orders):
   return functools.partial(_schemes.JITS[kind], sampling=sampling, relation=relation)
 
 
-def _solve(kind, jitted, acct, budget, target, given, fixed, orders):
+def _solve(kind, jitted, acct, budget, target, given, fixed, orders, scheme=None):
   """One jitted Renyi-DP calibration, refined on the host for another accountant.
 
   ``fixed`` maps the two given DP-SGD parameters, in the jitted function's argument
-  order, to their values.
+  order, to their values; ``scheme``: the ``sampling`` and ``relation`` keywords of
+  the refinement's ``dpsgd_epsilon`` calls (``None``: Poisson, add/remove).
   """
   _check_host_accountant(acct, (target, given, *fixed.values()))
   out = _call(jitted, budget, target, given, *fixed.values(), orders)
   if isinstance(acct, RdpAccountant):
     return out
-  return _refine(kind, acct, out, budget, target, given, fixed)
+  return _refine(kind, acct, out, budget, target, given, fixed, scheme)
 
 
-def _refine(kind, accountant, out, budget, target, given, fixed):
+def _refine(kind, accountant, out, budget, target, given, fixed, scheme=None):
   """The Renyi-DP answer ``out`` refined on the host by another accountant."""
   name = {"noise": "sigma", "rate": "q", "steps": "steps"}[kind]
   solved = np.asarray(getattr(out, name), dtype=np.float64)
@@ -201,7 +203,7 @@ def _refine(kind, accountant, out, budget, target, given, fixed):
   searched = feasible & ~trivial
   with _precision.x64_context():
     param, value, ok = calibrate_with_accountant(
-      kind, accountant, budget, tgt, giv, cols, start, searched
+      kind, accountant, budget, tgt, giv, cols, start, searched, scheme=scheme
     )
   value = np.where(searched, value, np.asarray(getattr(out, budget.value)).ravel())
   ok = np.where(searched, ok, feasible)

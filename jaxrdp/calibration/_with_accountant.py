@@ -39,8 +39,10 @@ _WIDEN = 1.1  # first step towards less privacy
 _NARROW = 1.25  # step towards more privacy when the start violates
 
 
-def _evaluate(kind, accountant, budget, param, fixed, target_given):
-  """The budgeted value (epsilon or delta) at ``param`` for the cells given (1-D arrays)."""
+def _evaluate(kind, accountant, budget, param, fixed, target_given, scheme=None):
+  """The budgeted value (epsilon or delta) at ``param`` for the cells given (1-D arrays),
+  of the batching scheme ``scheme`` (``sampling`` and ``relation`` keywords)."""
+  scheme = scheme or {}
   q, sigma, steps = fixed["q"], fixed["sigma"], fixed["steps"]
   if kind == "noise":
     sigma = param
@@ -49,12 +51,14 @@ def _evaluate(kind, accountant, budget, param, fixed, target_given):
   else:
     steps = param
   if budget is Budget.EPSILON:
-    return np.array(dpsgd_epsilon(q, sigma, steps, target_given, accountant=accountant).epsilon)
-  return np.array(dpsgd_delta(q, sigma, steps, target_given, accountant=accountant).delta)
+    return np.array(
+      dpsgd_epsilon(q, sigma, steps, target_given, accountant=accountant, **scheme).epsilon
+    )
+  return np.array(dpsgd_delta(q, sigma, steps, target_given, accountant=accountant, **scheme).delta)
 
 
 def calibrate_with_accountant(
-  kind, accountant, budget, target, given, fixed, start, start_ok, evaluate=None
+  kind, accountant, budget, target, given, fixed, start, start_ok, evaluate=None, scheme=None
 ):
   """Refines a calibration with another accountant, on the host.
 
@@ -70,6 +74,8 @@ def calibrate_with_accountant(
       searched) in place of ``dpsgd_epsilon`` / ``dpsgd_delta``: any quantity
       that is monotone in the parameter like them (``accountant`` and ``budget``
       are then unused), such as an attack's true-positive rate.
+    scheme: the ``sampling`` and ``relation`` keywords of the ``dpsgd_epsilon`` /
+      ``dpsgd_delta`` calls (``None``: Poisson sampling, add/remove).
 
   Returns:
     (param, value, feasible): 1-D arrays; cells not refined keep ``start``.
@@ -109,7 +115,7 @@ def calibrate_with_accountant(
     sub = {k: (None if v is None else v[cells]) for k, v in fixed.items()}
     if evaluate is not None:
       return np.array(evaluate(x, sub, given[cells]), dtype=np.float64)
-    return _evaluate(kind, accountant, budget, x, sub, given[cells])
+    return _evaluate(kind, accountant, budget, x, sub, given[cells], scheme)
 
   # 1. A point that meets the budget.
   ok_x = param[idx].copy()

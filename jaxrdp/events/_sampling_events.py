@@ -9,8 +9,10 @@ terms clipped to norm C); the RDP rule applies the relation's sensitivity itself
 
 * :class:`FixedSizeSampled`: one step on a batch of B distinct examples drawn
   uniformly without replacement, gamma = B / n. Replace-one only (Wang, Balle,
-  Kasiviswanathan 2019, arXiv:1808.00087, Thm 27); no add/remove bound for
-  fixed-size batches is implemented, and asking for one raises ValueError.
+  Kasiviswanathan 2019, arXiv:1808.00087, Thm 27, for Renyi DP; the tight
+  accountant composes the pair of Dong, Roth, Su 2019, arXiv:1905.02383, Thm
+  4.2); no add/remove bound for fixed-size batches is implemented, and asking
+  for one raises ValueError.
 * :class:`ShuffledEpochs`: ``epochs`` passes of shuffled batches (each example in
   exactly one batch per pass). No amplification by sampling: each started epoch
   is one Gaussian mechanism per example, RDP ``ceil(epochs) * alpha / (2 s^2)``
@@ -65,7 +67,11 @@ class FixedSizeSampled(Event):
   the DP-SGD noise multiplier. RDP: Wang, Balle, Kasiviswanathan 2019
   (arXiv:1808.00087), Thm 27
   (:func:`jaxrdp.mechanisms.sampled_without_replacement_gaussian_rdp`) at the
-  relation's effective multiplier, sigma / 2 under replace-one.
+  relation's effective multiplier, sigma / 2 under replace-one. Tight
+  (``accountant="pld"``, certified ``epsilon`` and ``epsilon_lower``): the step is
+  ``C_gamma(G_{2 / sigma})``-DP (Dong, Roth, Su 2019, arXiv:1905.02383, Thm 4.2),
+  whose profile is the maximum of the remove and add profiles of the Poisson pair
+  at sigma / 2; that one symmetric pair is composed (``jaxrdp.pld._fixed_size_pairs``).
 
   Attributes:
     gamma: sampling ratio B / n in [0, 1].

@@ -7,10 +7,12 @@ multiplies the steps of what it repeats (composition is commutative, so
 ``k`` repetitions of a composition are each part ``k`` times); ``Composed``
 concatenates. These go to the Gaussian engine unchanged. An event with any other
 mechanism (Laplace, randomized response, (eps, delta)-DP, the discrete Laplace,
-mixtures of Gaussians, the truncated subsampled Gaussian, ...) is kept as an event
-and the whole composition, its Gaussian phases included, is accounted by the
-generic discrete-PLD path (``_generic``): concrete inputs only, one composition
-per configuration of the broadcast leaves. Others raise ``NotImplementedError``
+mixtures of Gaussians, the truncated subsampled Gaussian, fixed-size batches
+under replace-one, ...) is kept as an event and the whole composition, its
+Gaussian phases included, is accounted by the generic discrete-PLD path
+(``_generic``, whose leaf types beyond the built-in ones are registered rules,
+``register_pld_leaf``): concrete inputs only, one composition per configuration
+of the broadcast leaves. Others raise ``NotImplementedError``
 naming the event type.
 
 The state is the tuple of phases composed so far (a pytree of arrays). It is
@@ -71,8 +73,10 @@ def pld_unsupported(event: Any) -> str | None:
   compositions of Gaussian, Laplace, randomized response (binary, k-ary
   replace-one and replace-special), (eps, delta)-DP, exponential-mechanism and
   permute-and-flip (as pure eps-DP), discrete Laplace, mixture-of-Gaussians,
-  truncated subsampled Gaussian and non-private events, and Poisson-subsampled
-  Gaussian or Laplace mechanisms under add/remove.
+  truncated subsampled Gaussian and non-private events, Poisson-subsampled
+  Gaussian or Laplace mechanisms under add/remove, and the leaf types registered
+  with the generic path (fixed-size batches under replace-one:
+  ``_fixed_size_pairs``).
   """
   if gaussian_unsupported(event) is None:
     return None

@@ -56,7 +56,13 @@ from ..events._events import (
 )
 from ._single_plds import Atoms, LocationMixture, discretize
 
-__all__ = ["generic_unsupported", "generic_epsilon", "generic_delta", "event_steps"]
+__all__ = [
+  "generic_unsupported",
+  "generic_epsilon",
+  "generic_delta",
+  "event_steps",
+  "register_pld_leaf",
+]
 
 _U = 2.0**-53
 _MAX_COUNT = 1e7
@@ -197,9 +203,30 @@ def _truncated_subsampled_gaussian(n, q, batch, sigma):
   return {d: ((1.0 - t, base[d][0][1]), (t, replace)) for d in ("remove", "add")}
 
 
+# Leaf event types accounted by a registered rule: type -> (pairs, unsupported).
+_LEAF_RULES: dict = {}
+
+
+def register_pld_leaf(event_type, pairs, unsupported=None):
+  """Registers how this path accounts ``event_type`` (a leaf: no child events).
+
+  Args:
+    event_type: the event class.
+    pairs: ``event -> {"remove": parts, "add": parts}`` for a concrete scalar event
+      (``parts``: ``[(weight, part)]`` of ``_single_plds``; the same object for both
+      directions marks a symmetric pair, composed once).
+    unsupported: ``event -> None`` or the phrase saying what is not accounted (the
+      structural check behind ``supports``); ``None``: every instance is.
+  """
+  _LEAF_RULES[event_type] = (pairs, unsupported or (lambda event: None))
+
+
 def _leaf_steps(event):
   """Both directions' parts of a single (non-composed) concrete event."""
   f = lambda v: float(np.asarray(v))  # noqa: E731
+  rule = _LEAF_RULES.get(type(event))
+  if rule is not None:
+    return rule[0](event)
   if isinstance(event, Gaussian):
     return _gauss_pairs(f(event.sigma), 1.0)
   if isinstance(event, Laplace):
@@ -272,6 +299,12 @@ _LEAVES = (
 def generic_unsupported(event) -> str | None:
   """``None`` if this path accounts ``event``, else the part it cannot (a phrase)."""
   for leaf, _ in _flatten_types(event):
+    rule = _LEAF_RULES.get(type(leaf))
+    if rule is not None:
+      why = rule[1](leaf)
+      if why is not None:
+        return why
+      continue
     if isinstance(leaf, PoissonSampled):
       if leaf.relation != "add_remove":
         return (
@@ -559,3 +592,6 @@ def generic_epsilon(event, delta, rtol, max_grid_size):
 def generic_delta(event, epsilon, rtol, max_grid_size):
   """``(upper, lower)`` delta of a concrete scalar event tree at a float ``epsilon``."""
   return _answer(event, epsilon, rtol, max_grid_size, "delta")
+
+
+from . import _fixed_size_pairs as _fixed_size_pairs  # noqa: E402,F401  (registers its rule)

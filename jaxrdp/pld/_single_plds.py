@@ -2,7 +2,7 @@
 
 A dominating pair ``(P, Q)`` of one step has the privacy loss ``L = log(dP/dQ)``
 under ``P``; its hockey-stick curve is ``delta(eps) = E_P[(1 - e^{eps - L})_+]``
-(mass at ``L = +inf`` counts fully). Two families cover the mechanisms here:
+(mass at ``L = +inf`` counts fully). Three families cover the mechanisms here:
 
 * *atoms*: finitely many losses with their ``P``-masses (randomized response,
   (eps, delta)-DP, the discrete Laplace, the non-private release);
@@ -11,7 +11,10 @@ under ``P``; its hockey-stick curve is ``delta(eps) = E_P[(1 - e^{eps - L})_+]``
   (Gaussian, Laplace, their Poisson subsamples in each direction, mixtures of
   Gaussians, the truncated subsampled Gaussian's parts). Then
   ``{L > l} = {o > o*(l)}``, and ``P(L > l)``, ``Q(L > l)`` are the kernels'
-  tails at ``o*(l)``, found by regula falsi (Illinois) inside a tabulated bracket.
+  tails at ``o*(l)``, found by regula falsi (Illinois) inside a tabulated bracket;
+* *loss tails* (:class:`LossTails`): a pair known through ``P(L > l)`` and
+  ``Q(L > l)`` at every level ``l`` in closed form (the fixed-size subsampled
+  Gaussian's symmetric envelope, ``_fixed_size_pairs``).
 
 Each is discretized on the grid ``g_k = k h`` twice:
 
@@ -44,7 +47,7 @@ from jax.scipy.special import erfc
 
 from .._core import precision as _precision
 
-__all__ = ["Atoms", "LocationMixture", "discretize"]
+__all__ = ["Atoms", "LocationMixture", "LossTails", "discretize"]
 
 
 def _erfc(x):
@@ -184,6 +187,33 @@ class LocationMixture:
     return float(np.sum(dens * x)), float(np.sum(dens * x * x))
 
 
+class LossTails:
+  """A pair given by the tails of its loss at any level (subclassed by closed-form pairs).
+
+  Subclasses define ``level_tails(levels)``: ``(P(L > l), Q(L > l), P(L <= l),
+  Q(L <= l))`` at each loss level ``l`` (each accurate to a few ulps of its own
+  size), ``range()``: levels outside which the ``P``-mass is negligible (it is moved
+  up to the grid, or to ``+inf``, in the upper bound), and ``moments()``.
+  """
+
+  def level_tails(self, levels):
+    raise NotImplementedError
+
+  def range(self):
+    raise NotImplementedError
+
+  def moments(self):
+    """Mean and second moment of the loss under ``P`` (coarse; sizes the grid only)."""
+    lo, hi = self.range()
+    levels = np.linspace(lo, hi, 4001)
+    sp, _, cp, _ = self.level_tails(levels)
+    mass = np.where(sp[:-1] > 0.5, cp[1:] - cp[:-1], sp[:-1] - sp[1:])
+    mass = np.maximum(mass, 0.0)
+    mid = 0.5 * (levels[1:] + levels[:-1])
+    mass = mass / max(mass.sum(), 1e-300)
+    return float(np.sum(mass * mid)), float(np.sum(mass * mid * mid))
+
+
 def _atoms_grid(part, weight, h):
   """Cells and masses of an :class:`Atoms` part: ``(k, m_lo, m_hi, m_low, p_inf)``."""
   fin = np.isfinite(part.losses)
@@ -203,14 +233,36 @@ def _mixture_grid(part, weight, h):
   levels = h * np.arange(k_lo + 1, k_hi, dtype=np.float64)
   o = np.concatenate([[part.lo], part.boundary(levels), [part.hi]])
   sp, sq, cp, cq = part.tails(o)
+  _, _, cp_lo, cq_lo = part.tails(np.array([part.lo]))
+  return _cells(k_lo, k_hi, sp, sq, cp, cq, cp_lo[0], cq_lo[0], weight, h, part.flat_tails)
+
+
+def _tails_grid(part, weight, h):
+  """Cells and masses of a :class:`LossTails` part (tails read at the grid's loss levels)."""
+  l_lo, l_hi = part.range()
+  k_lo, k_hi = math.floor(l_lo / h), math.ceil(l_hi / h)
+  if k_hi <= k_lo:
+    k_hi = k_lo + 1
+  levels = h * np.arange(k_lo + 1, k_hi, dtype=np.float64)
+  sp, sq, cp, cq = part.level_tails(np.concatenate([[l_lo], levels, [l_hi]]))
+  return _cells(k_lo, k_hi, sp, sq, cp, cq, cp[0], cq[0], weight, h, False)
+
+
+def _cells(k_lo, k_hi, sp, sq, cp, cq, bot_p, bot_q, weight, h, flat_tails):
+  """Cells ``[g_k, g_{k+1}]``, ``k_lo <= k < k_hi``, from the tails at their ends.
+
+  ``sp, sq`` (``cp, cq``): the ``P``- and ``Q``-mass above (at or below) each of the
+  ``k_hi - k_lo + 1`` cell ends, the outer two being the ends of the part's range;
+  ``bot_p, bot_q``: the masses below the range. Returns ``(k, m_lo, m_hi, m, p_inf,
+  extra_up, extra_low, mass_err)``.
+  """
   # Masses from the smaller of the two tails (upper tail above the median, lower below).
   m = np.where(sp[:-1] > 0.5, cp[1:] - cp[:-1], sp[:-1] - sp[1:])
   y = np.where(sq[:-1] > 0.5, cq[1:] - cq[:-1], sq[:-1] - sq[1:])
   m = np.maximum(m, 0.0) * weight
   y = np.maximum(y, 0.0) * weight
-  _, _, cp_lo, cq_lo = part.tails(np.array([part.lo]))
   top_p, top_q = sp[-1] * weight, sq[-1] * weight
-  bot_p, bot_q = cp_lo[0] * weight, cq_lo[0] * weight
+  bot_p, bot_q = bot_p * weight, bot_q * weight
   k = np.arange(k_lo, k_hi, dtype=np.int64)
   # Each tail value is within a few ulps of its own size (erfc, exp and the weighted
   # sum), so a difference of two errs by at most 4 u times the larger one.
@@ -218,7 +270,7 @@ def _mixture_grid(part, weight, h):
   mass_err = float(4.0 * 2.0**-53 * weight * (np.sum(tail) + bot_p))
   p_inf = 0.0
   extra_up, extra_low = [], []
-  if part.flat_tails:
+  if flat_tails:
     # Both tails are atoms at the end losses, inside the first and last cells.
     m[0] += bot_p
     y[0] += bot_q
@@ -257,7 +309,8 @@ def discretize(parts, h):
       pinf_low += p_inf
       mass_err += 4.0 * 2.0**-53 * float(np.sum(m))
     else:
-      k, m_lo, m_hi, m, p_inf, extra_up, extra_low, err = _mixture_grid(part, weight, h)
+      grid = _tails_grid if isinstance(part, LossTails) else _mixture_grid
+      k, m_lo, m_hi, m, p_inf, extra_up, extra_low, err = grid(part, weight, h)
       ups += [(k, m_lo), (k + 1, m_hi)] + [(np.array([a]), np.array([b])) for a, b in extra_up]
       lows += [(k, m)] + [(np.array([a]), np.array([b])) for a, b in extra_low]
       pinf_up += p_inf

@@ -1,0 +1,200 @@
+"""Tight (PLD) accounting of fixed-size batches (sampling without replacement), replace-one.
+
+Checked against ``tests/fixed_size_oracle.py`` (no jaxrdp code): one step against the
+maximum of the two directions' profiles from Gaussian CDFs in mpmath, many steps
+against Laplace inversion of the symmetric pair's moment-generating function; and
+against invariants (never above the Renyi-DP epsilon of the same run, never below the
+two directions composed separately).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import fixed_size_oracle as oracle  # noqa: E402  (tests/ is on the path)
+import numpy as np
+import pytest
+
+import jaxrdp
+from jaxrdp.events import FixedSizeSampled, Gaussian, SelfComposed
+
+_PLD = jaxrdp.accountants.PldAccountant()
+
+
+@functools.cache
+def _fixed(q, sigma, steps, x, query="epsilon"):
+  fn = jaxrdp.dpsgd_epsilon if query == "epsilon" else jaxrdp.dpsgd_delta
+  r = fn(q, sigma, steps, x, sampling="fixed", relation="replace_one", accountant="pld")
+  return tuple(float(v) for v in r)
+
+
+def test_the_crossing_of_the_two_directions_is_at_zero():
+  # What the oracle's loss law assumes (the library does not): remove's profile is
+  # the larger above 0, add's below.
+  for q, sigma in ((256 / 60000, 1.1), (0.05, 2.0), (0.3, 0.7), (1.0, 1.0)):
+    assert oracle.crossing_is_at_zero(q, sigma, np.linspace(-6.0, 6.0, 49))
+
+
+@pytest.mark.parametrize(
+  "q, sigma, eps",
+  [(256 / 60000, 1.1, 0.05), (0.01, 1.0, 0.5), (0.05, 2.0, 0.1), (0.3, 0.7, 2.0), (1.0, 1.0, 1.0)],
+)
+def test_one_step_delta_against_the_cdf_oracle(q, sigma, eps):
+  exact = oracle.one_step_delta(q, sigma, eps)
+  up, low = _fixed(q, sigma, 1, eps, "delta")
+  assert up >= exact >= low
+  assert up - exact <= 1e-5 * exact
+  assert exact - low <= 5e-4 * exact
+
+
+def test_one_step_epsilon_against_the_cdf_oracle():
+  q, sigma, delta = 0.01, 1.0, 1e-5
+  up, low = _fixed(q, sigma, 1, delta)
+  assert oracle.one_step_delta(q, sigma, up) <= delta <= oracle.one_step_delta(q, sigma, low)
+  assert up - low <= 1e-4 * up
+
+
+def test_one_step_pair_at_negative_eps_is_the_add_direction():
+  # Below 0 the envelope's profile is add's (the larger there): read the discretized
+  # single step at negative eps, from above and below, against the oracle's maximum.
+  from jaxrdp.pld._fixed_size_pairs import fixed_size_pairs
+  from jaxrdp.pld._single_plds import discretize
+
+  q, sigma, h = 0.05, 1.2, 1e-4
+  parts = fixed_size_pairs(FixedSizeSampled(q, Gaussian(sigma)))["remove"]
+  k0, upper, lower, (inf_up, inf_low), _, _ = discretize(parts, h)
+  s = h * (k0 + np.arange(upper.size))
+  for eps in (-1.5, -0.4, -0.05, 0.0, 0.05, 0.4):
+    exact = oracle.one_step_delta(q, sigma, eps)
+    read = lambda p, inf: inf + float(np.sum(p * np.maximum(-np.expm1(eps - s), 0.0)))  # noqa: E731
+    assert read(upper, inf_up) >= exact * (1 - 1e-12) >= read(lower, inf_low) - 1e-15
+    assert read(upper, inf_up) - exact <= 1e-7
+    r, a = oracle.one_step_delta(q, sigma, eps, directions=True)
+    assert (a > r) == (eps < 0) or abs(a - r) < 1e-15
+
+
+# (q, sigma, steps): the integrand of the inversion decays quickly for these.
+_MANY = [
+  (0.05, 2.0, 300),
+  pytest.param(0.01, 1.0, 1000, marks=pytest.mark.slow),
+  pytest.param(0.01, 0.8, 300, marks=pytest.mark.slow),
+  pytest.param(0.1, 1.5, 300, marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize("q, sigma, steps", _MANY)
+def test_many_steps_against_the_laplace_oracle(q, sigma, steps):
+  up, low = _fixed(q, sigma, steps, 1e-5)
+  exact = oracle.epsilon(q, sigma, steps, 1e-5, up)
+  assert oracle.epsilon(q, sigma, steps, 1e-5, up, refine=2) == pytest.approx(exact, rel=1e-9)
+  assert up >= exact >= low
+  assert up - exact <= 2e-3 * exact
+
+
+@pytest.mark.slow
+def test_many_steps_delta_against_the_laplace_oracle():
+  q, sigma, steps, eps = 0.05, 2.0, 300, 6.7
+  exact = oracle.delta(q, sigma, steps, eps)
+  assert oracle.delta(q, sigma, steps, eps, refine=2) == pytest.approx(exact, rel=1e-9)
+  d_up, d_low = _fixed(q, sigma, steps, eps, "delta")
+  assert d_up >= exact >= d_low
+  assert d_up - exact <= 1e-3 * exact
+
+
+@pytest.mark.slow
+def test_mnist_bracket_against_the_laplace_oracle():
+  # q = 256 / 60000, sigma = 1.1, 14063 steps, delta = 1e-5: RDP (WBK19 Thm 27 at
+  # sigma / 2) gives 24.08; the tight epsilon is 18.4544 (oracle).
+  q, sigma, steps = 256 / 60000, 1.1, 14063
+  up, low = _fixed(q, sigma, steps, 1e-5)
+  exact = oracle.epsilon(q, sigma, steps, 1e-5, 18.45)
+  assert exact == pytest.approx(18.454432, abs=1e-5)
+  assert up >= exact >= low
+  assert up - exact <= 3e-3 * exact and exact - low <= 5e-3 * exact
+  rdp = float(jaxrdp.dpsgd_epsilon(q, sigma, steps, 1e-5, sampling="fixed").epsilon)
+  assert 24.0 < rdp < 24.2 and up < rdp
+
+
+@pytest.mark.parametrize(
+  "q, sigma, steps",
+  [
+    (0.05, 2.0, 3),
+    (0.3, 1.0, 2),
+    pytest.param(0.05, 2.0, 30, marks=pytest.mark.slow),
+    pytest.param(0.01, 1.0, 50, marks=pytest.mark.slow),
+    pytest.param(0.2, 4.0, 10, marks=pytest.mark.slow),
+    pytest.param(0.01, 0.7, 200, marks=pytest.mark.slow),
+    pytest.param(0.1, 1.5, 100, marks=pytest.mark.slow),
+  ],
+)
+def test_never_above_the_rdp_epsilon(q, sigma, steps):
+  up, low = _fixed(q, sigma, steps, 1e-5)
+  rdp = float(jaxrdp.dpsgd_epsilon(q, sigma, steps, 1e-5, sampling="fixed").epsilon)
+  assert 0 < low <= up <= rdp
+
+
+def test_at_least_each_direction_composed_alone():
+  # Composing the envelope dominates composing either direction of the Poisson pair at
+  # sigma / 2 (whose maximum is the add/remove Poisson epsilon there).
+  q, sigma, steps = 0.05, 2.0, 3
+  up, low = _fixed(q, sigma, steps, 1e-5)
+  from jaxrdp.events import PoissonSampled
+  from jaxrdp.pld._generic import generic_epsilon
+
+  poisson = SelfComposed(PoissonSampled(q, Gaussian(sigma / 2)), steps)
+  _, poisson_lower = generic_epsilon(poisson, 1e-5, 1e-5, 2**21)
+  assert low >= poisson_lower
+
+
+def test_routes_agree_and_support_is_declared():
+  q, sigma, steps = 0.05, 2.0, 3
+  ev = SelfComposed(FixedSizeSampled(q, Gaussian(sigma)), steps)
+  assert _PLD.supports(ev) and _PLD.supports(FixedSizeSampled(q, Gaussian(sigma)))
+  via_event = jaxrdp.epsilon_from_event(ev, 1e-5, accountant="pld")
+  assert (float(via_event.epsilon), float(via_event.epsilon_lower)) == _fixed(q, sigma, steps, 1e-5)
+  dpa = pytest.importorskip("dp_accounting")
+  from jaxrdp.events import from_dp_accounting
+
+  converted = from_dp_accounting(
+    dpa.SelfComposedDpEvent(
+      dpa.SampledWithoutReplacementDpEvent(1000, 50, dpa.GaussianDpEvent(sigma)), steps
+    )
+  )
+  via_dpa = jaxrdp.epsilon_from_event(converted, 1e-5, accountant="pld")
+  assert float(via_dpa.epsilon) == float(via_event.epsilon)
+
+
+def test_add_remove_is_refused_with_the_reason():
+  ev = FixedSizeSampled(0.01, Gaussian(1.0))
+  object.__setattr__(ev, "relation", "add_remove")  # the constructor refuses it
+  why = _PLD.unsupported(ev)
+  assert why is not None and "add_remove" in why
+  with pytest.raises(ValueError, match="add_remove"):
+    jaxrdp.dpsgd_epsilon(0.01, 1.0, 10, 1e-5, sampling="fixed", relation="add_remove")
+
+
+def test_grids_are_one_run_per_cell():
+  q = [0.05, 0.3]
+  grid = jaxrdp.dpsgd_epsilon(q, [2.0, 1.0], [3, 2], 1e-5, sampling="fixed", accountant="pld")
+  cells = [_fixed(0.05, 2.0, 3, 1e-5), _fixed(0.3, 1.0, 2, 1e-5)]
+  assert [(float(a), float(b)) for a, b in zip(*grid)] == cells
+
+
+def test_edges():
+  assert _fixed(0.0, 1.0, 10, 1e-5) == (0.0, 0.0)
+  up, low = _fixed(0.01, math.inf, 10, 1e-5)
+  assert up == low == 0.0
+
+
+@pytest.mark.slow
+def test_calibration_through_the_tight_accountant_keeps_the_scheme():
+  # The host refinement evaluates fixed-size batches, not Poisson ones: the calibrated
+  # sigma meets the budget under the fixed-size accountant, and a slightly smaller one
+  # does not.
+  q, steps, target = 0.05, 3, 2.0
+  res = jaxrdp.calibrate_noise(target, 1e-5, q, steps, accountant="pld", sampling="fixed")
+  sigma = float(res.sigma)
+  assert _fixed(q, sigma, steps, 1e-5)[0] <= target < _fixed(q, sigma * (1 - 1e-4), steps, 1e-5)[0]
+  poisson = jaxrdp.calibrate_noise(target, 1e-5, q, steps, accountant="pld")
+  assert sigma > float(poisson.sigma)
