@@ -32,6 +32,7 @@ from .._core import precision as _precision
 from .._core.validation import check_range
 from ..events._events import Composed, Gaussian, NoOp, PoissonSampled, SelfComposed, validate_event
 from ..rdp._event_curves import effective_sigma_f64, gaussian_terms
+from . import _allocation_rule as _allocation_rule  # noqa: F401  (registers its rule)
 from . import _generic
 from ._accountant import (
   DEFAULT_RTOL,
@@ -71,8 +72,10 @@ def pld_unsupported(event: Any) -> str | None:
   compositions of Gaussian, Laplace, randomized response (binary, k-ary
   replace-one and replace-special), (eps, delta)-DP, exponential-mechanism and
   permute-and-flip (as pure eps-DP), discrete Laplace, mixture-of-Gaussians,
-  truncated subsampled Gaussian and non-private events, and Poisson-subsampled
-  Gaussian or Laplace mechanisms under add/remove.
+  truncated subsampled Gaussian and non-private events, Poisson-subsampled
+  Gaussian or Laplace mechanisms under add/remove, and the event types with a
+  registered rule of the generic path (``_generic.register_generic_rule``: random
+  allocation of Gaussian mechanisms).
   """
   if gaussian_unsupported(event) is None:
     return None

@@ -56,7 +56,13 @@ from ..events._events import (
 )
 from ._single_plds import Atoms, LocationMixture, discretize
 
-__all__ = ["generic_unsupported", "generic_epsilon", "generic_delta", "event_steps"]
+__all__ = [
+  "generic_unsupported",
+  "generic_epsilon",
+  "generic_delta",
+  "event_steps",
+  "register_generic_rule",
+]
 
 _U = 2.0**-53
 _MAX_COUNT = 1e7
@@ -69,6 +75,28 @@ _BRACKET = 1e-4
 
 _NO_LOSS = ((1.0, Atoms([0.0], [1.0])),)
 _INF_LOSS = ((1.0, Atoms([np.inf], [1.0])),)
+
+
+# event type -> (steps(event) -> [(parts by direction, count multiplier)], condition)
+_RULES: dict = {}
+
+
+def register_generic_rule(event_type: type, *, condition=None):
+  """Decorator: ``steps(event)`` gives the single-step pairs of a concrete ``event_type``.
+
+  ``steps(event)`` returns ``[(parts by direction, count), ...]``: ``event`` is the
+  composition of each ``parts`` (``{"remove": ((weight, part), ...), "add": ...}``) run
+  ``count`` times. ``condition(event)`` returns ``None`` if the rule applies to this
+  event's structure (its children's types), else a phrase naming what it does not
+  cover; :func:`generic_unsupported` reads both, so the accountant's refusals follow the
+  rules that exist.
+  """
+
+  def wrap(steps):
+    _RULES[event_type] = (steps, condition)
+    return steps
+
+  return wrap
 
 
 def _binom_sf(k, n, p):
@@ -272,6 +300,12 @@ _LEAVES = (
 def generic_unsupported(event) -> str | None:
   """``None`` if this path accounts ``event``, else the part it cannot (a phrase)."""
   for leaf, _ in _flatten_types(event):
+    rule = _RULES.get(type(leaf))
+    if rule is not None:
+      why = rule[1](leaf) if rule[1] is not None else None
+      if why is not None:
+        return why
+      continue
     if isinstance(leaf, PoissonSampled):
       if leaf.relation != "add_remove":
         return (
@@ -311,8 +345,30 @@ def event_steps(event):
       )
     if isinstance(leaf, NoOp) or count == 0:
       continue
-    out.append((_leaf_steps(leaf), count))
+    rule = _RULES.get(type(leaf))
+    if rule is None:
+      out.append((_leaf_steps(leaf), count))
+      continue
+    for parts, mult in rule[0](leaf):
+      total = count * mult
+      if total > _MAX_COUNT:
+        raise ValueError(
+          f"{type(leaf).__name__} events compose at most {_MAX_COUNT:g} steps in the tight "
+          f"accountant, got {total:g}"
+        )
+      if total > 0:
+        out.append((parts, total))
   return out
+
+
+def _coupled(steps):
+  """Whether every part's upper PMF is the connect-the-dots image of its true loss."""
+  return all(
+    getattr(part, "coupled", True)
+    for parts, _ in steps
+    for d in ("remove", "add")
+    for _, part in parts[d]
+  )
 
 
 # ---------------------------------------------------------------- composition
@@ -502,14 +558,18 @@ def _coupling_shift(h, total_steps, eta):
 
 def _answers(steps, h, query, x, total):
   """``(upper, lower, width)`` of ``query`` (``"epsilon"`` at delta ``x``, ``"delta"`` at
-  epsilon ``x``); ``width``: the widest composed window, in loss."""
+  epsilon ``x``); ``width``: the widest composed window, in loss. The coupling lower
+  bound is used only where every part is coupled (:func:`_coupled`)."""
+  coupled = _coupled(steps)
   if query == "epsilon":
     comps = _composed(steps, h, max(_TAIL_PER_DELTA * x, 1e-300))
     eta = max(1e-3 * x, 1e-300)
     t = _coupling_shift(h, total, eta)
     up = max(_read_epsilon(u, x, h, u.err) for u, _ in comps)
     low = max(_read_epsilon(lo, x, h, -lo.err) for _, lo in comps)
-    low2 = max(_read_epsilon(u, x, h, -(u.err + eta + u.moved)) - t for u, _ in comps)
+    low2 = 0.0
+    if coupled:
+      low2 = max(_read_epsilon(u, x, h, -(u.err + eta + u.moved)) - t for u, _ in comps)
     low = min(max(low, low2, 0.0), up)
   else:
     comps = _composed(steps, h, _TAIL_DELTA)
@@ -518,9 +578,10 @@ def _answers(steps, h, query, x, total):
       read = _read_delta(u, x, h)
       up = max(up, min(1.0, read + u.err if x < _top(u, h) else _inf_mass(u)))
       low = max(low, _read_delta(lo, x, h) - lo.err)
-      eta = max(1e-3 * read, 1e-300)
-      shifted = _read_delta(u, x + _coupling_shift(h, total, eta), h)
-      low = max(low, shifted - u.err - eta - u.moved)
+      if coupled:
+        eta = max(1e-3 * read, 1e-300)
+        shifted = _read_delta(u, x + _coupling_shift(h, total, eta), h)
+        low = max(low, shifted - u.err - eta - u.moved)
     low = min(max(low, 0.0), up)
   width = h * max(max(u.p.size, lo.p.size) for u, lo in comps)
   return up, low, width
