@@ -19,6 +19,12 @@ maximum: Lebeda, Regehr, Kamath, Steinke 2024, arXiv:2405.20769). Above the
 array's top loss the delta is the ``+inf`` mass alone (the composed support lies
 below it), so a bounded loss keeps a finite epsilon below the round-off floor.
 
+Event types beyond these register a rule (:func:`register_generic_rule`) that gives
+their single-step pairs; random allocation (``_allocation_rule``) does, with parts
+known through a dominating and a dominated discrete pair (``BracketedAtoms``), for
+which the coupling lower bound below is not used (their upper PMF is not the
+connect-the-dots image of the true loss).
+
 Round-off: a linear convolution through the FFT is within ``16 u log2(N)
 sqrt(N) (|a|_1 |b|_2 + |a|_2 |b|_1)`` of exact in L1 (stage-wise error of the
 transform, Higham 2002, Sec. 24.1), and convolving with a probability vector
