@@ -160,5 +160,5 @@ def test_random_allocation_is_a_scheme_of_the_one_call_functions():
   assert float(got.epsilon) == float(jaxrdp.epsilon_from_event(event, DELTA).epsilon)
   # Below Poisson's Renyi-DP epsilon at the same rate (Feldman and Shenfeld 2025).
   assert float(got.epsilon) < float(jaxrdp.dpsgd_epsilon(1 / 234, 1.1, 234 * 60, DELTA).epsilon)
-  with pytest.raises(NotImplementedError, match="RandomAllocation events; accountant='rdp' can"):
-    jaxrdp.dpsgd_epsilon(1 / 234, 1.1, 234 * 60, DELTA, sampling="allocation", accountant="pld")
+  # The tight accountant accounts it too (tests/test_allocation_pld.py).
+  assert jaxrdp.accountants.PldAccountant().supports(event)

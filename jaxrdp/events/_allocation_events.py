@@ -62,7 +62,10 @@ class RandomAllocation(Event):
   that rate.
 
   RDP: ``ceil(steps / t)`` epochs (a started epoch counts whole) of
-  :func:`jaxrdp.mechanisms.random_allocation_rdp`.
+  :func:`jaxrdp.mechanisms.random_allocation_rdp`. Tight (``accountant="pld"``): the
+  same epochs, each (or each block of ``floor(t / k)`` or ``ceil(t / k)`` steps) a
+  dominating and a dominated discrete pair computed in exp space, composed by the
+  generic discrete-PLD path (concrete inputs; ``jaxrdp.pld._allocation_pld``).
 
   Attributes:
     q: k / t in [0, 1]; t = k / q must be an integer (q = 0: nothing is ever used).

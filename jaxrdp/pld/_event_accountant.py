@@ -11,7 +11,7 @@ mixtures of Gaussians, the truncated subsampled Gaussian, fixed-size batches
 under replace-one, ...) is kept as an event and the whole composition, its
 Gaussian phases included, is accounted by the generic discrete-PLD path
 (``_generic``, whose leaf types beyond the built-in ones are registered rules,
-``register_pld_leaf``): concrete inputs only, one composition per configuration
+``register_generic_rule``): concrete inputs only, one composition per configuration
 of the broadcast leaves. Others raise ``NotImplementedError``
 naming the event type.
 
@@ -34,6 +34,7 @@ from .._core import precision as _precision
 from .._core.validation import check_range
 from ..events._events import Composed, Gaussian, NoOp, PoissonSampled, SelfComposed, validate_event
 from ..rdp._event_curves import effective_sigma_f64, gaussian_terms
+from . import _allocation_rule as _allocation_rule  # noqa: F401  (registers its rule)
 from . import _generic
 from ._accountant import (
   DEFAULT_RTOL,
@@ -74,9 +75,9 @@ def pld_unsupported(event: Any) -> str | None:
   replace-one and replace-special), (eps, delta)-DP, exponential-mechanism and
   permute-and-flip (as pure eps-DP), discrete Laplace, mixture-of-Gaussians,
   truncated subsampled Gaussian and non-private events, Poisson-subsampled
-  Gaussian or Laplace mechanisms under add/remove, and the leaf types registered
-  with the generic path (fixed-size batches under replace-one:
-  ``_fixed_size_pairs``).
+  Gaussian or Laplace mechanisms under add/remove, and the event types with a
+  registered rule of the generic path (``_generic.register_generic_rule``: random
+  allocation of Gaussian mechanisms, fixed-size batches under replace-one).
   """
   if gaussian_unsupported(event) is None:
     return None

@@ -61,7 +61,7 @@ import numpy as np
 
 from ..events._sampling_events import FIXED_ADD_REMOVE_ERROR, FixedSizeSampled
 from ..mechanisms._sampled_without_replacement import effective_noise_multiplier
-from ._generic import _gauss_pairs, register_pld_leaf
+from ._generic import _gauss_pairs, register_generic_rule
 from ._single_plds import _GAUSS_Z, Atoms, LossTails, _erfc
 
 __all__ = ["FixedSizeEnvelope", "fixed_size_pairs", "fixed_size_unsupported"]
@@ -198,4 +198,6 @@ def fixed_size_pairs(event):
   return {"remove": parts, "add": parts}
 
 
-register_pld_leaf(FixedSizeSampled, fixed_size_pairs, fixed_size_unsupported)
+@register_generic_rule(FixedSizeSampled, condition=fixed_size_unsupported)
+def _fixed_size_steps(event):
+  return [(fixed_size_pairs(event), 1)]

@@ -19,6 +19,12 @@ maximum: Lebeda, Regehr, Kamath, Steinke 2024, arXiv:2405.20769). Above the
 array's top loss the delta is the ``+inf`` mass alone (the composed support lies
 below it), so a bounded loss keeps a finite epsilon below the round-off floor.
 
+Event types beyond these register a rule (:func:`register_generic_rule`) that gives
+their single-step pairs; random allocation (``_allocation_rule``) does, with parts
+known through a dominating and a dominated discrete pair (``BracketedAtoms``), for
+which the coupling lower bound below is not used (their upper PMF is not the
+connect-the-dots image of the true loss).
+
 Round-off: a linear convolution through the FFT is within ``16 u log2(N)
 sqrt(N) (|a|_1 |b|_2 + |a|_2 |b|_1)`` of exact in L1 (stage-wise error of the
 transform, Higham 2002, Sec. 24.1), and convolving with a probability vector
@@ -61,7 +67,7 @@ __all__ = [
   "generic_epsilon",
   "generic_delta",
   "event_steps",
-  "register_pld_leaf",
+  "register_generic_rule",
 ]
 
 _U = 2.0**-53
@@ -75,6 +81,34 @@ _BRACKET = 1e-4
 
 _NO_LOSS = ((1.0, Atoms([0.0], [1.0])),)
 _INF_LOSS = ((1.0, Atoms([np.inf], [1.0])),)
+
+
+# event type -> (steps(event) -> [(parts by direction, count multiplier)], condition)
+_RULES: dict = {}
+
+
+def register_generic_rule(event_type: type, *, condition=None):
+  """Decorator: ``steps(event)`` gives the single-step pairs of a concrete ``event_type``.
+
+  ``steps(event)`` returns ``[(parts by direction, count), ...]``: ``event`` is the
+  composition of each ``parts`` (``{"remove": ((weight, part), ...), "add": ...}``) run
+  ``count`` times. ``condition(event)`` returns ``None`` if the rule applies to this
+  event's structure (its children's types), else a phrase naming what it does not
+  cover; :func:`generic_unsupported` reads both, so the accountant's refusals follow the
+  rules that exist.
+
+  A pair that dominates the mechanism at every step but that no dataset pair need
+  realize over many steps (an envelope) adds ``"realized": {"remove": parts, "add":
+  parts}`` to its parts: pairs that a dataset pair does realize at every step, from
+  which the lower bound is read, so that it bounds the true epsilon of the run rather
+  than the envelope's.
+  """
+
+  def wrap(steps):
+    _RULES[event_type] = (steps, condition)
+    return steps
+
+  return wrap
 
 
 def _binom_sf(k, n, p):
@@ -203,34 +237,9 @@ def _truncated_subsampled_gaussian(n, q, batch, sigma):
   return {d: ((1.0 - t, base[d][0][1]), (t, replace)) for d in ("remove", "add")}
 
 
-# Leaf event types accounted by a registered rule: type -> (pairs, unsupported).
-_LEAF_RULES: dict = {}
-
-
-def register_pld_leaf(event_type, pairs, unsupported=None):
-  """Registers how this path accounts ``event_type`` (a leaf: no child events).
-
-  Args:
-    event_type: the event class.
-    pairs: ``event -> {"remove": parts, "add": parts}`` for a concrete scalar event
-      (``parts``: ``[(weight, part)]`` of ``_single_plds``; the same object for both
-      directions marks a symmetric pair, composed once). A pair that dominates the
-      mechanism at every step but that no dataset pair need realize over many steps
-      (an envelope) adds ``"realized": {"remove": parts, "add": parts}``: pairs that a
-      dataset pair does realize at every step, from which the lower bound is read, so
-      that it bounds the true epsilon of the run rather than the envelope's.
-    unsupported: ``event -> None`` or the phrase saying what is not accounted (the
-      structural check behind ``supports``); ``None``: every instance is.
-  """
-  _LEAF_RULES[event_type] = (pairs, unsupported or (lambda event: None))
-
-
 def _leaf_steps(event):
   """Both directions' parts of a single (non-composed) concrete event."""
   f = lambda v: float(np.asarray(v))  # noqa: E731
-  rule = _LEAF_RULES.get(type(event))
-  if rule is not None:
-    return rule[0](event)
   if isinstance(event, Gaussian):
     return _gauss_pairs(f(event.sigma), 1.0)
   if isinstance(event, Laplace):
@@ -303,9 +312,9 @@ _LEAVES = (
 def generic_unsupported(event) -> str | None:
   """``None`` if this path accounts ``event``, else the part it cannot (a phrase)."""
   for leaf, _ in _flatten_types(event):
-    rule = _LEAF_RULES.get(type(leaf))
+    rule = _RULES.get(type(leaf))
     if rule is not None:
-      why = rule[1](leaf)
+      why = rule[1](leaf) if rule[1] is not None else None
       if why is not None:
         return why
       continue
@@ -348,8 +357,30 @@ def event_steps(event):
       )
     if isinstance(leaf, NoOp) or count == 0:
       continue
-    out.append((_leaf_steps(leaf), count))
+    rule = _RULES.get(type(leaf))
+    if rule is None:
+      out.append((_leaf_steps(leaf), count))
+      continue
+    for parts, mult in rule[0](leaf):
+      total = count * mult
+      if total > _MAX_COUNT:
+        raise ValueError(
+          f"{type(leaf).__name__} events compose at most {_MAX_COUNT:g} steps in the tight "
+          f"accountant, got {total:g}"
+        )
+      if total > 0:
+        out.append((parts, total))
   return out
+
+
+def _coupled(steps):
+  """Whether every part's upper PMF is the connect-the-dots image of its true loss."""
+  return all(
+    getattr(part, "coupled", True)
+    for parts, _ in steps
+    for d in ("remove", "add")
+    for _, part in parts[d]
+  )
 
 
 # ---------------------------------------------------------------- composition
@@ -539,14 +570,18 @@ def _coupling_shift(h, total_steps, eta):
 
 def _answers(steps, h, query, x, total):
   """``(upper, lower, width)`` of ``query`` (``"epsilon"`` at delta ``x``, ``"delta"`` at
-  epsilon ``x``); ``width``: the widest composed window, in loss."""
+  epsilon ``x``); ``width``: the widest composed window, in loss. The coupling lower
+  bound is used only where every part is coupled (:func:`_coupled`)."""
+  coupled = _coupled(steps)
   if query == "epsilon":
     comps = _composed(steps, h, max(_TAIL_PER_DELTA * x, 1e-300))
     eta = max(1e-3 * x, 1e-300)
     t = _coupling_shift(h, total, eta)
     up = max(_read_epsilon(u, x, h, u.err) for u, _ in comps)
     low = max(_read_epsilon(lo, x, h, -lo.err) for _, lo in comps)
-    low2 = max(_read_epsilon(u, x, h, -(u.err + eta + u.moved)) - t for u, _ in comps)
+    low2 = 0.0
+    if coupled:
+      low2 = max(_read_epsilon(u, x, h, -(u.err + eta + u.moved)) - t for u, _ in comps)
     low = min(max(low, low2, 0.0), up)
   else:
     comps = _composed(steps, h, _TAIL_DELTA)
@@ -555,9 +590,10 @@ def _answers(steps, h, query, x, total):
       read = _read_delta(u, x, h)
       up = max(up, min(1.0, read + u.err if x < _top(u, h) else _inf_mass(u)))
       low = max(low, _read_delta(lo, x, h) - lo.err)
-      eta = max(1e-3 * read, 1e-300)
-      shifted = _read_delta(u, x + _coupling_shift(h, total, eta), h)
-      low = max(low, shifted - u.err - eta - u.moved)
+      if coupled:
+        eta = max(1e-3 * read, 1e-300)
+        shifted = _read_delta(u, x + _coupling_shift(h, total, eta), h)
+        low = max(low, shifted - u.err - eta - u.moved)
     low = min(max(low, 0.0), up)
   width = h * max(max(u.p.size, lo.p.size) for u, lo in comps)
   return up, low, width

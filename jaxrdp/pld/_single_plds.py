@@ -47,7 +47,7 @@ from jax.scipy.special import erfc
 
 from .._core import precision as _precision
 
-__all__ = ["Atoms", "LocationMixture", "LossTails", "discretize"]
+__all__ = ["Atoms", "BracketedAtoms", "LocationMixture", "LossTails", "discretize"]
 
 
 def _erfc(x):
@@ -78,6 +78,30 @@ class Atoms:
     fin = np.isfinite(self.losses)
     m, x = self.masses[fin], self.losses[fin]
     return float(np.sum(m * x)), float(np.sum(m * x * x))
+
+
+class BracketedAtoms:
+  """A step known through two finite pairs: ``upper`` dominates it, ``lower`` is dominated.
+
+  ``upper`` is a dominating pair's privacy loss (its connect-the-dots image is then an
+  upper bound too); ``lower`` a (sub-)measure of losses whose composed hockey-stick
+  curves are below the true ones (its cells at their lower ends are then a lower
+  bound). ``err_upper`` and ``err_lower`` bound the L1 round-off of their masses. The
+  coupling lower bound of ``_generic`` (the upper PMF shifted back) does not apply:
+  ``coupled`` is False.
+  """
+
+  coupled = False
+
+  def __init__(self, upper: Atoms, lower: Atoms, err_upper: float, err_lower: float):
+    self.upper, self.lower = upper, lower
+    self.err_upper, self.err_lower = float(err_upper), float(err_lower)
+
+  def range(self):
+    return self.upper.range()
+
+  def moments(self):
+    return self.upper.moments()
 
 
 class LocationMixture:
@@ -301,7 +325,16 @@ def discretize(parts, h):
   for weight, part in parts:
     if weight <= 0:
       continue
-    if isinstance(part, Atoms):
+    if isinstance(part, BracketedAtoms):
+      k, m_lo, m_hi, m, p_inf = _atoms_grid(part.upper, weight, h)
+      kl, _, _, ml, p_inf_low = _atoms_grid(part.lower, weight, h)
+      ups += [(k, m_lo), (k + 1, m_hi)]
+      lows += [(kl, ml)]
+      pinf_up += p_inf
+      pinf_low += p_inf_low
+      mass_err += 4.0 * 2.0**-53 * float(np.sum(m) + np.sum(ml))
+      mass_err += weight * max(part.err_upper, part.err_lower)
+    elif isinstance(part, Atoms):
       k, m_lo, m_hi, m, p_inf = _atoms_grid(part, weight, h)
       ups += [(k, m_lo), (k + 1, m_hi)]
       lows += [(k, m)]

@@ -1,0 +1,459 @@
+"""One epoch of random 1-out-of-t allocation of the Gaussian mechanism as discrete pairs.
+
+One epoch of 1-out-of-t allocation is dominated, under add/remove, by the pair
+``P = (1/t) sum_i N(e_i, sigma^2 I)``, ``Q = N(0, sigma^2 I)`` (Feldman and
+Shenfeld 2025, arXiv:2502.08202; its privacy-loss distribution: Feldman and
+Shenfeld 2026, arXiv:2602.17284). Its likelihood ratio is ``S = (1/t) sum_i Y_i``
+with ``Y_i = exp(x_i / sigma^2 - c / 2)``, ``c = 1 / sigma^2``, i.i.d. log-normal
+of mean 1 under ``Q``, and both directions' hockey-stick curves are expectations
+under ``Q`` of convex functions of ``S``: ``E_Q[(S - e^eps)_+]`` (remove) and
+``E_Q[(1 - e^eps S)_+]`` (add); over epochs, of the product of the epochs' ``S``.
+
+Upper bound (a dominating pair). Each cell ``[j h, (j + 1) h]`` of ``Y`` splits its
+``Q``-mass between its two ends keeping its mean ``E[Y; cell]`` (a mean-preserving
+spread, ``E[Y' | Y] = Y``); above ``Y_max = J h`` the ``Q``-mass goes to ``Y_max``
+and the rest of the mean, ``E[(Y - Y_max)_+]``, to a point at infinity (the limit
+of a spread to ``Y_max`` and ``M -> inf``): a ``P``-mass with no ``Q``-mass, the
+``+inf`` loss of the remove direction. Independent spreads give ``E[S' | S] = S``,
+so by Jensen (conditionally on the other epochs) both directions' composed curves
+of ``(S' Q', Q')`` dominate the true ones: connect-the-dots (Doroshenko, Ghazi,
+Kamath, Kumar, Manurangsi 2022, arXiv:2207.04380) applied to the likelihood ratio.
+
+Lower bound (a dominated pair). Releasing only the cell of every coordinate is a
+post-processing; its likelihood ratio is ``(1/t) sum_i r(j_i)``, ``r(j) = E[Y |
+cell j]``, so its curves are below the true ones. The cell boundaries ``b_j`` are
+moved off ``j h`` (a few smoothed Newton steps) until every ``r(j)`` is within
+``tau`` of the lattice point ``(j + 1/2) h``; a cell where that fails is given the
+lattice point below ``r(j)`` (remove) or above (add), and the one above ``Y_max``
+its lattice point below (remove) or nothing (add). The lattice sum then bounds the
+post-processed ratio within ``tau`` (the larger defect of the cells kept at their
+own point) from below (remove: ``S'' >= S_lat - tau``) or above (add), and
+``delta_R`` grows with ``S``, ``delta_A`` shrinks: rounding losses down, keeping or
+dropping masses, only lowers delta.
+
+The sum ``t S`` of a lattice variable is one FFT, a power ``t`` and one inverse FFT
+(:func:`jaxrdp.pld._compose.compose`, whose per-bin and Euclidean round-off bounds
+become bounds on the masses here: ``Q``-masses through ``min(n e_inf, sqrt(n) e_2)``,
+``P``-masses ``s_j q_j`` through ``min(e_inf sum_j s_j, e_2 |s|_2)``). The circle
+has length ``n``, and the mass of sums at or beyond ``n`` wraps around; it is
+bounded by Chernoff from the lattice PMF (bounded, so its moment-generating
+function exists): ``Q``-mass ``M(lam)^t e^{-lam n}``, ``P``-mass ``h M(lam)^{t-1}
+M'(lam) e^{-lam n}``. Wrapped mass lands at a smaller sum: in the add direction
+that only raises its loss (safe); in the remove direction its ``P``-mass is
+added to the ``+inf`` atom (upper) and the wrapped mass' largest ``P``-mass is
+charged to the round-off (lower).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ._single_plds import Atoms, _erfc
+
+__all__ = ["EpochPair", "allocation_epoch_pair"]
+
+_U = 2.0**-53
+# P-mass of one coordinate above Y_max (per epoch, sent to +inf in the upper bound).
+_TAIL = 1e-16
+# Wrap-around mass tolerated per epoch.
+_WRAP = 1e-18
+# Largest FFT length of the exp-space stage (the cell h widens to fit).
+MAX_EXP_LATTICE = 1 << 22
+_NEWTON_STEPS = 3
+
+
+def _sf(z):
+  """``P(N(0, 1) > z)`` (both tails accurate)."""
+  return 0.5 * _erfc(np.asarray(z, np.float64) / math.sqrt(2.0))
+
+
+_GL_X, _GL_W = np.polynomial.legendre.leggauss(12)
+# Cells narrower than this in z are integrated by Gauss-Legendre (12 nodes: for the
+# Gaussian density times exp or expm1 of a linear function on a cell this narrow, the
+# rule's error term is below 1e-25 relative), the others from the CDF's tails.
+# (Not in the round-off bound: the rule's truncation error, far below it.)
+_GL_WIDTH = 0.25
+
+
+def _cell_masses(b, sc, with_split=False):
+  """``Q``- and ``P_1``-masses of the cells between consecutive boundaries ``b`` (``Y``-values).
+
+  ``log Y = sc z - sc^2 / 2`` with ``z ~ N(0, 1)`` under ``Q`` and ``N(sc, 1)`` under
+  ``P_1``. A narrow cell is integrated by Gauss-Legendre in ``z`` (relative accuracy,
+  no cancellation); a wide one (far in a tail) from the tail in which the CDF
+  difference does not cancel. With ``with_split``, also ``E_Q[Y - a; cell] / (b - a)``
+  (the mass that a mean-preserving split sends to the cell's top ``b``), from
+  ``Y - a = a expm1(sc (z - z_a))``. Returns ``(q, p, err_q, err_p[, up, err_up])``,
+  ``err``: bounds on the absolute round-off.
+  """
+  with np.errstate(divide="ignore"):
+    z = (np.log(b) + 0.5 * sc * sc) / sc
+  lo, hi = z[:-1], z[1:]
+  out = []
+  for shift in (0.0, sc):
+    w = z - shift
+    up = _sf(w)  # P(Z > w)
+    dn = _sf(-w)  # P(Z <= w)
+    hi_side = w[:-1] >= 0
+    m = np.where(hi_side, up[:-1] - up[1:], dn[1:] - dn[:-1])
+    big = np.where(hi_side, up[:-1], dn[1:])
+    out.append([np.maximum(m, 0.0), 8.0 * _U * big])
+  width = hi - lo
+  # Where both tails are small the CDF differences are already accurate (their error is
+  # the smaller tail's 8 u): Gauss-Legendre only where a tail exceeds 1e-6.
+  tails = np.maximum(out[0][1], out[1][1]) / (8.0 * _U)
+  gl = np.isfinite(lo) & np.isfinite(hi) & (width <= _GL_WIDTH) & (tails > 1e-6)
+  idx = np.nonzero(gl)[0]
+  split = None
+  if with_split:
+    with np.errstate(invalid="ignore", over="ignore"):
+      sp = np.clip((out[1][0] - b[:-1] * out[0][0]) / (b[1:] - b[:-1]), 0.0, out[0][0])
+      sp_err = out[1][1] + b[:-1] * out[0][1] + 4.0 * _U * (out[1][0] + b[:-1] * out[0][0])
+      sp_err = sp_err / (b[1:] - b[:-1])
+    split = [np.where(np.isfinite(sp), sp, 0.0), np.where(np.isfinite(sp_err), sp_err, 0.0)]
+  for start in range(0, idx.size, 1 << 16):
+    k = idx[start : start + (1 << 16)]
+    mid, half = 0.5 * (lo[k] + hi[k]), 0.5 * width[k]
+    zz = mid[:, None] + half[:, None] * _GL_X[None, :]
+    dens = np.exp(-0.5 * zz * zz) * (half[:, None] * _GL_W[None, :] / math.sqrt(2.0 * math.pi))
+    q = dens.sum(axis=1)
+    p = (dens * np.exp(sc * zz - 0.5 * sc * sc)).sum(axis=1)
+    out[0][0][k], out[0][1][k] = q, 64.0 * _U * q
+    out[1][0][k], out[1][1][k] = p, 64.0 * _U * p
+    if with_split:
+      a = b[:-1][k]
+      sp = (dens * (a[:, None] * np.expm1(sc * (zz - lo[k][:, None])))).sum(axis=1)
+      sp = sp / (b[1:][k] - a)
+      split[0][k] = np.minimum(sp, q)
+      split[1][k] = 64.0 * _U * sp
+  (q, eq), (p, ep) = out
+  if with_split:
+    return q, p, eq, ep, split[0], split[1]
+  return q, p, eq, ep
+
+
+class EpochPair:
+  """The discrete pairs of one epoch, both directions, from above and below.
+
+  Attributes:
+    remove_upper, add_upper: :class:`Atoms` of a dominating pair's privacy loss.
+    remove_lower, add_lower: :class:`Atoms` of a (sub-)measure whose composed curves
+      are below the true ones.
+    err: ``{(direction, side): bound on the L1 round-off of the masses}``.
+  """
+
+  def __init__(self, remove_upper, add_upper, remove_lower, add_lower, err):
+    self.remove_upper, self.add_upper = remove_upper, add_upper
+    self.remove_lower, self.add_lower = remove_lower, add_lower
+    self.err = err
+
+
+def _coarse(p, width=64):
+  """Bins of ``width`` indices: their masses and (for ``lam > 0`` bounds) top indices."""
+  nb = -(-p.size // width)
+  pp = np.zeros(nb * width)
+  pp[: p.size] = p
+  m = pp.reshape(nb, width)
+  tops = width * np.arange(1, nb + 1, dtype=np.float64) - 1.0
+  keep = m.sum(axis=1) > 0
+  return m.sum(axis=1)[keep], tops[keep]
+
+
+def _wrap_bounds(p, t, n):
+  """Chernoff bounds on ``P(sum >= n)`` and ``E[sum; sum >= n]`` (sums of ``t`` i.i.d. indices).
+
+  ``E[e^{lam j}]`` and ``E[j e^{lam j}]`` are bounded from above on bins of 64 indices
+  (each index taken at its bin's top), so the bounds hold for the exact PMF.
+  """
+  if (p.size - 1) * t < n:
+    return 0.0, 0.0
+  mass, top = _coarse(p)
+  lams = np.geomspace(1e-6, 30.0, 96)
+  a = np.log(mass)[None, :] + lams[:, None] * top[None, :]
+  hi = a.max(axis=1, keepdims=True)
+  m0 = hi[:, 0] + np.log(np.exp(a - hi).sum(axis=1))
+  m1 = hi[:, 0] + np.log(np.exp(a + np.log(top)[None, :] - hi).sum(axis=1))
+  with np.errstate(over="ignore"):
+    wq = float(np.min(np.exp(t * m0 - lams * n)))
+    wp = float(np.min(np.exp((t - 1) * m0 + m1 - lams * n))) * t
+  return min(wq, 1.0), wp
+
+
+def _fft_length(p, t):
+  """The smallest length (a power of two or three times one) whose wrap-around is negligible."""
+  mean = t * float(np.sum(np.arange(p.size) * p))
+  cands = sorted({1 << k for k in range(4, 25)} | {3 << k for k in range(3, 24)})
+  for n in cands:
+    if n < mean:
+      continue
+    if (p.size - 1) * t < n:
+      return n
+    wq, wp = _wrap_bounds(p, t, n)
+    if wq <= _WRAP and wp <= _WRAP * max(mean, 1.0):
+      return n
+  return cands[-1]
+
+
+def _fft_power(x, t, xp=None):
+  """``irfft(rfft(xp) rfft(x)^(t-1))`` (``xp = x``: the ``t``-th power) on the circle
+  ``len(x)``, and bounds on its round-off, per bin and in L2.
+
+  The bound of :func:`jaxrdp.pld._compose.compose` in numpy (Higham 2002, Sec. 24.1:
+  every coefficient of a forward transform off by at most ``dc = g |x|_1``, ``g = (1 +
+  10 u)^{log2 n + 2} - 1``; the product ``c_p c^{t-1}`` off by ``dc_p m^{t-1} + m_p
+  (t - 1) m^{t-2} dc`` with ``m = min(|c| + dc, |x|_1 + dc)`` (the same for ``m_p``),
+  plus ``4 u (1 + t (1 + |log c|) + |log c_p|) |c_p c^{t-1}|`` for the powers through
+  ``exp(log)``; the inverse transform maps a spectral error ``E`` to ``sum |E| / n`` per
+  bin and ``|E|_2 / sqrt(n)`` in norm and adds its own ``g`` times the spectrum).
+  """
+  n = x.size
+  xp = x if xp is None else xp
+  g = (1.0 + 10.0 * _U) ** (math.ceil(math.log2(n)) + 2.0) - 1.0
+  c, cp = np.fft.rfft(x), np.fft.rfft(xp)
+  l1, l1p = ((1.0 + g) * float(np.sum(np.abs(v))) for v in (x, xp))
+  dc, dcp = g * l1, g * l1p
+  absc, abscp = np.abs(c), np.abs(cp)
+  nz = (absc > 0) & (abscp > 0)
+  with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
+    logc = np.log(np.where(nz, c, 1.0))
+    logcp = np.log(np.where(nz, cp, 1.0))
+    total = np.where(nz, np.exp((t - 1.0) * logc + logcp), 0.0)
+    logm = np.log(np.minimum(absc + dc, dc + l1))
+    mp = np.minimum(abscp + dcp, dcp + l1p)
+    prop = dcp * np.exp((t - 1.0) * logm) + mp * (t - 1.0) * dc * np.exp((t - 2.0) * logm)
+  rel = 1.0 + t * (1.0 + np.abs(np.where(nz, logc.real, 0.0)))
+  rel = rel + np.abs(np.where(nz, logcp.real, 0.0))
+  e = prop + 4.0 * _U * rel * np.abs(total)
+  size = np.abs(total) + e
+  w = np.full(c.size, 2.0)
+  w[0] = 1.0
+  if n % 2 == 0:
+    w[-1] = 1.0
+  err_inf = (float(np.sum(w * e)) + g * float(np.sum(w * size))) / n
+  err_2 = math.sqrt(float(np.sum(w * e * e))) + g * math.sqrt(float(np.sum(w * size * size)))
+  return np.fft.irfft(total, n), err_inf, err_2 / math.sqrt(n)
+
+
+def _sum_pmf(p, t, n, weights):
+  """The ``Q``-law of the sum of ``t`` i.i.d. indices of ``p`` on a circle of length ``n``,
+  and its ``P``-masses ``s q`` (``s`` the mean of the coordinates' ``weights``): ``(q, pm,
+  eq, ep)`` with bounds on the L1 round-off of each.
+
+  The ``P``-mass of a sum is ``(1/t) sum_i w(j_i) Q(config)``: ``t`` equal mixture terms,
+  ``(w p / t) * p^{*(t-1)}`` each, one more FFT.
+  """
+  x = np.zeros(n)
+  x[: p.size] = p
+  xp = np.zeros(n)
+  xp[: p.size] = p * weights
+  if t == 1:
+    return x, xp, 0.0, 0.0
+  y, e_inf, e_2 = _fft_power(x, float(t))
+  yp, f_inf, f_2 = _fft_power(x, float(t), xp)
+  eq = min(n * e_inf, math.sqrt(n) * e_2)
+  ep = min(n * f_inf, math.sqrt(n) * f_2)
+  return np.maximum(y, 0.0), np.maximum(yp, 0.0), eq, ep
+
+
+def _upper_lattice(sc, h, big_j):
+  """The spread ``Y'`` on ``0, h, ..., J h`` (``Q``-masses) and its mass at infinity (``P``).
+
+  Returns ``(lattice, at_inf, (l1, first))``: ``l1`` bounds the L1 round-off of the
+  lattice masses and ``first`` the same weighted by the points' values.
+  """
+  b = h * np.arange(big_j + 1, dtype=np.float64)
+  b = np.concatenate([b, [np.inf]])
+  q, p, eq, ep, up, e_up = _cell_masses(b, sc, with_split=True)
+  qc, upc, e_upc, eqc = q[:-1], up[:-1], e_up[:-1], eq[:-1]
+  lat = np.zeros(big_j + 1)
+  lat[:-1] += qc - upc
+  lat[1:] += upc
+  tail_q, tail_p = q[-1], p[-1]
+  lat[-1] += tail_q
+  at_inf = max(tail_p - big_j * h * tail_q, 0.0) + ep[-1] + big_j * h * eq[-1]
+  e = eqc + 2.0 * e_upc  # each cell's two masses: q - up and up
+  j = np.arange(big_j, dtype=np.float64)
+  l1 = float(np.sum(e) + eq[-1])
+  first = float(np.sum(e * h * (j + 1.0)) + eq[-1] * big_j * h)
+  return lat, at_inf, (l1, first)
+
+
+def _smooth_start(sc, h):
+  """The first ``y = j h`` from which ``h |f'/f| <= 0.05`` for the density ``f`` of ``Y``."""
+  c = sc * sc
+  y = h * np.arange(1, 1 << 16, dtype=np.float64)
+  slope = np.abs(1.0 + (np.log(y) + 0.5 * c) / c) / y  # |f'/f| of the log-normal
+  ok = np.nonzero(h * slope <= 0.05)[0]
+  return float(y[ok[0]]) if ok.size else h
+
+
+def _low_mean(b, sc):
+  """``E_Q[Y | Y < b]`` (scalar, from the lower tails)."""
+  z = (math.log(b) + 0.5 * sc * sc) / sc
+  q = 0.5 * math.erfc(z / math.sqrt(2.0))
+  q = 0.5 * math.erfc(-z / math.sqrt(2.0))
+  p = 0.5 * math.erfc(-(z - sc) / math.sqrt(2.0))
+  return p / q
+
+
+def _first_cell(sc, h):
+  """``(b, theta)``: the cell ``[0, b]`` whose mean is ``(k0 + theta) h`` with ``b - mean``
+  an odd multiple of ``h / 2`` (so the cells ``[b + i h, b + (i + 1) h]``, whose means
+  are near their midpoints, aim at the same lattice ``(k + theta) h``)."""
+  b0 = _smooth_start(sc, h)
+  k = math.ceil((b0 - _low_mean(b0, sc)) / h - 0.5)
+  lo, hi = b0 * 0.5, b0
+  goal = (k + 0.5) * h
+  while hi - _low_mean(hi, sc) < goal:
+    hi *= 1.5
+  for _ in range(200):
+    mid = 0.5 * (lo + hi)
+    if mid - _low_mean(mid, sc) < goal:
+      lo = mid
+    else:
+      hi = mid
+    if hi - lo <= 4.0 * _U * hi:
+      break
+  b = 0.5 * (lo + hi)
+  m = _low_mean(b, sc)
+  theta = m / h - math.floor(m / h)
+  return b, theta
+
+
+def _lower_cells(sc, h, big_j):
+  """Cells whose ``Q``-conditional means of ``Y`` sit (nearly) on the lattice ``(k + theta) h``.
+
+  Cell 0 is ``[0, b_1]``, cell ``i >= 1`` is ``[b_i, b_{i+1}]`` near ``[b_1 + (i - 1) h,
+  b_1 + i h]`` (boundaries moved by a few smoothed Newton steps), the last is ``[b_n,
+  inf)`` with ``b_n`` near ``Y_max``. Returns ``(q, r, r_err, eq, target, theta)``:
+  masses, means, bounds on the means' and the masses' round-off, the lattice index each
+  cell but the last aims at, and the lattice offset.
+  """
+  b1, theta = _first_cell(sc, h)
+  n_reg = max(int(math.ceil((big_j * h - b1) / h)), 1)
+  base = np.concatenate([[0.0], b1 + h * np.arange(n_reg + 1, dtype=np.float64)])
+  first = round(b1 / h + 0.5 - theta)  # lattice index of the first regular cell
+  k0 = round(_low_mean(b1, sc) / h - theta)
+  target = np.concatenate([[k0], first + np.arange(n_reg, dtype=np.float64)])
+  delta = np.zeros(base.size)
+  for step in range(_NEWTON_STEPS + 1):
+    b = base + delta
+    q, p, eq, ep = _cell_masses(np.concatenate([b, [np.inf]]), sc)
+    with np.errstate(invalid="ignore", divide="ignore"):
+      r = np.where(q > 0, p / np.where(q > 0, q, 1.0), 0.0)
+    d = r[:-1] - h * (target + theta)
+    d = np.where(q[:-1] > 0, d, 0.0)
+    if step == _NEWTON_STEPS:
+      break
+    # Smoothed Newton: moving b_i shifts the means of both neighbours by about half.
+    upd = np.zeros(base.size)
+    upd[2:-1] = 0.5 * (d[1:-1] + d[2:])
+    delta = np.clip(delta - upd, -0.25 * h, 0.25 * h)
+  with np.errstate(invalid="ignore", divide="ignore"):
+    r_err = np.where(q > 0, (ep + r * eq) / np.where(q > 0, q, 1.0) + 4.0 * _U * r, np.inf)
+  return q, r, r_err, eq, target, theta
+
+
+def _lower_lattices(sc, h, big_j):
+  """Lattice PMFs (points ``(k + theta) h``) below (remove) and above (add) the cell means.
+
+  Returns ``(p_remove, tau_remove, p_add, tau_add, theta, mass_err)``: ``sum r(j_i) >=
+  sum l_i - t tau`` (remove) and ``<= sum l_i + t tau`` (add), on the masses kept.
+  """
+  q, r, r_err, eq, target, theta = _lower_cells(sc, h, big_j)
+  size = int(target[-1]) + 2
+  d = r[:-1] - h * (target + theta)
+  qn = q[:-1]
+  # The tolerance: a kept cell's defect shifts every sum by up to tau, a far cell's
+  # coordinate by up to h; minimize tau + h (far mass) over the defects' sizes.
+  size_d = np.abs(d) + r_err[:-1]
+  cand = np.concatenate([[0.0], np.geomspace(1e-12, 0.1, 45) * h])
+  far = np.array([np.sum(qn[size_d > c]) for c in cand])
+  tau = float(cand[int(np.argmin(cand + h * far))])
+  near = (size_d <= tau) & (qn > 0)
+  cells = target.astype(np.int64)
+  # Remove: far cells at the lattice point at or below r - err (dropped below the lattice).
+  p_rm = np.zeros(size)
+  k_dn = np.floor((r - r_err) / h - theta)
+  ok = ~near & (k_dn[:-1] >= 0) & (qn > 0)
+  np.add.at(p_rm, cells[near], qn[near])
+  np.add.at(p_rm, np.minimum(k_dn[:-1][ok], size - 1).astype(np.int64), qn[ok])
+  if q[-1] > 0 and k_dn[-1] >= 0:
+    p_rm[int(min(k_dn[-1], size - 1))] += q[-1]
+  # Add: far cells at the lattice point at or above r + err (past the top: dropped).
+  p_ad = np.zeros(size)
+  k_up = np.ceil((r + r_err) / h - theta)
+  ok = ~near & (k_up[:-1] <= size - 1) & (qn > 0)
+  np.add.at(p_ad, cells[near], qn[near])
+  np.add.at(p_ad, np.maximum(k_up[:-1][ok], 0).astype(np.int64), qn[ok])
+  t_rm = float(np.max(np.where(near, -d + r_err[:-1], 0.0), initial=0.0))
+  t_ad = float(np.max(np.where(near, d + r_err[:-1], 0.0), initial=0.0))
+  # Round-off of the cells' Q-masses: |e|_1 and sum_j |e_j| (their point, at most r + h).
+  with np.errstate(invalid="ignore"):
+    first = float(np.sum(np.where(np.isfinite(r), eq * (r + h), 0.0)))
+  mass_err = (float(np.sum(eq)), first)
+  far_mass = float(np.sum(qn[~near]))
+  return p_rm, t_rm, p_ad, t_ad, theta, mass_err, far_mass
+
+
+def plan(sigma, t, max_lattice=MAX_EXP_LATTICE):
+  """``(h, J)``: the cell of ``Y`` and the number of cells below ``Y_max = J h``."""
+  c = 1.0 / (sigma * sigma)
+  sc = math.sqrt(c)
+  sd = math.sqrt(math.expm1(c))
+  h = 0.01 * min(1.0, sd)
+  # P_1(Y > Y_max) = P(Z > z - sc) <= _TAIL.
+  z = sc + 8.3
+  y_max = math.exp(sc * z - 0.5 * c)
+  # The sum's lattice reaches about t + y_max (one large coordinate) plus spread.
+  span = t + y_max + 40.0 * sd * math.sqrt(t)
+  h = max(h, 1.5 * span / max_lattice)
+  return h, max(int(math.ceil(y_max / h)), 2)
+
+
+def allocation_epoch_pair(sigma: float, t: int, max_lattice: int = MAX_EXP_LATTICE) -> EpochPair:
+  """The discrete pairs of one epoch of 1-out-of-``t`` allocation at noise ``sigma`` (see the module)."""
+  sc = 1.0 / sigma
+  h, big_j = plan(sigma, t, max_lattice)
+  err = {}
+  # Upper: the spread, summed.
+  lat, at_inf, (l1, first) = _upper_lattice(sc, h, big_j)
+  n = _fft_length(lat, t)
+  y, yp, eq, ep = _sum_pmf(lat, t, n, h * np.arange(lat.size, dtype=np.float64))
+  s = h * np.arange(n, dtype=np.float64) / t
+  _, wp = _wrap_bounds(lat, t, n)
+  # P-mass at infinity: one coordinate's (the P-coordinate's) mass at_inf, and the
+  # wrapped sums' P-mass E[S'; sum >= n] <= h wp / t.
+  p_inf = at_inf + h * wp / t
+  with np.errstate(divide="ignore"):
+    logs = np.log(s)
+  remove_upper = Atoms(np.concatenate([logs, [np.inf]]), np.concatenate([yp, [p_inf]]))
+  add_upper = Atoms(-logs, y)
+  # A lattice error e moves the t-fold sum by at most t |e|_1 in Q-mass and by
+  # sum_j |e_j| y_j + (t - 1) |e|_1 in P-mass (the P-weight is the mean coordinate).
+  err["remove", "upper"] = ep + 1.01 * (first + (t - 1) * l1)
+  err["add", "upper"] = eq + 1.01 * t * l1
+  # Lower: the post-processed pair, rounded the safe way per direction.
+  p_rm, t_rm, p_ad, t_ad, theta, (l1, first), _ = _lower_lattices(sc, h, big_j)
+  atoms = {}
+  for name, pm, tau in (("remove", p_rm, t_rm), ("add", p_ad, t_ad)):
+    n = _fft_length(pm, t)
+    pts = h * (np.arange(pm.size, dtype=np.float64) + theta)
+    y, yp, eq, ep = _sum_pmf(pm, t, n, pts)
+    s = h * (np.arange(n, dtype=np.float64) + theta * t) / t
+    wq, _ = _wrap_bounds(pm, t, n)
+    if name == "remove":
+      # S'' >= s - tau on the masses kept: P-mass at least (s - tau) q, loss log(s - tau).
+      s = s - tau
+      keep = s > 0
+      pmass = np.maximum(yp - tau * y, 0.0)
+      atoms[name] = Atoms(np.log(s[keep]), pmass[keep])
+      # Wrapped (spurious) Q-mass has P-weight at most the top s.
+      err[name, "lower"] = ep + tau * eq + wq * float(s[-1]) + 1.01 * (first + (t - 1) * l1)
+    else:
+      s = s + tau
+      atoms[name] = Atoms(-np.log(s), y)
+      err[name, "lower"] = eq + wq + 1.01 * t * l1
+  return EpochPair(remove_upper, add_upper, atoms["remove"], atoms["add"], err)
