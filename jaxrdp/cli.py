@@ -592,9 +592,12 @@ def _cmd_calibrate(args, parser) -> int:
     "steps": (cal.calibrate_steps, ("q", "sigma")),
     "q": (cal.calibrate_sampling_rate, ("sigma", "steps")),
   }[solve]
-  res = calibrate(
-    **{k: cols[k] for k in given_params}, **budget_of(cols), accountant=args.accountant, **scheme
-  )
+  try:
+    res = calibrate(
+      **{k: cols[k] for k in given_params}, **budget_of(cols), accountant=args.accountant, **scheme
+    )
+  except NotImplementedError as e:
+    parser.error(f"argument --accountant: {e}")
   out = {solve: np.asarray(getattr(res, solve))}
   if solve == "steps" and "batch_size" in cols:
     out["epochs"] = out["steps"] * cols["batch_size"] / cols["dataset_size"]

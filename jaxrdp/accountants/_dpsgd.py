@@ -9,7 +9,7 @@ asked about that event. Whether it can answer is decided by the accountant itsel
 Where the event has a certified lower bound on its true epsilon of its own
 (:func:`jaxrdp.events.event_epsilon_lower_bound`: shuffled batches), the answer
 carries it too: the tight accountant's result already does (``epsilon_lower``), and
-a Renyi-DP answer becomes an :class:`EpsilonBracket` (``epsilon``, ``order``,
+a Renyi-DP answer becomes an :class:`~jaxrdp.accountants.EpsilonBracket` (``epsilon``, ``order``,
 ``epsilon_lower``). The event decides, not the ``sampling`` string.
 """
 
@@ -224,7 +224,7 @@ def dpsgd_epsilon(
     ``epsilon_lower`` the certified lower bound of Chua et al. 2024
     (arXiv:2403.17673) over the floor(T / ceil(1 / q)) complete epochs of
     ceil(1 / q) steps, a fresh permutation each (0 before the first complete
-    epoch); as an :class:`EpsilonBracket` ``(epsilon, order, epsilon_lower)``
+    epoch); as an :class:`~jaxrdp.accountants.EpsilonBracket` ``(epsilon, order, epsilon_lower)``
     with the Renyi-DP accountant.
 
   Raises:
@@ -284,7 +284,7 @@ def dpsgd_delta(
     ``DeltaResult(delta, order)`` (Renyi DP) or ``PldDelta(delta, delta_lower)``
     (tight) with the broadcast shape of the arguments; for ``sampling="shuffle"``
     a bracket with ``delta_lower``, the certified lower bound on the true delta
-    (a :class:`DeltaBracket` with the Renyi-DP accountant; see
+    (a :class:`~jaxrdp.accountants.DeltaBracket` with the Renyi-DP accountant; see
     :func:`dpsgd_epsilon`).
   """
   return _ask("delta", q, sigma, steps, epsilon, orders, method, accountant, sampling, relation)

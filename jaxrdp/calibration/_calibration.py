@@ -158,6 +158,15 @@ def _scheme_jitted(kind, sampling, relation, acct: Accountant, orders):
   require_support(acct, dpsgd_event(0.5, 1.0, 1.0, sampling=sampling, relation=relation))
   if (sampling, relation) == ("poisson", "add_remove"):
     return _sgm_calibration.JITS[kind]
+  if not isinstance(acct, RdpAccountant):
+    # The host refinement (_with_accountant) asks the accountant about Poisson
+    # batches under add/remove; another scheme would be calibrated against those.
+    raise NotImplementedError(
+      f"calibration with {getattr(acct, 'description', repr(acct))} is implemented for "
+      f"sampling='poisson' under add/remove only, got sampling={sampling!r}, "
+      f"relation={relation!r} (accountant='rdp' calibrates it; dpsgd_epsilon and "
+      "dpsgd_delta account it with either)"
+    )
   if sampling == "allocation":
     raise NotImplementedError(
       "calibration for sampling='allocation' is not implemented yet (dpsgd_epsilon and "
