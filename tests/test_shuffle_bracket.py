@@ -52,6 +52,21 @@ def gaussian_epsilon(mu, delta):
   return optimize.brentq(gap, 0.0, 200.0, xtol=1e-14, rtol=1e-14)
 
 
+def test_lower_below_upper_on_a_small_grid():
+  q = np.array([1.0, 0.1, 256 / 60000])[:, None, None]
+  sigma = np.array([0.5, 2.0])[None, :, None]
+  steps = np.array([3.0, 30.0, 250.0])[None, None, :]
+  res = jaxrdp.dpsgd_epsilon(q, sigma, steps, 1e-5, sampling="shuffle")
+  eps, low = np.asarray(res.epsilon), np.asarray(res.epsilon_lower)
+  assert np.all(np.isfinite(low)) and np.all(low >= 0) and np.all(low <= eps)
+  assert np.sum(low > 0.5 * eps) >= 4
+  pld = jaxrdp.dpsgd_epsilon(0.1, sigma[0, :, 0], 30, 1e-5, sampling="shuffle", accountant="pld")
+  np.testing.assert_array_equal(np.asarray(pld.epsilon_lower), low[1, :, 1])
+  assert np.all(np.asarray(pld.epsilon_lower) <= np.asarray(pld.epsilon))
+  assert np.all(np.asarray(pld.epsilon) <= eps[1, :, 1])
+
+
+@pytest.mark.slow
 def test_lower_below_upper_on_a_grid_both_accountants():
   q = np.array([1.0, 0.5, 0.1, 256 / 60000])[:, None, None]
   sigma = np.array([0.3, 0.8, 2.0])[None, :, None]
