@@ -75,6 +75,8 @@ def shuffled_run_shape(event: ShuffledEpochs) -> tuple[np.ndarray, np.ndarray] |
     whole = np.round(steps)
     steps = np.where(np.abs(steps - whole) <= 1e-9 * steps, whole, steps)
     complete = np.floor(steps / t)
+  # Epochs of infinitely many batches (q below 1 / DBL_MAX) never complete.
+  complete = np.where(np.isinf(t) & ~np.isnan(epochs), 0.0, complete)
   return t, complete
 
 
