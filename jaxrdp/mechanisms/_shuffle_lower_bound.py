@@ -1,11 +1,13 @@
 """A lower bound on the privacy of DP-SGD with shuffled batches (Chua et al. 2024).
 
-Shuffled batches have no tight accountant; jaxrdp reports for them the bound
-without amplification (:class:`jaxrdp.events.ShuffledEpochs`). This module gives
-the other side: an epsilon that the true guarantee of shuffled DP-SGD *cannot*
-beat, from the neighbouring datasets of Chua, Ghazi, Kamath, Kumar, Manurangsi,
-Sinha, Zhang 2024 ("How Private are DP-SGD Implementations?", ICML,
-arXiv:2403.17673).
+Shuffled batches have no tight accountant; jaxrdp's upper bound for them is the
+bound without amplification (:class:`jaxrdp.events.ShuffledEpochs`). This module
+gives the other side: an epsilon that the true guarantee of shuffled DP-SGD
+*cannot* beat, from the neighbouring datasets of Chua, Ghazi, Kamath, Kumar,
+Manurangsi, Sinha, Zhang 2024 ("How Private are DP-SGD Implementations?", ICML,
+arXiv:2403.17673). ``jaxrdp.dpsgd_epsilon(..., sampling="shuffle")`` reports both
+(``epsilon`` and ``epsilon_lower``), through
+:func:`jaxrdp.events.event_epsilon_lower_bound`.
 
 The datasets. n = b t examples, shuffled and cut into t batches of b; each step
 releases the batch sum of one-dimensional contributions plus N(0, sigma^2)
