@@ -162,7 +162,8 @@ def _add_scheme(p: argparse.ArgumentParser) -> None:
     default="poisson",
     help="poisson (default): each example joins a batch with probability q; "
     "fixed: B distinct examples per step (q = B / N); shuffle: shuffled "
-    "epochs, accounted without amplification; allocation: random allocation, "
+    "epochs, accounted without amplification (epsilon), with a certified lower "
+    "bound on the true value (epsilon_lower, Chua et al. 2024); allocation: random allocation, "
     "epochs of 1 / q steps with each example in one of them (epsilon and delta)",
   )
   g.add_argument(
@@ -516,10 +517,13 @@ def _cmd_accountant(args, parser, given: str, value: str) -> int:
   # compiled program each time.
   import numpy as np
 
+  # The value to publish (an upper bound), the Renyi order attaining it where the
+  # accountant has one, and the certified lower bound on the true value where the
+  # result carries one (the tight accountant; shuffled batches with either).
+  cols[value] = np.asarray(getattr(res, value))
   if hasattr(res, "order"):
-    cols[value], cols["order"] = np.asarray(getattr(res, value)), np.asarray(res.order)
-  else:  # a certified interval: the value to publish, and the lower bound
-    cols[value] = np.asarray(getattr(res, value))
+    cols["order"] = np.asarray(res.order)
+  if hasattr(res, value + "_lower"):
     cols[value + "_lower"] = np.asarray(getattr(res, value + "_lower"))
   labels = _labels(args, scheme)
   _emit(cols, args, directions={value: 1, value + "_lower": -1}, labels=labels)
@@ -661,9 +665,12 @@ def _cmd_calibrate(args, parser) -> int:
     "steps": (cal.calibrate_steps, ("q", "sigma")),
     "q": (cal.calibrate_sampling_rate, ("sigma", "steps")),
   }[solve]
-  res = calibrate(
-    **{k: cols[k] for k in given_params}, **budget_of(cols), accountant=args.accountant, **scheme
-  )
+  try:
+    res = calibrate(
+      **{k: cols[k] for k in given_params}, **budget_of(cols), accountant=args.accountant, **scheme
+    )
+  except NotImplementedError as e:
+    parser.error(f"argument --accountant: {e}")
   out = {solve: np.asarray(getattr(res, solve))}
   if solve == "steps" and "batch_size" in cols:
     out["epochs"] = out["steps"] * cols["batch_size"] / cols["dataset_size"]

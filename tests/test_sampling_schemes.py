@@ -255,10 +255,11 @@ def test_cli_sampling_and_relation(capsys, monkeypatch):
   assert "--relation" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("kwargs", [dict(sampling="shuffle"), dict(relation="replace_one")])
+@pytest.mark.parametrize("kwargs", [dict(relation="replace_one")])
 def test_other_accountants_refuse_the_other_schemes(kwargs):
-  # The tight accountant composes Poisson-sampled Gaussians under add/remove and
-  # fixed-size batches under replace-one (tests/test_fixed_size_pld.py); the other
+  # The tight accountant composes Poisson-sampled Gaussians under add/remove, fixed-size
+  # batches under replace-one (tests/test_fixed_size_pld.py) and shuffled epochs
+  # (tests/test_shuffle_bracket.py); the other
   # schemes are refused before anything is computed, never quoted with its number.
   calls = (
     lambda: jaxrdp.dpsgd_epsilon(Q, SIGMA, 10, DELTA, accountant="pld", **kwargs),
@@ -301,6 +302,8 @@ def test_edges_of_float64_never_report_less_than_the_bound():
   one_epoch = jaxrdp.dpsgd_epsilon(0.5, 1.0, 1.0, DELTA, SMALL_ORDERS, sampling="shuffle")
   tiny = jaxrdp.dpsgd_epsilon(1e-310, 1.0, 5e-324, DELTA, SMALL_ORDERS, sampling="shuffle")
   assert float(tiny.epsilon) == float(one_epoch.epsilon)
+  # No complete epoch of 1 / q = inf batches: the trivial lower bound, never NaN.
+  assert float(tiny.epsilon_lower) == 0.0
   assert (
     float(jaxrdp.dpsgd_epsilon(1e-310, 0.0, 100, DELTA, SMALL_ORDERS, sampling="fixed").epsilon)
     == np.inf
@@ -317,5 +320,6 @@ def test_cli_refuses_another_accountant_with_another_scheme(capsys, monkeypatch)
 
   monkeypatch.setenv("JAXRDP_CACHE_DIR", "")
   args = ["epsilon", "--q", "0.01", "--sigma", "1.0", "--steps", "10", "--accountant", "pld"]
-  assert main(args + ["--sampling", "shuffle"]) == 2
+  # Poisson batches under replace-one: the Renyi-DP accountant's alone.
+  assert main(args + ["--relation", "replace_one"]) == 2
   assert "--accountant" in capsys.readouterr().err

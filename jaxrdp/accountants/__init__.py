@@ -11,6 +11,8 @@ _NAMES = {
   "PrivacyAccountant": "._api",
   "delta_from_event": "._api",
   "epsilon_from_event": "._api",
+  "DeltaBracket": "._dpsgd",
+  "EpsilonBracket": "._dpsgd",
   "dpsgd_delta": "._dpsgd",
   "dpsgd_epsilon": "._dpsgd",
   "Accountant": "._protocol",
@@ -40,6 +42,8 @@ if TYPE_CHECKING:
   from ._api import PrivacyAccountant as PrivacyAccountant
   from ._api import delta_from_event as delta_from_event
   from ._api import epsilon_from_event as epsilon_from_event
+  from ._dpsgd import DeltaBracket as DeltaBracket
+  from ._dpsgd import EpsilonBracket as EpsilonBracket
   from ._dpsgd import dpsgd_delta as dpsgd_delta
   from ._dpsgd import dpsgd_epsilon as dpsgd_epsilon
   from ._protocol import Accountant as Accountant

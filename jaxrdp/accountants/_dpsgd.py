@@ -5,24 +5,73 @@ The strings ``sampling`` and ``relation`` are read once, by
 (a name or an object, :func:`jaxrdp.accountants.get_accountant`) is resolved once and
 asked about that event. Whether it can answer is decided by the accountant itself
 (``supports``), so a refusal names the real reason and the accountants that can.
+
+Where the event has a certified lower bound on its true epsilon of its own
+(:func:`jaxrdp.events.event_epsilon_lower_bound`: shuffled batches), the answer
+carries it too: the tight accountant's result already does (``epsilon_lower``), and
+a Renyi-DP answer becomes an :class:`~jaxrdp.accountants.EpsilonBracket` (``epsilon``, ``order``,
+``epsilon_lower``). The event decides, not the ``sampling`` string.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, NamedTuple
 
+import jax
+import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from .._core import precision as _precision
 from .._core.validation import is_concrete
 from ..events._dpsgd import dpsgd_event, resolve_scheme
+from ..events._lower_bounds import event_delta_lower_bound, event_epsilon_lower_bound
 from ..rdp._accountant import RdpAccountant
 from ..rdp._conversions import DeltaResult, EpsilonResult
 from ..rdp._dpsgd import check_sgm_arguments, sgm_dpsgd
 from ._protocol import Accountant, get_accountant, require_support
 from ._truncation import check_capacity, truncated_poisson_epsilon
 
-__all__ = ["dpsgd_epsilon", "dpsgd_delta", "resolve_accountant", "accountant_and_orders"]
+__all__ = [
+  "dpsgd_epsilon",
+  "dpsgd_delta",
+  "resolve_accountant",
+  "accountant_and_orders",
+  "EpsilonBracket",
+  "DeltaBracket",
+]
+
+
+class EpsilonBracket(NamedTuple):
+  """A Renyi-DP epsilon with the order attaining it, and a lower bound on the true epsilon.
+
+  What :func:`jaxrdp.dpsgd_epsilon` returns with the Renyi-DP accountant for a
+  scheme whose event has a certified lower bound (``sampling="shuffle"``).
+
+  Attributes:
+    epsilon: the accountant's epsilon, an upper bound on the true one.
+    order: the Renyi order attaining it.
+    epsilon_lower: certified lower bound on the true epsilon of the mechanism:
+      it lies in ``[epsilon_lower, epsilon]``.
+  """
+
+  epsilon: jax.Array
+  order: jax.Array
+  epsilon_lower: jax.Array
+
+
+class DeltaBracket(NamedTuple):
+  """A Renyi-DP delta with the order attaining it, and a lower bound on the true delta.
+
+  Attributes:
+    delta: the accountant's delta, an upper bound on the true one.
+    order: the Renyi order attaining it.
+    delta_lower: certified lower bound on the true delta of the mechanism.
+  """
+
+  delta: jax.Array
+  order: jax.Array
+  delta_lower: jax.Array
 
 
 def resolve_accountant(
@@ -98,7 +147,24 @@ def _ask(kind, q, sigma, steps, given, orders, method, accountant, sampling, rel
   )
   event = dpsgd_event(q, sigma, steps, sampling=sampling, relation=relation)
   require_support(acct, event)
-  return acct.epsilon(event, given) if kind == "epsilon" else acct.delta(event, given)
+  result = acct.epsilon(event, given) if kind == "epsilon" else acct.delta(event, given)
+  return _with_lower_bound(kind, event, given, result)
+
+
+def _with_lower_bound(kind, event, given, result):
+  """``result`` with the event's own certified lower bound, where it has one and the
+  result carries none (a Renyi-DP answer); otherwise ``result`` unchanged."""
+  if hasattr(result, f"{kind}_lower"):
+    return result
+  bound = event_epsilon_lower_bound if kind == "epsilon" else event_delta_lower_bound
+  lower = bound(event, given)
+  if lower is None:
+    return result
+  value, order = result
+  with _precision.Float64Scope() as scope:
+    low = jnp.asarray(np.broadcast_to(lower, np.shape(value)), jnp.float64)
+  low = scope.finalize(low, True)
+  return (EpsilonBracket if kind == "epsilon" else DeltaBracket)(value, order, low)
 
 
 def dpsgd_epsilon(
@@ -157,7 +223,15 @@ def dpsgd_epsilon(
   Returns:
     The accountant's result of the broadcast shape of the arguments:
     ``EpsilonResult(epsilon, order)`` (Renyi DP), ``PldEpsilon(epsilon,
-    epsilon_lower)`` (tight).
+    epsilon_lower)`` (tight). For ``sampling="shuffle"`` the answer is a bracket
+    on the true epsilon of shuffled DP-SGD: ``epsilon`` the sound upper bound
+    without amplification (Renyi DP, or with ``accountant="pld"`` the tight
+    epsilon of the Gaussian mechanism composed ceil(T q) times, lower), and
+    ``epsilon_lower`` the certified lower bound of Chua et al. 2024
+    (arXiv:2403.17673) over the floor(T / ceil(1 / q)) complete epochs of
+    ceil(1 / q) steps, a fresh permutation each (0 before the first complete
+    epoch); as an :class:`~jaxrdp.accountants.EpsilonBracket` ``(epsilon, order, epsilon_lower)``
+    with the Renyi-DP accountant.
 
   Raises:
     ValueError: for an argument out of its range (naming it).
@@ -216,6 +290,9 @@ def dpsgd_delta(
 
   Returns:
     ``DeltaResult(delta, order)`` (Renyi DP) or ``PldDelta(delta, delta_lower)``
-    (tight) with the broadcast shape of the arguments.
+    (tight) with the broadcast shape of the arguments; for ``sampling="shuffle"``
+    a bracket with ``delta_lower``, the certified lower bound on the true delta
+    (a :class:`~jaxrdp.accountants.DeltaBracket` with the Renyi-DP accountant; see
+    :func:`dpsgd_epsilon`).
   """
   return _ask("delta", q, sigma, steps, epsilon, orders, method, accountant, sampling, relation)

@@ -35,6 +35,14 @@ _NAMES.update(
 # Random allocation (balls in bins, random k-out-of-t allocation).
 _NAMES["RandomAllocation"] = "._allocation_events"
 
+# Certified lower bounds on the true privacy of an event (shuffled batches).
+_NAMES.update(
+  {
+    "event_delta_lower_bound": "._lower_bounds",
+    "event_epsilon_lower_bound": "._lower_bounds",
+  }
+)
+
 
 # The other mechanisms dp_accounting describes, and hyperparameter tuning.
 _MECHANISMS = (
@@ -102,6 +110,8 @@ if TYPE_CHECKING:
   from ._events import validate_event as validate_event
   from ._interop import from_dp_accounting as from_dp_accounting
   from ._interop import to_dp_accounting as to_dp_accounting
+  from ._lower_bounds import event_delta_lower_bound as event_delta_lower_bound
+  from ._lower_bounds import event_epsilon_lower_bound as event_epsilon_lower_bound
   from ._mechanism_events import DiscreteGaussian as DiscreteGaussian
   from ._mechanism_events import DiscreteLaplace as DiscreteLaplace
   from ._mechanism_events import EpsilonDelta as EpsilonDelta

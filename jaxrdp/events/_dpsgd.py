@@ -13,7 +13,9 @@ sampling       relation        event of T steps (sigma: DP-SGD noise multiplier)
 ``poisson``    ``add_remove``  ``SelfComposed(PoissonSampled(q, Gaussian(sigma)), T)``
 ``poisson``    ``replace_one`` the same with ``PoissonSampled(..., relation="replace_one")``
 ``fixed``      ``replace_one`` ``SelfComposed(FixedSizeSampled(q, Gaussian(sigma)), T)``
-``shuffle``    either          ``ShuffledEpochs(ceil(T q), Gaussian(sigma), relation)``
+``shuffle``    either          ``ShuffledEpochs(T q, Gaussian(sigma), relation, 1 / q)``:
+                               ceil(T q) epochs in the upper bounds; epochs of
+                               ceil(1 / q) steps in the lower bound
 ``allocation`` ``add_remove``  ``RandomAllocation(q, Gaussian(sigma), T)``: epochs of
                                t = 1 / q steps, each example in one of them
 =============  ==============  ==================================================
@@ -79,6 +81,21 @@ def epochs_of(q: ArrayLike, steps: ArrayLike) -> np.ndarray:
   return np.where((steps == 0) | (q == 0), 0.0, epochs)
 
 
+def _shuffled_run(q, steps):
+  """``(epochs, batches_per_epoch)`` of T shuffled steps at ``q = B / n``: ``(T q, 1 / q)``.
+
+  The upper bounds count ``ceil(T q)`` epochs (:func:`epochs_of`); a run with
+  T, q > 0 has at least one, even where T q underflows (it is then the smallest
+  positive float). ``q = 0`` (nothing is released) has one batch per epoch.
+  """
+  q, steps = np.asarray(q, np.float64), np.asarray(steps, np.float64)
+  with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+    epochs = np.where((steps > 0) & (q > 0), np.maximum(steps * q, np.nextafter(0.0, 1.0)), 0.0)
+    epochs = np.where(np.isnan(steps) | np.isnan(q), np.nan, epochs)
+    batches = np.where(q > 0, 1.0 / q, 1.0)
+  return epochs, np.where(np.isnan(q), np.nan, batches)
+
+
 def dpsgd_event(
   q: ArrayLike,
   sigma: ArrayLike,
@@ -110,4 +127,5 @@ def dpsgd_event(
     return SelfComposed(FixedSizeSampled(q, Gaussian(sigma), relation), steps)
   if sampling == "allocation":
     return RandomAllocation(q, Gaussian(sigma), steps)
-  return ShuffledEpochs(epochs_of(q, steps), Gaussian(sigma), relation)
+  epochs, batches = _shuffled_run(q, steps)
+  return ShuffledEpochs(epochs, Gaussian(sigma), relation, batches)

@@ -27,6 +27,7 @@ import dataclasses
 from jax.typing import ArrayLike
 
 from .._core.pytrees import register_dataclass_pytree
+from .._core.validation import check_range
 from ._events import Event, Gaussian, check_relation
 
 __all__ = ["FixedSizeSampled", "ShuffledEpochs", "check_relation", "FIXED_ADD_REMOVE_ERROR"]
@@ -104,12 +105,31 @@ class ShuffledEpochs(Event):
 
   No amplification: every started epoch is one Gaussian mechanism per example,
   so the RDP is ``ceil(epochs) * alpha / (2 s^2)``, s the relation's effective
-  multiplier of ``inner.sigma`` (the DP-SGD noise multiplier).
+  multiplier of ``inner.sigma`` (the DP-SGD noise multiplier), and the tight
+  accountant's epsilon is that of the Gaussian mechanism composed ``ceil(epochs)``
+  times. Both are upper bounds.
+
+  With ``batches_per_epoch`` (n / B: the dataset size over the batch size) the
+  event describes the run exactly (``epochs * batches_per_epoch`` steps, epochs
+  of ``ceil(n / B)`` batches as :class:`jaxrdp.train.ShuffleSampler` draws them,
+  a fresh permutation each), and the accountants' answers also carry a
+  certified *lower* bound on its true epsilon (``epsilon_lower``): the bound of
+  Chua et al. 2024 (arXiv:2403.17673) over the run's complete epochs
+  (:func:`jaxrdp.events.event_epsilon_lower_bound`).
+
+  "add_remove" here is the relation of sensitivity C that both bounds use: the
+  target's clipped gradient against none at all in its batch (the "zero-out"
+  neighbour; with batches of a fixed size B, literally removing an example would
+  also move the others).
 
   Attributes:
-    epochs: number of epochs >= 0; a partial epoch counts as a whole one.
+    epochs: number of epochs >= 0; a partial epoch counts as a whole one in the
+      upper bounds, and not at all in the lower bound.
     inner: a :class:`~jaxrdp.events.Gaussian` with the DP-SGD noise multiplier.
     relation: ``"add_remove"`` (default) or ``"replace_one"``.
+    batches_per_epoch: ``None`` (default: unknown, no lower bound) or n / B >= 1
+      (need not be an integer: an epoch then has ``ceil(n / B)`` batches, the
+      last one short).
 
   Examples:
     >>> import jaxrdp
@@ -121,7 +141,12 @@ class ShuffledEpochs(Event):
   epochs: ArrayLike
   inner: Event
   relation: str = "add_remove"
+  batches_per_epoch: ArrayLike | None = None
 
   def __post_init__(self):
     check_relation(self.relation)
     _check_inner("ShuffledEpochs", self.inner)
+
+  def _check(self, prefix):
+    if self.batches_per_epoch is not None:
+      check_range(f"{prefix}.batches_per_epoch", self.batches_per_epoch, lower=1.0, allow_inf=True)

@@ -1,11 +1,13 @@
 """A lower bound on the privacy of DP-SGD with shuffled batches (Chua et al. 2024).
 
-Shuffled batches have no tight accountant; jaxrdp reports for them the bound
-without amplification (:class:`jaxrdp.events.ShuffledEpochs`). This module gives
-the other side: an epsilon that the true guarantee of shuffled DP-SGD *cannot*
-beat, from the neighbouring datasets of Chua, Ghazi, Kamath, Kumar, Manurangsi,
-Sinha, Zhang 2024 ("How Private are DP-SGD Implementations?", ICML,
-arXiv:2403.17673).
+Shuffled batches have no tight accountant; jaxrdp's upper bound for them is the
+bound without amplification (:class:`jaxrdp.events.ShuffledEpochs`). This module
+gives the other side: an epsilon that the true guarantee of shuffled DP-SGD
+*cannot* beat, from the neighbouring datasets of Chua, Ghazi, Kamath, Kumar,
+Manurangsi, Sinha, Zhang 2024 ("How Private are DP-SGD Implementations?", ICML,
+arXiv:2403.17673). ``jaxrdp.dpsgd_epsilon(..., sampling="shuffle")`` reports both
+(``epsilon`` and ``epsilon_lower``), through
+:func:`jaxrdp.events.event_epsilon_lower_bound`.
 
 The datasets. n = b t examples, shuffled and cut into t batches of b; each step
 releases the batch sum of one-dimensional contributions plus N(0, sigma^2)
@@ -22,13 +24,24 @@ Unlike Poisson sampling, the other examples reveal which batch is special
 under *both* hypotheses, and what is left is nearly a Gaussian mechanism:
 the "substantial gap" of the paper.
 
+Under replace-one (``relation="replace_one"``) the target may instead be
+replaced by an example like the others (contribution -1): every batch of D'
+sums to -b, the permutation no longer matters, and Q = N(0, sigma^2 I_t)
+(the target's batch mean 0 instead of 1). Every event below is then at least
+as unlikely under Q as with the zero-out pair (N(e_j) lies above N(0)), so this
+pair's bound is never the smaller; it is the one returned for replace-one.
+(The zero-out pair is a replace-one pair as well: a contribution 0 is a
+clipped gradient.)
+
 The bound. For any event S, delta(epsilon) >= P(S) - e^epsilon Q(S), i.e.
 epsilon(delta) >= log((P(S) - delta) / Q(S)). With the "cube" events
 S_C = {max_j x_j > C} (and their complements for the pair taken the other
 way round, Q against P), whose probabilities are closed-form,
 
     P(max_j x_j <= C) = Phi((C - 2) / sigma) Phi(C / sigma)^(t - 1),
-    Q(max_j x_j <= C) = Phi((C - 1) / sigma) Phi(C / sigma)^(t - 1),
+    Q(max_j x_j <= C) = Phi((C - m) / sigma) Phi(C / sigma)^(t - 1),
+
+(m = 1 for zero-out, 0 for replace-one),
 
 the bound is maximized over C (a grid, then two finer grids around its best
 point; any C gives a valid bound, the search only sets how tight: within
@@ -73,6 +86,8 @@ _N_GRID = 384
 _N_FINE = 384
 _REL = 1e-12  # rounding allowance on every probability
 _MAX_EPOCHS = 4096  # dynamic shuffling: the count statistic's support is 0..E
+# The mean of the target's batch under D' (shifted by b): zero-out, or an example like the others.
+_Q_MEAN = {"add_remove": 1.0, "replace_one": 0.0}
 
 
 def _log_in_cube(c, mean, sigma, t):
@@ -94,11 +109,11 @@ def _grid(sigma, t, n):
   return lo[..., None] + (hi - lo)[..., None] * u
 
 
-def _tails(c, sigma, t):
-  """``(log p_out, log q_out, log p_in, log q_in)`` at thresholds ``c`` (P: mean 2, Q: mean 1)."""
+def _tails(c, sigma, t, q_mean):
+  """``(log p_out, log q_out, log p_in, log q_in)`` at thresholds ``c`` (P: mean 2, Q: ``q_mean``)."""
   s, tt = sigma[..., None], t[..., None]
   lp_in = _log_in_cube(c, 2.0, s, tt)
-  lq_in = _log_in_cube(c, 1.0, s, tt)
+  lq_in = _log_in_cube(c, q_mean, s, tt)
   return _log_out(lp_in), _log_out(lq_in), lp_in, lq_in
 
 
@@ -116,13 +131,13 @@ def _log_binomial_upper(log_p, log_1mp, epochs, j):
   return jax.lax.cumlogsumexp(log_pmf, axis=log_pmf.ndim - 1, reverse=True)
 
 
-def _event_logs(c, sigma, t, epochs, many):
+def _event_logs(c, sigma, t, epochs, many, q_mean):
   """``(log P(S), log Q(S))`` of the candidate events at each threshold: [..., n, k] pairs.
 
   The first element of each pair is the hypothesis that must be likelier (the
   pair is (D, D') or (D', D)). With ``many``, the count events of dynamic shuffling.
   """
-  lp_out, lq_out, lp_in, lq_in = _tails(c, sigma, t)
+  lp_out, lq_out, lp_in, lq_in = _tails(c, sigma, t, q_mean)
   if not many:
     return [(lp_out[..., None], lq_out[..., None]), (lq_in[..., None], lp_in[..., None])]
   j = jnp.arange(_MAX_EPOCHS + 1, dtype=jnp.float64)[: int(many) + 1]
@@ -182,14 +197,15 @@ def _best_threshold(score_fn, sigma, t):
   return best
 
 
-def _bound_f64(sigma, t, epochs, given, *, kind, reshuffle, e_max):
+def _bound_f64(sigma, t, epochs, given, *, kind, reshuffle, e_max, relation):
   sigma, t, epochs, given = jnp.broadcast_arrays(
     *(_precision.as_float64(x) for x in (sigma, t, epochs, given))
   )
   combine = _epsilon_bound if kind == "epsilon" else _delta_bound
+  q_mean = _Q_MEAN[relation]
 
   def score(c, s, many):
-    parts = [combine(a, b, given) for a, b in _event_logs(c, s, t, epochs, many)]
+    parts = [combine(a, b, given) for a, b in _event_logs(c, s, t, epochs, many, q_mean)]
     return _max_last(jnp.stack(parts, axis=-1))  # [..., n]
 
   # One epoch; persistent shuffling is one epoch at sigma / sqrt(E) (exact); with
@@ -203,7 +219,7 @@ def _bound_f64(sigma, t, epochs, given, *, kind, reshuffle, e_max):
   return jnp.where(bad, jnp.nan, out)
 
 
-_bound_jit = jax.jit(_bound_f64, static_argnames=("kind", "reshuffle", "e_max"))
+_bound_jit = jax.jit(_bound_f64, static_argnames=("kind", "reshuffle", "e_max", "relation"))
 
 
 def _e_max(epochs, reshuffle) -> int:
@@ -216,7 +232,7 @@ def _e_max(epochs, reshuffle) -> int:
   return max(1, 1 << (top - 1).bit_length())  # a power of two: fewer compilations
 
 
-def _validate(sigma, steps_per_epoch, epochs, reshuffle):
+def _validate(sigma, steps_per_epoch, epochs, reshuffle, relation):
   check_range("sigma", sigma, lower=0.0, lower_open=True)
   check_range("steps_per_epoch", steps_per_epoch, lower=1.0)
   check_range("epochs", epochs, lower=1.0, upper=float(_MAX_EPOCHS))
@@ -226,6 +242,8 @@ def _validate(sigma, steps_per_epoch, epochs, reshuffle):
       raise ValueError(f"{name} must be an integer, got {v!r}")
   if not isinstance(reshuffle, bool):
     raise TypeError(f"reshuffle must be a bool, got {reshuffle!r}")
+  if relation not in _Q_MEAN:
+    raise ValueError(f"relation must be one of {tuple(_Q_MEAN)}, got {relation!r}")
 
 
 def shuffle_epsilon_lower_bound(
@@ -235,6 +253,7 @@ def shuffle_epsilon_lower_bound(
   epochs: ArrayLike = 1,
   *,
   reshuffle: bool = True,
+  relation: str = "add_remove",
 ) -> jax.Array:
   """An epsilon below which shuffled DP-SGD is *not* (epsilon, delta)-DP.
 
@@ -261,6 +280,10 @@ def shuffle_epsilon_lower_bound(
     epochs: E, an integer in [1, 4096].
     reshuffle: a fresh permutation every epoch (default, as
       :class:`jaxrdp.train.ShuffleSampler`), or one for all epochs.
+    relation: ``"add_remove"`` (default: the zero-out pair, the relation of
+      sensitivity 1 that the noise multiplier sigma refers to) or
+      ``"replace_one"`` (the target replaced by an example like the others; the
+      same sigma, the DP-SGD noise multiplier; see the module docstring).
 
   Returns:
     float64 array of the broadcast shape; 0 where no event beats delta.
@@ -271,11 +294,13 @@ def shuffle_epsilon_lower_bound(
     >>> lb > 5.0   # Poisson sampling at q = 1/1000 would claim about 1.2
     True
   """
-  _validate(sigma, steps_per_epoch, epochs, reshuffle)
+  _validate(sigma, steps_per_epoch, epochs, reshuffle, relation)
   check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
   e_max = _e_max(epochs, reshuffle)
   return _precision.elementwise_float64(
-    lambda s, t, e, d: _bound_jit(s, t, e, d, kind="epsilon", reshuffle=reshuffle, e_max=e_max),
+    lambda s, t, e, d: _bound_jit(
+      s, t, e, d, kind="epsilon", reshuffle=reshuffle, e_max=e_max, relation=relation
+    ),
     (sigma, steps_per_epoch, epochs, delta),
     down=True,
   )
@@ -288,23 +313,26 @@ def shuffle_delta_lower_bound(
   epochs: ArrayLike = 1,
   *,
   reshuffle: bool = True,
+  relation: str = "add_remove",
 ) -> jax.Array:
   """A delta below which shuffled DP-SGD is *not* (epsilon, delta)-DP.
 
   ``max_C [P(max_j x_j > C) - e^epsilon Q(max_j x_j > C)]`` and the other event
   families of :func:`shuffle_epsilon_lower_bound`, whose arguments it shares
-  (``epsilon`` >= 0 instead of delta).
+  (``epsilon`` >= 0 instead of delta), ``relation`` included.
 
   Examples:
     >>> from jaxrdp.mechanisms import shuffle_delta_lower_bound
     >>> float(shuffle_delta_lower_bound(0.5, 1000, 2.0)) > 1e-3
     True
   """
-  _validate(sigma, steps_per_epoch, epochs, reshuffle)
+  _validate(sigma, steps_per_epoch, epochs, reshuffle, relation)
   check_range("epsilon", epsilon, lower=0.0)
   e_max = _e_max(epochs, reshuffle)
   return _precision.elementwise_float64(
-    lambda s, t, e, x: _bound_jit(s, t, e, x, kind="delta", reshuffle=reshuffle, e_max=e_max),
+    lambda s, t, e, x: _bound_jit(
+      s, t, e, x, kind="delta", reshuffle=reshuffle, e_max=e_max, relation=relation
+    ),
     (sigma, steps_per_epoch, epochs, epsilon),
     down=True,
   )

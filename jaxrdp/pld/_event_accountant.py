@@ -5,7 +5,10 @@ It turns an event into the phases ``(q, sigma, steps)`` that
 ``q = 1``; a Poisson-subsampled Gaussian a phase of its own; ``SelfComposed``
 multiplies the steps of what it repeats (composition is commutative, so
 ``k`` repetitions of a composition are each part ``k`` times); ``Composed``
-concatenates. These go to the Gaussian engine unchanged. An event with any other
+concatenates; shuffled epochs (``ShuffledEpochs``: each example in one batch per
+epoch, no amplification) are the Gaussian mechanism at the relation's effective
+noise multiplier composed ``ceil(epochs)`` times, a phase with ``q = 1``. These go
+to the Gaussian engine unchanged. An event with any other
 mechanism (Laplace, randomized response, (eps, delta)-DP, the discrete Laplace,
 mixtures of Gaussians, the truncated subsampled Gaussian, fixed-size batches
 under replace-one, ...) is kept as an event and the whole composition, its
@@ -18,6 +21,14 @@ naming the event type.
 The state is the tuple of phases composed so far (a pytree of arrays). It is
 meant to be read outside a jitted training step: the tight epsilon of a whole
 run is one call over its phases, while the step keeps the Renyi-DP guard.
+
+The lower bound. The engine's ``epsilon_lower`` bounds the epsilon of the phases
+it composes, which for shuffled epochs is the Gaussian mechanism's: above the
+true epsilon of shuffling, so not a lower bound of it. A state holding shuffled
+epochs therefore reports instead the event's own certified lower bound
+(:func:`jaxrdp.events.event_epsilon_lower_bound`: Chua et al. 2024,
+arXiv:2403.17673), the largest over such events composed (each is a
+post-processing of the whole), 0 where none is known.
 """
 
 from __future__ import annotations
@@ -31,8 +42,12 @@ import numpy as np
 from jax.typing import ArrayLike
 
 from .._core import precision as _precision
+from .._core.numerics import raise_subnormal
 from .._core.validation import check_range
 from ..events._events import Composed, Gaussian, NoOp, PoissonSampled, SelfComposed, validate_event
+from ..events._lower_bounds import event_delta_lower_bound, event_epsilon_lower_bound
+from ..events._sampling_events import ShuffledEpochs
+from ..mechanisms._sampled_without_replacement import effective_noise_multiplier
 from ..rdp._event_curves import effective_sigma_f64, gaussian_terms
 from . import _allocation_rule as _allocation_rule  # noqa: F401  (registers its rule)
 from . import _generic
@@ -61,10 +76,13 @@ class PldState(NamedTuple):
   Attributes:
     phases: Poisson-subsampled Gaussian phases ``((q, sigma, steps), ...)`` of arrays.
     events: the events with other mechanisms (accounted by the generic path).
+    shuffled: the composed events holding shuffled epochs, whose own lower bound
+      replaces the engine's (see the module docstring).
   """
 
   phases: tuple = ()
   events: tuple = ()
+  shuffled: tuple = ()
 
 
 def pld_unsupported(event: Any) -> str | None:
@@ -88,9 +106,10 @@ def gaussian_unsupported(event: Any) -> str | None:
   """``None`` if the Gaussian engine composes ``event``, else the part it cannot (a phrase).
 
   Structural: Gaussian and Poisson-subsampled Gaussian mechanisms (a Gaussian, or
-  Gaussians composed on the sample) under add/remove, and their compositions.
+  Gaussians composed on the sample) under add/remove, shuffled epochs (under either
+  relation: Gaussians at its effective multiplier), and their compositions.
   """
-  if isinstance(event, (NoOp, Gaussian)):
+  if isinstance(event, (NoOp, Gaussian, ShuffledEpochs)):
     return None
   if isinstance(event, SelfComposed):
     return gaussian_unsupported(event.event)
@@ -141,12 +160,50 @@ def _phases(event, count):
     return [p for e in event.events for p in _phases(e, count)]
   if isinstance(event, Gaussian):
     return [(1.0, event.sigma, steps)]
+  if isinstance(event, ShuffledEpochs):
+    # Each started epoch is one Gaussian mechanism per example (no amplification).
+    with _precision.x64_context():
+      epochs = jnp.ceil(raise_subnormal(_precision.as_float64(event.epochs)))
+      sigma = effective_noise_multiplier(_precision.as_float64(event.inner.sigma), event.relation)
+    return [(1.0, sigma, epochs if count is None else jnp.multiply(count, epochs))]
   if isinstance(event.inner, Gaussian):
     return [(event.q, event.inner.sigma, steps)]
   terms = gaussian_terms(event.inner)
   with _precision.x64_context():
     sigma = effective_sigma_f64([(c, s) for c, s in terms])
   return [(event.q, sigma, steps)]
+
+
+def _holds_shuffled(event) -> bool:
+  """Whether ``event`` is, or composes, shuffled epochs."""
+  if isinstance(event, ShuffledEpochs):
+    return True
+  if isinstance(event, SelfComposed):
+    return _holds_shuffled(event.event)
+  if isinstance(event, Composed):
+    return any(_holds_shuffled(e) for e in event.events)
+  return False
+
+
+def _with_shuffled_lower(state, given, result, kind):
+  """``result`` with its lower bound replaced by the shuffled events' own (module docstring).
+
+  The engine's lower bound is that of the Gaussian mechanism the shuffled epochs are
+  accounted as, not of shuffling; the events' bound (0 where none is known) is.
+  """
+  if not state.shuffled:
+    return result
+  bound = event_epsilon_lower_bound if kind == "epsilon" else event_delta_lower_bound
+  upper = np.asarray(result[0])
+  lower = np.zeros(upper.shape)
+  for event in state.shuffled:
+    part = bound(event, given)
+    if part is not None:
+      lower = np.maximum(lower, part)
+  lower = np.broadcast_to(lower, upper.shape)
+  with _precision.Float64Scope() as scope:
+    pair = (jnp.asarray(upper, jnp.float64), jnp.asarray(lower, jnp.float64))
+  return type(result)(*scope.finalize(pair, (False, True)))
 
 
 def _generic_answer(state, x, answer, rtol, max_grid_size):
@@ -244,15 +301,23 @@ class PldAccountant:
     if not isinstance(state, PldState):
       raise TypeError(f"state must be a PldState, got {type(state).__name__}")
     validate_event(event)
+    shuffled = state.shuffled + ((event,) if _holds_shuffled(event) else ())
     if gaussian_unsupported(event) is None:
-      return PldState(state.phases + tuple(event_phases(event)), state.events)
+      return PldState(state.phases + tuple(event_phases(event)), state.events, shuffled)
     why = _generic.generic_unsupported(event)
     if why is not None:
       raise NotImplementedError(f"{PldAccountant.description} cannot account {why}")
-    return PldState(state.phases, state.events + (event,))
+    return PldState(state.phases, state.events + (event,), shuffled)
 
   def get_epsilon(self, state: PldState, delta: ArrayLike) -> PldEpsilon:
     """Tight epsilon at ``delta`` of everything composed into ``state``."""
+    return _with_shuffled_lower(state, delta, self._get_epsilon(state, delta), "epsilon")
+
+  def get_delta(self, state: PldState, epsilon: ArrayLike) -> PldDelta:
+    """Tight delta at ``epsilon`` of everything composed into ``state``."""
+    return _with_shuffled_lower(state, epsilon, self._get_delta(state, epsilon), "delta")
+
+  def _get_epsilon(self, state: PldState, delta: ArrayLike) -> PldEpsilon:
     if state.events:
       check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
       return PldEpsilon(
@@ -263,8 +328,7 @@ class PldAccountant:
       return PldEpsilon(*_zeros(delta))
     return pld_epsilon_phases(list(state.phases), delta, **self._options())
 
-  def get_delta(self, state: PldState, epsilon: ArrayLike) -> PldDelta:
-    """Tight delta at ``epsilon`` of everything composed into ``state``."""
+  def _get_delta(self, state: PldState, epsilon: ArrayLike) -> PldDelta:
     if state.events:
       check_range("epsilon", epsilon, lower=0.0)
       return PldDelta(
