@@ -95,6 +95,10 @@ def test_lower_below_upper_replace_one_and_delta():
   sigma = np.array([0.5, 1.0, 3.0])[None, :, None]
   steps = np.array([1.0, 30.0, 500.0])[None, None, :]
   for accountant in ("rdp", "pld"):
+    if accountant == "pld":
+      # (epsilons in the hundreds need a larger grid than the tight accountant's
+      # default cap, which it says by a warning)
+      sigma, steps = sigma[:, 1:], steps[..., :2]
     res = jaxrdp.dpsgd_epsilon(
       q, sigma, steps, 1e-5, sampling="shuffle", relation="replace_one", accountant=accountant
     )
