@@ -118,12 +118,15 @@ def _budget(fn, target_epsilon, delta, target_delta, epsilon):
   return budget, target, given
 
 
-def _check_host_accountant(acct, values):
-  """An accountant other than Renyi DP refines on the host: concrete arguments only."""
-  if not isinstance(acct, RdpAccountant) and not all(is_concrete(x) for x in values):
+def _check_host_accountant(acct, values, on_host=None):
+  """An accountant other than Renyi DP (or a scheme without a jitted search) refines on
+  the host: concrete arguments only."""
+  if on_host is None:
+    on_host = not isinstance(acct, RdpAccountant)
+  if on_host and not all(is_concrete(x) for x in values):
     raise ValueError(
       f"calibration with {acct!r} needs concrete arguments (it runs on the host); use "
-      "accountant='rdp' under jit"
+      "accountant='rdp' and a scheme other than sampling='allocation' under jit"
     )
 
 
@@ -160,10 +163,14 @@ def _scheme_jitted(kind, sampling, relation, acct: Accountant, orders):
   if (sampling, relation) == ("poisson", "add_remove"):
     return _sgm_calibration.JITS[kind]
   if sampling == "allocation":
-    raise NotImplementedError(
-      "calibration for sampling='allocation' is not implemented yet (dpsgd_epsilon and "
-      "dpsgd_delta account it)"
-    )
+    if kind == "rate":
+      raise NotImplementedError(
+        "calibrate_sampling_rate does not take sampling='allocation': its rate is k / t "
+        "for a whole number t of steps per epoch; calibrate the noise or the steps"
+      )
+    # No jitted search of its own: the Poisson answer at the same rate is the start of
+    # the host search (_solve), which asks the accountant about random allocation.
+    return _sgm_calibration.JITS[kind]
   _sampling.check_orders_for(sampling, orders_array(orders))
   return functools.partial(_schemes.JITS[kind], sampling=sampling, relation=relation)
 
@@ -175,11 +182,18 @@ def _solve(kind, jitted, acct, budget, target, given, fixed, orders, scheme=None
   order, to their values; ``scheme``: the ``sampling`` and ``relation`` keywords of
   the refinement's ``dpsgd_epsilon`` calls (``None``: Poisson, add/remove).
   """
-  _check_host_accountant(acct, (target, given, *fixed.values()))
+  on_host = not isinstance(acct, RdpAccountant) or _searched_on_host(scheme)
+  _check_host_accountant(acct, (target, given, *fixed.values()), on_host)
   out = _call(jitted, budget, target, given, *fixed.values(), orders)
-  if isinstance(acct, RdpAccountant):
+  if not on_host:
     return out
   return _refine(kind, acct, out, budget, target, given, fixed, scheme)
+
+
+def _searched_on_host(scheme) -> bool:
+  """Whether the scheme has no jitted Renyi-DP search (random allocation): its answer
+  is searched on the host, from the Poisson one, with any accountant."""
+  return scheme is not None and scheme.get("sampling") == "allocation"
 
 
 def _refine(kind, accountant, out, budget, target, given, fixed, scheme=None):
@@ -288,12 +302,15 @@ def calibrate_noise(
       the host, one vectorized tight evaluation per round, until the bracket is
       1e-5 wide in log sigma or log q, or one step; needs concrete arguments and
       the default orders; ``order`` is then NaN).
-    sampling: ``"poisson"`` (default), ``"fixed"`` or ``"shuffle"``, and
+    sampling: ``"poisson"`` (default), ``"allocation"``, ``"fixed"`` or ``"shuffle"``,
+      and
     relation: ``"add_remove"`` or ``"replace_one"`` (default per scheme): the batching
       scheme and neighbouring relation, as in :func:`jaxrdp.dpsgd_epsilon` (q is
-      B / n for ``"fixed"`` and ``"shuffle"``; sigma is the DP-SGD noise multiplier).
-      The accountant says whether it can account the scheme (the tight one accounts
-      Poisson sampling under add/remove).
+      B / n for ``"fixed"`` and ``"shuffle"``, k / t for ``"allocation"``; sigma is
+      the DP-SGD noise multiplier). The accountant says whether it can account the
+      scheme. Random allocation has no jitted search: with either accountant it is
+      searched on the host from the Poisson answer, as the tight accountant is
+      (concrete arguments; the bracket 1e-5 wide in log sigma).
 
   Returns:
     ``NoiseCalibration(sigma, epsilon, delta, order, feasible)``, float64 arrays of
