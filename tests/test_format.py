@@ -28,3 +28,21 @@ def test_tree_is_formatted():
 def test_tree_passes_the_lint_selection():
   # The rules are pyproject.toml's [tool.ruff.lint] selection, each ignore explained there.
   _ruff("check", "--output-format", "concise")
+
+
+def test_text_files_hold_no_control_characters():
+  # A LaTeX macro written through a Python string ("\varepsilon", "\rceil", "\frac")
+  # turns into a control character (vertical tab, carriage return, form feed) that
+  # renders as garbage; tabs and newlines are the only ones a text file needs.
+  bad = []
+  for path in sorted(ROOT.rglob("*")):
+    rel = path.relative_to(ROOT)
+    if rel.parts[0] in {".git", ".venv", "_build"} or "_build" in rel.parts:
+      continue
+    if path.suffix not in {".md", ".py", ".rst", ".txt", ".toml", ".ipynb"} or not path.is_file():
+      continue
+    text = path.read_text(encoding="utf-8", errors="replace")
+    for i, line in enumerate(text.split("\n"), 1):  # not splitlines: it splits on \v, \r
+      if any(ord(c) < 32 and c != "\t" for c in line):
+        bad.append(f"{rel}:{i}")
+  assert not bad, f"control characters in {bad[:10]}"
