@@ -133,9 +133,9 @@ def main(argv=None) -> int:
   rounds = []
   evaluate = _with_accountant._evaluate
 
-  def counted(kind, accountant, budget, param, fixed, target_given):
+  def counted(kind, accountant, budget, param, fixed, target_given, scheme=None):
     rounds.append(int(np.size(param)))
-    return evaluate(kind, accountant, budget, param, fixed, target_given)
+    return evaluate(kind, accountant, budget, param, fixed, target_given, scheme)
 
   def calibrate():
     rounds.clear()

@@ -31,6 +31,7 @@ RESULTS = {
   "first_query.py": "first_query_cpu.json",
   "validate_pld.py": "validate_pld.json",
   "validate_pld_laplace.py": "validate_pld_laplace.json",
+  "validate_allocation_pld.py": "validate_allocation_pld.json",
 }
 
 
