@@ -314,7 +314,17 @@ def _poisson_general(event, orders, orders_static):
     inner_int = rdp_curve_f64(event.inner, jnp.asarray(ints), ints_static)
   else:
     inner_int = jnp.zeros(inner_at.shape[:-1] + (0,))
-  return poisson_upper_bound_f64(_leaf(event.q), inner_int, inner_at, orders_static.array)
+  q = _leaf(event.q)
+  out = poisson_upper_bound_f64(q, inner_int, inner_at, orders_static.array)
+  # An inner curve that is infinite (an (epsilon, delta)-DP part with delta > 0, traced)
+  # makes the bound inf - inf = NaN: the sampled curve is inf there (sound), and 0 at
+  # q = 0 (nothing sampled); NaN only where an input is NaN or invalid.
+  q_col = jnp.asarray(q)[..., None]
+  invalid = jnp.isnan(inner_at) | jnp.isnan(q_col) | (q_col < 0) | (q_col > 1)
+  if ints.size:
+    invalid = invalid | jnp.any(jnp.isnan(inner_int), axis=-1, keepdims=True)
+  fixed = jnp.where(q_col == 0, 0.0, jnp.inf)
+  return jnp.where(jnp.isnan(out) & ~invalid, fixed, out)
 
 
 @register_rdp_rule(SelfComposed)
