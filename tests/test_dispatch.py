@@ -57,9 +57,12 @@ def test_a_refusal_names_the_real_reason_and_who_can():
   with pytest.raises(NotImplementedError, match="relation='replace_one'.*accountant='rdp' can"):
     jaxrdp.dpsgd_epsilon(Q, SIGMA, STEPS, DELTA, accountant=PldAccountant(), relation="replace_one")
   with pytest.raises(
-    NotImplementedError, match=r"TruncatedSubsampledGaussian.*accountant='pld' can"
+    NotImplementedError,
+    match=r"PoissonSampled\(TruncatedSubsampledGaussian\).*no registered accountant can",
   ):
-    jaxrdp.epsilon_from_event(TruncatedSubsampledGaussian(1000, 0.1, 200, 1.0), DELTA)
+    jaxrdp.epsilon_from_event(
+      PoissonSampled(0.1, TruncatedSubsampledGaussian(1000, 0.1, 200, 1.0)), DELTA
+    )
   with pytest.raises(
     NotImplementedError, match=r"PoissonSampled\(KaryRandomizedResponse\).*no registered accountant"
   ):
@@ -71,30 +74,38 @@ def test_a_refusal_names_the_real_reason_and_who_can():
 
 
 def test_a_value_refusal_reads_as_one_sentence_and_names_who_can():
-  # EpsilonDelta with delta > 0 is refused from its values (no RDP curve holds it): the
-  # accountant's unsupported() says so, the table marks it, and the message of the
-  # top-level call names the reason, where it sits in the tree, and the accountant that can.
+  # EpsilonDelta with delta > 0 is paid beside the RDP curve where it is composed, but
+  # refused from its values under sampling (no RDP curve holds it there): unsupported()
+  # says so, and the message of the top-level call names the reason, where it sits in
+  # the tree, and that no accountant can.
   rdp, pld = get_accountant("rdp"), get_accountant("pld")
-  event = SelfComposed(Composed((Gaussian(1.0), EpsilonDelta(1.0, 1e-6))), 3)
-  assert not rdp.supports(event) and pld.supports(event)
+  composed = SelfComposed(Composed((Gaussian(1.0), EpsilonDelta(1.0, 1e-6))), 3)
+  assert rdp.supports(composed) and pld.supports(composed)
   assert rdp.supports(EpsilonDelta(1.0)) and rdp.supports(EpsilonDelta(1.0, 0.0))
+  sampled = SelfComposed(PoissonSampled(0.1, Composed((Gaussian(1.0), EpsilonDelta(1.0, 1e-6)))), 3)
+  assert not rdp.supports(sampled) and not pld.supports(sampled)
+  assert rdp.supports(PoissonSampled(0.1, EpsilonDelta(1.0, 0.0)))
   with pytest.raises(NotImplementedError) as e:
-    jaxrdp.epsilon_from_event(EpsilonDelta(1.0, 1e-6), DELTA)
+    jaxrdp.epsilon_from_event(PoissonSampled(0.1, EpsilonDelta(1.0, 1e-6)), DELTA)
   msg = str(e.value)
   assert msg.startswith(
     "the Renyi-DP accountant (accountant='rdp') cannot account EpsilonDelta events with "
-    "delta > 0, got delta = 1e-06: "
+    "delta > 0 (in PoissonSampled > EpsilonDelta), got delta = 1e-06: "
   ), msg
-  assert "infinite Renyi divergence" in msg and msg.endswith("; accountant='pld' can"), msg
-  assert msg.count("accountant") == 3 and "(the RDP accountant" not in msg, msg
-  with pytest.raises(NotImplementedError, match=r"\(in SelfComposed > Composed > EpsilonDelta\)"):
-    jaxrdp.delta_from_event(event, 1.0)
+  assert "infinite Renyi divergence" in msg and msg.endswith("; no registered accountant can"), msg
+  with pytest.raises(
+    NotImplementedError, match=r"\(in SelfComposed > PoissonSampled > Composed > EpsilonDelta\)"
+  ):
+    jaxrdp.delta_from_event(sampled, 1.0)
   with pytest.raises(NotImplementedError, match="EpsilonDelta events with delta > 0"):
-    rdp.compose(rdp.init(), event)
-  # The tight accountant answers it: epsilon(delta_target) of one (1, 1e-6)-DP step is 1
-  # once delta_target >= 1e-6 (up to its discretisation).
+    rdp.compose(rdp.init(), sampled)
+  # Both answer the composed one; epsilon(delta_target) of one (1, 1e-6)-DP step is 1
+  # once delta_target >= 1e-6 (the tight one up to its discretisation; the Renyi-DP one
+  # above it, through the pure-DP curve at the delta left).
   res = jaxrdp.epsilon_from_event(EpsilonDelta(1.0, 1e-6), DELTA, accountant="pld")
   assert float(res.epsilon_lower) <= 1.0 <= float(res.epsilon) * (1 + 1e-3)
+  res = jaxrdp.epsilon_from_event(EpsilonDelta(1.0, 1e-6), DELTA, accountant="rdp")
+  assert 1.0 <= float(res.epsilon) <= 1.01
 
 
 def test_an_unknown_option_is_an_error():

@@ -226,17 +226,23 @@ def test_discrete_laplace_bound_is_sound():
     assert np.all(got >= exact * (1 - 1e-14)) and np.all(got <= a * d)
 
 
-def test_epsilon_delta_with_positive_delta_is_refused_or_infinite():
+def test_epsilon_delta_with_positive_delta_is_refused_under_sampling_or_infinite():
   with pytest.raises(
     NotImplementedError, match=r"cannot account EpsilonDelta events with delta > 0"
   ):
-    jaxrdp.epsilon_from_event(Composed((Gaussian(1.0), EpsilonDelta(1.0, 1e-6))), 1e-5)
+    jaxrdp.epsilon_from_event(
+      PoissonSampled(0.1, Composed((Gaussian(1.0), EpsilonDelta(1.0, 1e-6)))), 1e-5
+    )
   with pytest.raises(NotImplementedError, match="EpsilonDelta"):
-    RR_ACCT.compose(RR_ACCT.init(), SelfComposed(EpsilonDelta(1.0, 1e-6), 3))
-  # Traced: the true RDP of the worst (eps, delta)-DP mechanism, inf at every order.
-  rdp = jax.jit(lambda d: RR_ACCT.compose(RR_ACCT.init(), EpsilonDelta(1.0, d)).rdp)
+    RR_ACCT.compose(RR_ACCT.init(), SelfComposed(PoissonSampled(0.1, EpsilonDelta(1.0, 1e-6)), 3))
+  # Traced under sampling: the true RDP of the worst (eps, delta)-DP mechanism, inf at
+  # every order (and delta 0: the pure-DP curve, amplified).
+  rdp = jax.jit(
+    lambda d: RR_ACCT.compose(RR_ACCT.init(), PoissonSampled(0.1, EpsilonDelta(1.0, d))).rdp
+  )
   assert np.all(np.asarray(rdp(1e-6)) == INF)
-  np.testing.assert_allclose(rdp(0.0), curve(EpsilonDelta(1.0)), rtol=1e-15)
+  pure = RR_ACCT.compose(RR_ACCT.init(), PoissonSampled(0.1, EpsilonDelta(1.0))).rdp
+  np.testing.assert_allclose(rdp(0.0), pure, rtol=1e-15)
 
 
 # --- the exponential mechanism (bounded range): tighter than dp_accounting, sound ---
@@ -625,8 +631,8 @@ def test_validation_and_refusals_name_the_event():
     curve(ZCDp(-1.0))
   refusals = [
     (
-      TruncatedSubsampledGaussian(1000, 0.1, 200, 1.0),
-      "cannot account TruncatedSubsampledGaussian",
+      PoissonSampled(0.5, TruncatedSubsampledGaussian(1000, 0.1, 200, 1.0)),
+      r"cannot account PoissonSampled\(TruncatedSubsampledGaussian\)",
     ),
     (
       PoissonSampled(0.1, KaryRandomizedResponse(0.3, 3)),

@@ -51,10 +51,18 @@ EXAMPLES = [
   ("PermuteAndFlip", E.PermuteAndFlip(1.0)),
   ("EpsilonDelta (delta = 0)", E.EpsilonDelta(1.0)),
   ("EpsilonDelta (delta > 0)", E.EpsilonDelta(1.0, 1e-6)),
+  (
+    "PoissonSampled(EpsilonDelta (delta > 0))",
+    E.PoissonSampled(0.01, E.EpsilonDelta(1.0, 1e-6)),
+  ),
   ("SingleEpochTreeAggregation", E.SingleEpochTreeAggregation(1.0, 100.0)),
   ("RepeatAndSelect", E.RepeatAndSelect(_G, 10.0, 1.0)),
   ("MixtureOfGaussians", E.MixtureOfGaussians(1.0, (0.0, 1.0), (0.5, 0.5))),
   ("TruncatedSubsampledGaussian", E.TruncatedSubsampledGaussian(1000, 0.1, 200, 1.0)),
+  (
+    "PoissonSampled(TruncatedSubsampledGaussian)",
+    E.PoissonSampled(0.01, E.TruncatedSubsampledGaussian(1000, 0.1, 200, 1.0)),
+  ),
 ]
 
 
@@ -85,6 +93,14 @@ regenerates it, so it matches the code. "yes": the accountant answers the event 
 each event's documentation states); "no": it refuses it, with a message naming the
 accountants that can. Compositions (`SelfComposed`, `Composed`) are supported when
 every part is.
+
+The Renyi-DP accountant pays two events beside its curve, where they are composed
+(not under sampling or selection): an `EpsilonDelta` with delta > 0, through its
+decomposition into a pure-DP part and a revealing branch of probability delta
+(Kairouz, Oh and Viswanath 2015, arXiv:1311.0776), and a `TruncatedSubsampledGaussian`,
+as the Poisson-sampled Gaussian it truncates plus the probability that a batch
+overflows (a total-variation term, `jaxrdp.train.truncation_delta`). Both are sound
+bounds; the tight accountant is tighter on both.
 
 """
 

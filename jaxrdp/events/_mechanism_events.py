@@ -251,10 +251,14 @@ class EpsilonDelta(Event):
   With ``delta = 0`` the RDP accountant uses the pure-DP bound at ``epsilon``, the
   exact worst case over eps-DP mechanisms. With ``delta > 0`` the worst case has
   infinite Renyi divergence at every order (an event of probability delta may
-  reveal the record), so an RDP curve cannot hold it: a concrete ``delta > 0`` is
-  refused with NotImplementedError, and a traced one gives ``inf``. (Newer
-  dp_accounting versions carry such deltas beside the RDP curve and add them at
-  the end; account them that way, outside the RDP accountant.) The tight
+  reveal the record), so no RDP curve holds it. Where it is composed
+  (``Composed``, ``SelfComposed``), the RDP accountant pays it beside the curve:
+  the step is a pure ``epsilon``-DP step except with probability ``delta``, so a
+  run is (eps', delta_mix + (1 - delta_mix) delta_pure(eps'))-DP, with
+  ``delta_mix = 1 - prod_i (1 - delta_i)`` and ``delta_pure`` the delta of the run
+  with the pure parts (a sound bound, looser than the tight accountant's). Under
+  sampling or selection a concrete ``delta > 0`` is refused with
+  NotImplementedError, and a traced one gives ``inf``. The tight
   accountant (``accountant="pld"``) answers any ``delta``: it composes the exact
   worst case, the privacy-loss distribution with mass ``delta`` at ``+inf`` and
   ``(1 - delta) / (1 + e^{-+eps})`` at ``+-eps`` (Kairouz, Oh, Viswanath 2015).
@@ -387,14 +391,17 @@ class TruncatedSubsampledGaussian(Event):
   ``q``; a sample larger than ``batch_size`` is cut to a random subset of that size;
   then the Gaussian mechanism with noise multiplier ``sigma``.
 
-  The RDP accountant refuses it: truncation costs an additive delta (at
-  most the overflow probability per step), which an RDP curve cannot hold. The
-  tight accountant (``accountant="pld"``) answers it with dp_accounting's
+  The RDP accountant composes it as the untruncated ``PoissonSampled(q,
+  Gaussian(sigma))`` and pays truncation beside the curve: the two samplers give
+  the same batch except with probability ``eta = P[Binomial(n + 1, q) >
+  batch_size]`` per step, so a run is (eps, delta_rdp(eps) + (1 + e^eps) sum eta)-DP
+  (:func:`jaxrdp.train.truncation_delta`). ``dataset_size``, ``q`` and
+  ``batch_size`` must then be concrete (``sigma`` may be traced); under sampling
+  or selection it is refused. The tight accountant (``accountant="pld"``) answers it with dp_accounting's
   construction (with the truncation probability, a replace-one subsampled Gaussian
   at ``sigma / 2``; else the subsampled Gaussian); and
   ``jaxrdp.dpsgd_epsilon(q, sigma, steps, delta, capacity=..., dataset_size=...)``
-  gives the simple sound bound (the Poisson epsilon at a delta reduced by the
-  overflow probability).
+  gives the RDP accountant's bound for a run of such steps.
 
   Attributes:
     dataset_size: ``n >= 0``.

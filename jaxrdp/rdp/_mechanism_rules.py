@@ -116,15 +116,17 @@ def _epsilon_delta_check(event, name):
   return (
     f"EpsilonDelta events with delta > 0{where}, got delta = "
     f"{float(delta[delta > 0].flat[0])!r}: an (epsilon, delta)-DP mechanism can have infinite "
-    "Renyi divergence at every order, so no RDP curve holds it (give delta = 0 for a pure-DP "
-    "mechanism)"
+    "Renyi divergence at every order; its delta is paid beside the curve only where it is "
+    "composed (Composed, SelfComposed), not under sampling or selection"
   )
 
 
 @register_rdp_rule(EpsilonDelta)
 def _epsilon_delta(event, orders, orders_static):
-  # delta = 0: the pure-DP bound (tight over eps-DP mechanisms). A traced delta > 0 (a
-  # concrete one is refused before tracing) has no finite RDP: inf, the true worst case.
+  # delta = 0: the pure-DP bound (tight over eps-DP mechanisms). Under compositions the
+  # accountant pays delta > 0 beside the curve (``_additive_delta``) and gives this rule
+  # delta 0; elsewhere a traced delta > 0 (a concrete one is refused before tracing) has
+  # no finite RDP: inf, the true worst case.
   delta = _leaf(event.delta)
   out = pure_dp_rdp_impl(_leaf(event.epsilon), orders)
   out = jnp.where(delta > 0, jnp.inf, out)
@@ -225,8 +227,7 @@ def _mixture_of_gaussians(event, orders, orders_static):
 _refuse = register_rdp_refusal
 _refuse(
   TruncatedSubsampledGaussian,
-  "truncating the batch costs an additive delta (the overflow probability), which an RDP "
-  "curve cannot hold; a privacy-loss-distribution (tight) accountant handles it "
-  "(dp_accounting's PLD accountant does), and jaxrdp.dpsgd_epsilon(..., capacity=..., "
-  "dataset_size=...) gives the simple sound bound for truncated Poisson batches",
+  "under sampling or selection: truncating the batch costs an additive delta (the overflow "
+  "probability), which the accountant pays beside the curve only where the event is "
+  "composed (Composed, SelfComposed)",
 )
