@@ -99,6 +99,23 @@ def test_epsilon_delta_beside_a_gaussian_run_pays_its_delta_as_stated():
   assert float(jaxrdp.delta_from_event(event, float(res.epsilon)).delta) <= 1e-5
 
 
+def test_sampling_an_infinite_curve_gives_inf_and_keeps_the_shapes():
+  traced = jax.jit(
+    lambda d, q: ACCT.compose(ACCT.init(), PoissonSampled(q, EpsilonDelta(1.0, d))).rdp
+  )
+  assert np.all(np.asarray(traced(1e-6, 0.1)) == np.inf)
+  assert np.all(np.asarray(traced(1e-6, 0.0)) == 0.0)
+  assert np.all(np.isnan(np.asarray(traced(1e-6, jnp.nan))))
+  assert traced(1e-6, 0.1).shape == (len(ACCT.orders),)
+  # The general bound keeps a scalar event scalar and a grid its shape.
+  laplace = jaxrdp.epsilon_from_event(PoissonSampled(0.1, jaxrdp.events.Laplace(1.0)), 1e-5)
+  assert laplace.epsilon.shape == ()
+  grid = jaxrdp.epsilon_from_event(
+    PoissonSampled(np.array([0.05, 0.1]), jaxrdp.events.Laplace(1.0)), 1e-5
+  )
+  assert grid.epsilon.shape == (2,) and np.all(np.diff(np.asarray(grid.epsilon)) > 0)
+
+
 def test_delta_used_up_by_the_steps_gives_inf_not_a_number_below_the_truth():
   event = SelfComposed(EpsilonDelta(0.1, 1e-6), 20)  # delta_mix = 2e-5 > 1e-5
   res = jaxrdp.epsilon_from_event(event, 1e-5)

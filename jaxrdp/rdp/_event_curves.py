@@ -319,11 +319,10 @@ def _poisson_general(event, orders, orders_static):
   # An inner curve that is infinite (an (epsilon, delta)-DP part with delta > 0, traced)
   # makes the bound inf - inf = NaN: the sampled curve is inf there (sound), and 0 at
   # q = 0 (nothing sampled); NaN only where an input is NaN or invalid.
-  q_col = jnp.asarray(q)[..., None]
-  invalid = jnp.isnan(inner_at) | jnp.isnan(q_col) | (q_col < 0) | (q_col > 1)
+  invalid = jnp.isnan(inner_at) | jnp.isnan(q) | (q < 0) | (q > 1)  # q has the orders axis
   if ints.size:
     invalid = invalid | jnp.any(jnp.isnan(inner_int), axis=-1, keepdims=True)
-  fixed = jnp.where(q_col == 0, 0.0, jnp.inf)
+  fixed = jnp.where(q == 0, 0.0, jnp.inf)
   return jnp.where(jnp.isnan(out) & ~invalid, fixed, out)
 
 
