@@ -100,7 +100,10 @@ decomposition into a pure-DP part and a revealing branch of probability delta
 (Kairouz, Oh and Viswanath 2015, arXiv:1311.0776), and a `TruncatedSubsampledGaussian`,
 as the Poisson-sampled Gaussian it truncates plus the probability that a batch
 overflows (a total-variation term, `jaxrdp.train.truncation_delta`). Both are sound
-bounds; the tight accountant is tighter on both.
+bounds; the tight accountant is tighter on both. The accountant's state carries the
+two terms (`RdpState.log_survival`, `RdpState.eta`) once such an event is composed;
+to compose them inside `jax.lax.scan`, whose carry keeps its structure, start from
+`RdpAccountant().init(additive=True)`.
 
 """
 
