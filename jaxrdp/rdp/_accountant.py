@@ -272,9 +272,10 @@ class RdpAccountant:
     """A fresh state: zero RDP at every order.
 
     Args:
-      additive: also hold zero additive terms (see :class:`RdpState`): for a state
-        that composes ``EpsilonDelta`` or ``TruncatedSubsampledGaussian`` events
-        inside ``lax.scan`` or a loop whose carry must keep its tree.
+      additive: also hold zero additive terms (see
+        :class:`~jaxrdp.accountants.RdpState`): for a state that composes
+        ``EpsilonDelta`` or ``TruncatedSubsampledGaussian`` events inside
+        ``lax.scan`` or a loop whose carry must keep its tree.
     """
     with _precision.x64_context():
       zeros = jnp.zeros(len(self.orders), jnp.float64)
