@@ -384,11 +384,13 @@ def main(argv=None) -> int:
 
 
 def report_allocation(cfg, data, state, history, base_accs, t0) -> int:
-  """The end of a random-allocation run: the epsilon the step itself accounted.
+  """The end of a random-allocation run: the epsilon the step itself accounted, and
+  the tight one.
 
   The step composed one epoch's RDP at each epoch's first step and read epsilon
   at total delta with the truncation term paid, so the epsilon of its last call
-  (the last epoch record) is the run's guarantee at ``delta``, as it stands.
+  (the last epoch record) is the run's guarantee at ``delta``, as it stands; the
+  tight bracket (``jaxrdp.train.tight_epsilon``) charges the same epochs and term.
   """
   sampler = jaxrdp.train.sampler_from_state(state.sampler)
   steps = int(state.step)
@@ -404,6 +406,13 @@ def report_allocation(cfg, data, state, history, base_accs, t0) -> int:
     f"allocation: steps_per_epoch={sampler.steps_per_epoch} capacity={sampler.capacity} "
     f"eta={sampler.truncation_delta(steps)!r} epsilon_in_step={eps!r}; "
     f"runtime {time.perf_counter() - t0:.1f} s"
+  )
+  # The number to publish: the tight (PLD) bracket of the same run, started epochs
+  # whole and the truncation term included, as the step charges them.
+  tight = jaxrdp.train.tight_epsilon(state, q=sampler.q, sigma=cfg["sigma"], delta=cfg["delta"])
+  print(
+    f"tight: epsilon={float(tight.epsilon)!r} epsilon_lower={float(tight.epsilon_lower)!r} "
+    f"(Renyi DP: {eps:.4f})"
   )
   print(
     f"final: epsilon={eps!r} delta={cfg['delta']!r} q={sampler.q!r} "

@@ -278,3 +278,41 @@ def test_k_out_of_t_composes_the_samplers_epoch_event():
   want = jaxrdp.RdpAccountant(ORDERS).epsilon(event, DELTA)
   assert float(infos[-1].epsilon) == pytest.approx(float(want.epsilon), rel=1e-12)
   assert float(infos[0].epsilon) == float(infos[t - 1].epsilon) < float(infos[t].epsilon)
+
+
+def test_tight_epsilon_of_an_allocation_run_charges_started_epochs_with_truncation():
+  # jaxrdp.train.tight_epsilon reads the run from its state: ceil(T / t) whole epochs
+  # by the tight accountant, the truncation term of all their steps, as the step
+  # charges them. Its certified bracket sits below the step's Renyi-DP epsilon and
+  # above the untruncated tight bracket's lower end; a sigma or q that is not the
+  # run's is refused by the state's own accountant.
+  sampler, data, opt, step = _accounting_setup()
+  state, infos = _run(step, sampler, data, _init(opt, sampler), T2 + 1)  # epoch 2 started
+  got = train.tight_epsilon(state, q=1 / T2, sigma=SIGMA, delta=DELTA)
+  want = jaxrdp.dpsgd_epsilon(
+    1 / T2,
+    SIGMA,
+    2 * T2,
+    DELTA,
+    sampling="allocation",
+    accountant="pld",
+    capacity=CAP2,
+    dataset_size=N2,
+  )
+  assert float(got.epsilon) == float(want.epsilon)
+  assert float(got.epsilon_lower) == float(want.epsilon_lower)
+  plain = jaxrdp.dpsgd_epsilon(
+    1 / T2, SIGMA, 2 * T2, DELTA, sampling="allocation", accountant="pld"
+  )
+  assert float(plain.epsilon) < float(got.epsilon) < float(infos[-1].epsilon)
+  rdp_acct = jaxrdp.accountants.RdpAccountant(ORDERS)  # the step's orders
+  rdp = train.tight_epsilon(state, q=1 / T2, sigma=SIGMA, delta=DELTA, accountant=rdp_acct)
+  assert float(rdp.epsilon) == pytest.approx(float(infos[-1].epsilon), rel=1e-9)
+  with pytest.raises(ValueError, match="epochs of random allocation"):
+    train.tight_epsilon(state, q=1 / T2, sigma=1.5 * SIGMA, delta=DELTA)
+  with pytest.raises(ValueError, match="RandomAllocationSampler rate"):
+    train.tight_epsilon(state, q=0.5, sigma=SIGMA, delta=DELTA)
+  with pytest.raises(ValueError, match="schedule"):
+    train.tight_epsilon(state, q=1 / T2, sigma=lambda t: SIGMA, delta=DELTA)
+  fresh = train.tight_epsilon(_init(opt, sampler), q=1 / T2, sigma=SIGMA, delta=DELTA)
+  assert float(fresh.epsilon) == 0.0

@@ -308,3 +308,68 @@ def test_sweep_with_the_pld_accountant_equals_its_cells():
   assert np.all(res.epsilon < rdp) and np.all(np.isnan(res.order))
   with pytest.raises(ValueError, match="orders"):
     jaxrdp.sweep(q=q, sigma=sigma, steps=[100], orders=[2.0, 3.0], accountant="pld")
+
+
+def test_random_allocation_sweep_equals_its_cells():
+  # Random allocation has one curve per epoch of t = 1 / q steps, so a sweep evaluates
+  # it cell by cell: the one-line call's numbers and orders on the broadcast grid, in
+  # both the rate and the dataset form, and never above Poisson at the same rate
+  # (Feldman and Shenfeld 2025, arXiv:2502.08202).
+  q, sigma, steps = [0.01, 0.05], [0.8, 2.0], [100, 400]
+  res = jaxrdp.sweep(
+    q=q,
+    sigma=sigma,
+    steps=steps,
+    delta=1e-5,
+    sampling="allocation",
+    chunk_size=3,
+    progress=False,
+  )
+  assert res.sampling == "allocation" and res.shape == (2, 2, 2, 1)
+  want = jaxrdp.dpsgd_epsilon(
+    np.array(q)[:, None, None],
+    np.array(sigma)[None, :, None],
+    np.array(steps)[None, None, :],
+    1e-5,
+    sampling="allocation",
+  )
+  np.testing.assert_array_equal(res.epsilon[..., 0], np.asarray(want.epsilon))
+  np.testing.assert_array_equal(res.order[..., 0], np.asarray(want.order))
+  poisson = jaxrdp.sweep(q=q, sigma=sigma, steps=steps, delta=1e-5).epsilon
+  assert np.all(res.epsilon <= poisson)
+  # Epochs of the dataset form: q = B / N, t = N / B steps each.
+  data = jaxrdp.sweep(
+    dataset_size=1000,
+    batch_size=[10, 50],
+    sigma=1.0,
+    epochs=[2],
+    delta=1e-5,
+    sampling="allocation",
+    orders=[2.0, 4.0, 8.0, 16.0],
+    progress=False,
+  )
+  want = jaxrdp.dpsgd_epsilon(
+    np.array([0.01, 0.05]),
+    1.0,
+    np.array([200, 40]),
+    1e-5,
+    [2.0, 4.0, 8.0, 16.0],
+    sampling="allocation",
+  )
+  np.testing.assert_array_equal(data.epsilon.ravel(), np.asarray(want.epsilon))
+  assert set(np.asarray(data.order).ravel()) <= {2.0, 4.0, 8.0, 16.0}
+  # The tight accountant: its certified upper bound, below the Renyi-DP epsilon.
+  tight = jaxrdp.sweep(
+    q=0.1,
+    sigma=1.0,
+    steps=20,
+    delta=1e-5,
+    sampling="allocation",
+    accountant="pld",
+    progress=False,
+  )
+  cell = jaxrdp.dpsgd_epsilon(0.1, 1.0, 20, 1e-5, sampling="allocation", accountant="pld")
+  assert float(tight.epsilon.ravel()[0]) == float(cell.epsilon)
+  rdp = jaxrdp.dpsgd_epsilon(0.1, 1.0, 20, 1e-5, sampling="allocation").epsilon
+  assert float(cell.epsilon_lower) <= float(cell.epsilon) < float(rdp)
+  assert np.isnan(tight.order).all()

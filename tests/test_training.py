@@ -1077,6 +1077,21 @@ def test_example_allocation_run_prints_the_epsilon_accounted_in_the_step(capsys)
   assert v["epsilon"] == pytest.approx(float(ref.epsilon), rel=1e-10)
   eta = float(stats.binom.sf(capacity, n + 1, v["q"])) * steps
   assert float(alloc["eta"]) == pytest.approx(eta, rel=1e-6, abs=1e-300)
+  # The tight bracket of the same run: below the step's Renyi-DP epsilon, and it
+  # brackets the one-shot tight accountant's upper end (truncation term included).
+  tight = _the_line(TIGHT_RE, lines)
+  one_shot = jaxrdp.dpsgd_epsilon(
+    v["q"],
+    v["sigma"],
+    steps,
+    v["delta"],
+    sampling="allocation",
+    accountant="pld",
+    capacity=capacity,
+    dataset_size=n,
+  )
+  assert float(tight["epsilon"]) == float(one_shot.epsilon)
+  assert 0.0 < float(tight["lower"]) <= float(tight["epsilon"]) < v["epsilon"]
   # Training works: well above chance (0.1) after 2 epochs, as the Poisson run (0.40).
   assert 0.25 <= v["test_accuracy"] <= 1.0 and 0.0 <= v["baseline_accuracy"] <= 1.0
 

@@ -176,7 +176,8 @@ def _cells_rdp(q_samp, axes, steps_sd, orders_np, shape, chunk_size, progress, d
 def _cells_with_accountant(
   accountant, q_samp, sigma, steps_sd, delta, chunk_size, progress, scheme
 ):
-  """epsilon of every cell through another accountant, chunk by chunk: (epsilon, NaN orders)."""
+  """epsilon of every cell through :func:`jaxrdp.dpsgd_epsilon`, chunk by chunk:
+  (epsilon, order), the order NaN for an accountant whose result has none."""
   n_samp, n_sigma, n_dur, n_delta = q_samp.size, sigma.size, steps_sd.shape[1], delta.size
   n_cells = n_samp * n_sigma * n_dur * n_delta
   grid = (n_samp, n_sigma, n_dur, n_delta)
@@ -184,6 +185,7 @@ def _cells_with_accountant(
   show = chunks > 1 and jax.process_index() == 0 if progress is None else progress
   bar = progress_bar(chunks, "jaxrdp sweep", show)
   eps = np.empty(n_cells)
+  order = np.full(n_cells, np.nan)
   try:
     for lo in range(0, n_cells, chunk_size):
       hi = min(lo + chunk_size, n_cells)
@@ -192,10 +194,12 @@ def _cells_with_accountant(
         q_samp.ravel()[p], sigma[s], steps_sd[p, t], delta[d], accountant=accountant, **scheme
       )
       eps[lo:hi] = np.asarray(res.epsilon)
+      if hasattr(res, "order"):
+        order[lo:hi] = np.asarray(res.order)
       bar.update(1)
   finally:
     bar.close()
-  return eps, np.full(n_cells, np.nan)
+  return eps, order
 
 
 def sweep(
@@ -272,12 +276,16 @@ def sweep(
       (:class:`jaxrdp.accountants.PldAccountant`; `order` is then NaN). A non-RDP
       sweep evaluates the cells in chunks of `chunk_size` on the default device
       (not sharded over `devices`); `orders` configures the RDP accountant only.
-    sampling: the batching scheme, `"poisson"` (default), `"fixed"` or `"shuffle"`,
-      and
+    sampling: the batching scheme, `"poisson"` (default), `"fixed"`, `"shuffle"` or
+      `"allocation"`, and
     relation: the neighbouring relation (default per scheme), as in
       `jaxrdp.dpsgd_epsilon`; q is B / n for `"fixed"` and `"shuffle"` (for
-      `"shuffle"` a cell of T steps composes ceil(T q) epochs). Other than Poisson
-      under add/remove, they need `accountant="rdp"`.
+      `"shuffle"` a cell of T steps composes ceil(T q) epochs), and k / t for
+      `"allocation"` (epochs of t steps, each example in k of them). An accountant
+      that cannot account the scheme is refused, naming one that can. Random
+      allocation is evaluated cell by cell through `jaxrdp.dpsgd_epsilon`, in chunks
+      of `chunk_size` on the default device, with either accountant (with the
+      Renyi-DP one, at `orders`; the tight one takes seconds per cell).
     tpr_at_fpr: a false-positive rate in [0, 1]: also report, per cell, the
       true-positive rate of the best membership-inference attack at it
       (:func:`jaxrdp.dpsgd_tpr`, by the same accountant: tight with certified
@@ -335,11 +343,6 @@ def sweep(
       )
     resolve_risk_accountant(acct)  # an accountant the risk readers cannot read: raised now
   require_support(acct, dpsgd_event(0.5, 1.0, 1.0, sampling=sampling, relation=relation))
-  if sampling == "allocation":
-    raise NotImplementedError(
-      "sweeps for sampling='allocation' are not implemented yet (dpsgd_epsilon and "
-      "dpsgd_delta account it, and broadcast over grids)"
-    )
   scheme = (
     ()
     if (sampling, relation) == ("poisson", "add_remove")
@@ -386,9 +389,19 @@ def sweep(
         )
       ).reshape(n_samp, n_dur)
 
-    if not isinstance(acct, RdpAccountant):
+    if sampling == "allocation" or not isinstance(acct, RdpAccountant):
+      # Random allocation composes one curve per epoch of t = 1 / q steps, whose curve
+      # depends on t: every cell is its own event, through dpsgd_epsilon.
+      cell_acct = RdpAccountant(orders_np) if isinstance(acct, RdpAccountant) else acct
       eps, order = _cells_with_accountant(
-        acct, q_samp, axes["sigma"], steps_sd, axes["delta"], chunk_size, progress, dict(scheme)
+        cell_acct,
+        q_samp,
+        axes["sigma"],
+        steps_sd,
+        axes["delta"],
+        chunk_size,
+        progress,
+        dict(scheme),
       )
     else:
       # Shuffling composes one curve per epoch, ceil(T q) of them; the others one per step.

@@ -13,8 +13,11 @@ describe must add up to that curve (``check_phases``), or the call raises.
 
 A run with a batch sampler (``dpsgd_init(..., sampler=)``) carries it in its state:
 with a capacity-truncated ``PoissonSampler`` the epsilon returned includes the
-truncation term (as ``jaxrdp.dpsgd_epsilon(..., capacity=, dataset_size=)``); a
-fixed-size or shuffled run has no tight construction here and is refused.
+truncation term (as ``jaxrdp.dpsgd_epsilon(..., capacity=, dataset_size=)``). A
+``RandomAllocationSampler`` run is charged as its step charges it, a started epoch
+whole: ``RandomAllocation(k / t, Gaussian(sigma), ceil(T / t) t, k)``, by the tight
+accountant's certified bracket, with the truncation term of every step of the started
+epochs. A fixed-size or shuffled run has no tight construction here and is refused.
 """
 
 from __future__ import annotations
@@ -27,10 +30,11 @@ import numpy as np
 from .._core.precision import x64_context
 from ..accountants._protocol import get_accountant
 from ..accountants._truncation import truncated_poisson_epsilon
+from ..events._allocation_events import RandomAllocation
 from ..events._events import Composed, Gaussian, PoissonSampled, SelfComposed
 from ..rdp._accountant import RdpState
 from ._sampled_step import _step_curve, sampler_from_state, scheme_of
-from ._samplers import PoissonSampler
+from ._samplers import PoissonSampler, RandomAllocationSampler
 
 __all__ = ["tight_epsilon"]
 
@@ -72,14 +76,18 @@ def tight_epsilon(
   Returns:
     The accountant's epsilon result (``PldEpsilon(epsilon, epsilon_lower)`` for
     ``"pld"``); epsilon 0 before the first step. For a run with a
-    ``PoissonSampler`` (``state.sampler``), the epsilon at which the truncated run
-    is (epsilon, ``delta``)-DP, truncation term included.
+    ``PoissonSampler`` or a ``RandomAllocationSampler`` (``state.sampler``), the
+    epsilon at which the truncated run is (epsilon, ``delta``)-DP, truncation term
+    included; for random allocation, of every started epoch (as the step charges
+    it: ``jaxrdp.dpsgd_epsilon(k / t, sigma, ceil(T / t) t, delta,
+    sampling="allocation", accountant=, capacity=, dataset_size=)`` for k = 1).
 
   Raises:
     ValueError: for a run whose ``state.sampler`` is a ``FixedSizeSampler`` or
       ``ShuffleSampler`` (the Poisson epsilon would under-report them; use
       ``jaxrdp.dpsgd_epsilon(..., sampling=)``), a ``q`` other than its
-      ``PoissonSampler``'s rate, or a ``q`` and ``sigma`` that are not what the
+      ``PoissonSampler``'s or ``RandomAllocationSampler``'s rate, a ``sigma``
+      schedule with a ``RandomAllocationSampler``, or a ``q`` and ``sigma`` that are not what the
       state's own (Renyi-DP) accountant composed: ``state.accountant`` must hold
       the RDP curve of ``state.step`` steps of Poisson sampling at ``q`` with
       noise ``sigma`` under add/remove (``check_phases``), so a wrong argument
@@ -92,6 +100,8 @@ def tight_epsilon(
     [(0.01, 2.0, 3), (0.01, 1.0, 2)]
   """
   steps = int(np.asarray(state.step))
+  if isinstance(_sampler_of(state), RandomAllocationSampler):
+    return _allocation_epsilon(state, _sampler_of(state), q, sigma, steps, delta, accountant)
   sampler = _poisson_sampler_of(state, q)
   phases = schedule_phases(q, sigma, steps)
   check_phases(state, phases, sampler is not None)
@@ -110,11 +120,58 @@ def tight_epsilon(
   )
 
 
-def _poisson_sampler_of(state: Any, q):
-  """The run's ``PoissonSampler`` (None without a sampler); refuses the other samplers."""
+def _sampler_of(state: Any):
+  """The run's sampler, rebuilt from its state (None without one)."""
   if getattr(state, "sampler", None) is None:
     return None
-  sampler = sampler_from_state(state.sampler)
+  return sampler_from_state(state.sampler)
+
+
+def _allocation_epsilon(state, sampler, q, sigma, steps, delta, accountant):
+  """The tight epsilon of a ``RandomAllocationSampler`` run after ``steps`` steps."""
+  if callable(q) or float(q) != sampler.q:
+    raise ValueError(
+      f"q must be the run's RandomAllocationSampler rate k / t = {sampler.q!r}, got {q!r}"
+    )
+  if callable(sigma):
+    raise ValueError("sigma must be a constant for a RandomAllocationSampler run, got a schedule")
+  t = sampler.steps_per_epoch
+  epochs = -(-steps // t)
+  epoch = sampler.event(float(sigma))
+  held = getattr(state, "accountant", None)
+  if isinstance(held, RdpState):
+    orders = np.asarray(held.orders, dtype=np.float64)
+    with x64_context():
+      curve = np.asarray(_step_curve(epoch, orders))
+    with np.errstate(invalid="ignore"):
+      total = np.where(epochs > 0, epochs * curve, 0.0)
+    _require_held_curve(
+      held,
+      total,
+      epochs * t,
+      f"sigma is not what this run's steps used: {epochs} epochs of random allocation "
+      f"(k = {sampler.selected} of t = {t} steps) at sigma={float(sigma)!r}",
+    )
+  acct = get_accountant(accountant)
+  if epochs == 0:
+    return acct.get_epsilon(acct.compose(acct.init(), Composed(())), delta)
+  event = RandomAllocation(sampler.q, Gaussian(float(sigma)), epochs * t, sampler.selected)
+  composed = acct.compose(acct.init(), event)
+  return truncated_poisson_epsilon(
+    lambda d: acct.get_epsilon(composed, d),
+    sampler.q,
+    epochs * t,
+    delta,
+    capacity=sampler.capacity,
+    dataset_size=sampler.n,
+  )
+
+
+def _poisson_sampler_of(state: Any, q):
+  """The run's ``PoissonSampler`` (None without a sampler); refuses the other samplers."""
+  sampler = _sampler_of(state)
+  if sampler is None:
+    return None
   if not isinstance(sampler, PoissonSampler):
     raise ValueError(
       f"this run used a {type(sampler).__name__}, which is not Poisson sampling: its "
@@ -153,6 +210,26 @@ def check_phases(state: Any, phases: list[tuple], sampler_run: bool = False) -> 
     with np.errstate(invalid="ignore"):
       total = np.sum(np.where(counts > 0, counts * curves, 0.0), axis=0)
   steps = sum(p[2] for p in phases)
+  q_desc = "q (the PoissonSampler's rate) is right, so sigma" if sampler_run else "q or sigma"
+  qv, sv, _ = phases[0] if phases else (np.nan, np.nan, 0)
+  more = len(phases) > 1
+  _require_held_curve(
+    held,
+    total,
+    steps,
+    f"{q_desc} is not what this run's steps used: {steps} steps of Poisson sampling at "
+    f"q={qv!r}, sigma={sv!r}{' (and the later phases)' if more else ''}",
+    " (and a run under relation='replace_one' has no tight epsilon here)" if sampler_run else "",
+  )
+
+
+def _require_held_curve(held: RdpState, total, steps: int, what: str, after: str = "") -> None:
+  """Raises ValueError (``what`` give ..., ``after``) unless ``held.rdp`` equals
+  ``total`` at every order, to the rounding of ``steps`` additions (relative 1e-9 +
+  4 T eps), infinities in the same places."""
+  orders = np.asarray(held.orders, dtype=np.float64)
+  rdp = np.asarray(held.rdp, dtype=np.float64)
+  total = np.asarray(total, dtype=np.float64)
   rtol = 1e-9 + 4.0 * steps * np.finfo(np.float64).eps
   same_inf = np.isinf(rdp) == np.isinf(total)
   finite = np.isfinite(rdp) & np.isfinite(total)
@@ -160,13 +237,7 @@ def check_phases(state: Any, phases: list[tuple], sampler_run: bool = False) -> 
   if np.all(same_inf) and np.all(close[finite]):
     return
   k = int(np.argmax(~same_inf | (finite & ~close)))
-  q_desc = "q (the PoissonSampler's rate) is right, so sigma" if sampler_run else "q or sigma"
-  qv, sv, _ = phases[0] if phases else (np.nan, np.nan, 0)
-  more = len(phases) > 1
   raise ValueError(
-    f"{q_desc} is not what this run's steps used: {steps} steps of Poisson sampling at "
-    f"q={qv!r}, sigma={sv!r}{' (and the later phases)' if more else ''} give RDP "
-    f"{total[k]:.6g} at order {orders[k]:g}, while the state's accountant composed "
-    f"{rdp[k]:.6g}; pass the q and sigma (or schedules) the step was built with"
-    + (" (and a run under relation='replace_one' has no tight epsilon here)" if sampler_run else "")
+    f"{what} give RDP {total[k]:.6g} at order {orders[k]:g}, while the state's accountant "
+    f"composed {rdp[k]:.6g}; pass the q and sigma (or schedules) the step was built with" + after
   )
