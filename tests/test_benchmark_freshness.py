@@ -32,6 +32,7 @@ RESULTS = {
   "validate_pld.py": "validate_pld.json",
   "validate_pld_laplace.py": "validate_pld_laplace.json",
   "validate_allocation_pld.py": "validate_allocation_pld.json",
+  "bench_allocation.py": "bench_allocation.json",
 }
 
 
