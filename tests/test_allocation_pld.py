@@ -150,3 +150,19 @@ def test_nothing_released():
     RandomAllocation(0.1, Gaussian(np.inf), 10), 1e-5, accountant="pld"
   )
   assert float(res.epsilon) == 0.0
+
+
+def test_a_lattice_too_coarse_for_the_event_falls_back_to_the_renyi_dp_bound():
+  # At sigma 0.6 the likelihood ratio's tail reaches e^15, so the one-epoch lattice is
+  # capped at cells of width 1.5: with t = 10 the spread puts a large mass at S = 0,
+  # an infinite loss of the add direction, and the exp-space upper end alone is inf
+  # (it was returned as such). The Renyi-DP bound of the same event is also sound:
+  # the upper end is now the smaller of the two, finite, and the bracket still holds.
+  res = jaxrdp.dpsgd_epsilon(0.1, 0.6, 10, 1e-5, sampling="allocation", accountant="pld")
+  up, low = float(res.epsilon), float(res.epsilon_lower)
+  rdp = float(jaxrdp.dpsgd_epsilon(0.1, 0.6, 10, 1e-5, sampling="allocation").epsilon)
+  assert math.isfinite(up) and 0.0 < low <= up <= rdp
+  # The same for delta, never above the Renyi-DP delta at the same epsilon.
+  d = jaxrdp.dpsgd_delta(0.1, 0.6, 10, 8.0, sampling="allocation", accountant="pld")
+  d_rdp = float(jaxrdp.dpsgd_delta(0.1, 0.6, 10, 8.0, sampling="allocation").delta)
+  assert 0.0 <= float(d.delta_lower) <= float(d.delta) <= d_rdp < 1.0

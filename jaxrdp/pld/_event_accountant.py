@@ -206,6 +206,28 @@ def _with_shuffled_lower(state, given, result, kind):
   return type(result)(*scope.finalize(pair, (False, True)))
 
 
+# A generic-path bracket wider than this (relative), or an infinite upper end, is
+# also bounded by the Renyi-DP accountant where it supports the event.
+_LOOSE = 1e-3
+
+
+def _rdp_upper(event, x: float, answer) -> float:
+  """The Renyi-DP accountant's epsilon (or delta) of ``event`` at ``x``; inf where it
+  does not support the event. Another sound upper bound: the smaller of two is one."""
+  from ..rdp._accountant import RdpAccountant
+
+  acct = RdpAccountant()
+  if not acct.supports(event):
+    return np.inf
+  with _precision.Float64Scope():
+    if answer is _generic.generic_epsilon:
+      value = acct.epsilon(event, x).epsilon
+    else:
+      value = acct.delta(event, x).delta
+  value = float(np.asarray(value, np.float64))
+  return value if value >= 0 else np.inf  # a NaN is no bound
+
+
 def _generic_answer(state, x, answer, rtol, max_grid_size):
   """``(upper, lower)`` arrays of ``answer(event, x)`` over the broadcast of the leaves and ``x``.
 
@@ -232,6 +254,8 @@ def _generic_answer(state, x, answer, rtol, max_grid_size):
   for idx in np.ndindex(shape):
     one = jax.tree_util.tree_unflatten(treedef, [a[idx] for a in arrays])
     up[idx], low[idx] = answer(one, float(xa[idx]), rtol, max_grid_size)
+    if not up[idx] <= low[idx] * (1.0 + _LOOSE):
+      up[idx] = min(up[idx], _rdp_upper(one, float(xa[idx]), answer))
   with _precision.Float64Scope() as scope:
     result = (jnp.asarray(up, jnp.float64), jnp.asarray(low, jnp.float64))
   return scope.finalize(result, (False, True))
@@ -255,6 +279,11 @@ class PldAccountant:
   from each, the maximum over the two directions reported. Its bracket is
   within about 1e-4 relative for up to a few hundred steps (wider for more:
   about ``h sqrt(T)`` in epsilon); it needs concrete inputs and runs on the host.
+  Where its bracket is wider than 1e-3 relative, or its upper end is infinite (a
+  discretization too coarse for the event, e.g. random allocation at small sigma
+  and few steps per epoch), the upper end reported is the smaller of it and the
+  Renyi-DP accountant's bound where that accountant supports the event: both are
+  sound upper bounds, and the lower bound is unchanged.
 
   Args:
     rtol: relative accuracy target of epsilon, which sets the grid.
