@@ -100,9 +100,10 @@ def tight_epsilon(
     [(0.01, 2.0, 3), (0.01, 1.0, 2)]
   """
   steps = int(np.asarray(state.step))
-  if isinstance(_sampler_of(state), RandomAllocationSampler):
-    return _allocation_epsilon(state, _sampler_of(state), q, sigma, steps, delta, accountant)
-  sampler = _poisson_sampler_of(state, q)
+  run_sampler = _sampler_of(state)
+  if isinstance(run_sampler, RandomAllocationSampler):
+    return _allocation_epsilon(state, run_sampler, q, sigma, steps, delta, accountant)
+  sampler = _poisson_sampler_of(run_sampler, q)
   phases = schedule_phases(q, sigma, steps)
   check_phases(state, phases, sampler is not None)
   acct = get_accountant(accountant)
@@ -167,9 +168,9 @@ def _allocation_epsilon(state, sampler, q, sigma, steps, delta, accountant):
   )
 
 
-def _poisson_sampler_of(state: Any, q):
-  """The run's ``PoissonSampler`` (None without a sampler); refuses the other samplers."""
-  sampler = _sampler_of(state)
+def _poisson_sampler_of(sampler, q):
+  """The run's ``sampler`` if it is a ``PoissonSampler`` (None without one); refuses the
+  other samplers."""
   if sampler is None:
     return None
   if not isinstance(sampler, PoissonSampler):
