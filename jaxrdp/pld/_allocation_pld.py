@@ -22,17 +22,21 @@ Kamath, Kumar, Manurangsi 2022, arXiv:2207.04380) applied to the likelihood rati
 Lower bound (a dominated pair). Releasing only the cell of every coordinate is a
 post-processing; its likelihood ratio is ``(1/t) sum_i r(j_i)``, ``r(j) = E[Y |
 cell j]``, so its curves are below the true ones. The cell boundaries ``b_j`` are
-moved off ``j h`` (a few smoothed Newton steps) until every ``r(j)`` is within
-``tau`` of the lattice point ``(j + 1/2) h``; a cell where that fails is given the
-lattice point below ``r(j)`` (remove) or above (add), and the one above ``Y_max``
-its lattice point below (remove) or nothing (add). The lattice sum then bounds the
+moved off ``j h`` (a few smoothed Newton steps, on the cells whose defect is well
+above the round-off of their mean) until ``r(j)`` is within ``tau`` of the lattice
+point ``(j + 1/2) h`` (remove: the point at most ``tau`` above ``r(j)``; add: at most
+``tau`` below; ``tau`` per direction, minimizing ``tau + h`` times the mass of the
+cells that miss it); a cell that misses it is given the lattice point below ``r(j)``
+(remove) or above (add), and the one above ``Y_max`` its lattice point below
+(remove) or nothing (add). The lattice sum then bounds the
 post-processed ratio within ``tau`` (the larger defect of the cells kept at their
 own point) from below (remove: ``S'' >= S_lat - tau``) or above (add), and
 ``delta_R`` grows with ``S``, ``delta_A`` shrinks: rounding losses down, keeping or
 dropping masses, only lowers delta.
 
 The sum ``t S`` of a lattice variable is one FFT, a power ``t`` and one inverse FFT
-(:func:`jaxrdp.pld._compose.compose`, whose per-bin and Euclidean round-off bounds
+(the ``P``-masses share the power ``c^{t-1}``: two real transforms each way;
+:func:`jaxrdp.pld._compose.compose`, whose per-bin and Euclidean round-off bounds
 become bounds on the masses here: ``Q``-masses through ``min(n e_inf, sqrt(n) e_2)``,
 ``P``-masses ``s_j q_j`` through ``min(e_inf sum_j s_j, e_2 |s|_2)``). The circle
 has length ``n``, and the mass of sums at or beyond ``n`` wraps around; it is
@@ -62,11 +66,25 @@ _WRAP = 1e-18
 # Largest FFT length of the exp-space stage (the cell h widens to fit).
 MAX_EXP_LATTICE = 1 << 22
 _NEWTON_STEPS = 3
+# Newton steps move the cells whose defect exceeds this many times its round-off bound.
+_NEWTON_SIGNAL = 32.0
 
 
-def _sf(z):
-  """``P(N(0, 1) > z)`` (both tails accurate)."""
-  return 0.5 * _erfc(np.asarray(z, np.float64) / math.sqrt(2.0))
+def _small_tails(ws):
+  """``P(N(0, 1) > |w|)`` for each array ``w`` of ``ws`` (the smaller tail at ``w``).
+
+  One float64 ``erfc`` call on the arrays joined and padded to a power of two or three
+  times one, so that configurations share compiled programs; the larger
+  tail is ``1 - `` this, accurate since it is at least ``1/2``.
+  """
+  sizes = [w.size for w in ws]
+  total = sum(sizes)
+  k = max(total - 1, 1023).bit_length()
+  n = 3 << (k - 2) if total <= 3 << (k - 2) else 1 << k
+  x = np.zeros(n)
+  np.concatenate([np.abs(w) for w in ws], out=x[:total])
+  e = 0.5 * _erfc(x / math.sqrt(2.0))
+  return np.split(e[:total], np.cumsum(sizes)[:-1])
 
 
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(12)
@@ -92,10 +110,11 @@ def _cell_masses(b, sc, with_split=False):
     z = (np.log(b) + 0.5 * sc * sc) / sc
   lo, hi = z[:-1], z[1:]
   out = []
-  for shift in (0.0, sc):
-    w = z - shift
-    up = _sf(w)  # P(Z > w)
-    dn = _sf(-w)  # P(Z <= w)
+  ws = (z, z - sc)
+  for w, small in zip(ws, _small_tails(ws)):
+    pos = w >= 0
+    up = np.where(pos, small, 1.0 - small)  # P(Z > w)
+    dn = np.where(pos, 1.0 - small, small)  # P(Z <= w)
     hi_side = w[:-1] >= 0
     m = np.where(hi_side, up[:-1] - up[1:], dn[1:] - dn[:-1])
     big = np.where(hi_side, up[:-1], dn[1:])
@@ -161,28 +180,38 @@ def _coarse(p, width=64):
   return m.sum(axis=1)[keep], tops[keep]
 
 
-def _wrap_bounds(p, t, n):
-  """Chernoff bounds on ``P(sum >= n)`` and ``E[sum; sum >= n]`` (sums of ``t`` i.i.d. indices).
+class _WrapBound:
+  """Chernoff bounds on ``P(sum >= n)`` and ``E[sum; sum >= n]`` (sums of ``t`` i.i.d. indices
+  of ``p``), for any circle length ``n``.
 
   ``E[e^{lam j}]`` and ``E[j e^{lam j}]`` are bounded from above on bins of 64 indices
-  (each index taken at its bin's top), so the bounds hold for the exact PMF.
+  (each index taken at its bin's top), so the bounds hold for the exact PMF. The two
+  log-moments on the grid of ``lam`` are computed once; each ``n`` is then a minimum
+  over that grid.
   """
-  if (p.size - 1) * t < n:
-    return 0.0, 0.0
-  mass, top = _coarse(p)
-  lams = np.geomspace(1e-6, 30.0, 96)
-  a = np.log(mass)[None, :] + lams[:, None] * top[None, :]
-  hi = a.max(axis=1, keepdims=True)
-  m0 = hi[:, 0] + np.log(np.exp(a - hi).sum(axis=1))
-  m1 = hi[:, 0] + np.log(np.exp(a + np.log(top)[None, :] - hi).sum(axis=1))
-  with np.errstate(over="ignore"):
-    wq = float(np.min(np.exp(t * m0 - lams * n)))
-    wp = float(np.min(np.exp((t - 1) * m0 + m1 - lams * n))) * t
-  return min(wq, 1.0), wp
+
+  def __init__(self, p, t):
+    self.t, self.top = t, float(p.size - 1)
+    mass, top = _coarse(p)
+    self.lams = np.geomspace(1e-6, 30.0, 96)
+    a = np.log(mass)[None, :] + self.lams[:, None] * top[None, :]
+    hi = a.max(axis=1, keepdims=True)
+    self.m0 = hi[:, 0] + np.log(np.exp(a - hi).sum(axis=1))
+    self.m1 = hi[:, 0] + np.log(np.exp(a + np.log(top)[None, :] - hi).sum(axis=1))
+
+  def __call__(self, n):
+    t = self.t
+    if self.top * t < n:
+      return 0.0, 0.0
+    with np.errstate(over="ignore"):
+      wq = float(np.min(np.exp(t * self.m0 - self.lams * n)))
+      wp = float(np.min(np.exp((t - 1) * self.m0 + self.m1 - self.lams * n))) * t
+    return min(wq, 1.0), wp
 
 
-def _fft_length(p, t):
-  """The smallest length (a power of two or three times one) whose wrap-around is negligible."""
+def _fft_length(p, t, wrap):
+  """The smallest length (a power of two or three times one) whose wrap-around is negligible
+  (``wrap``: the :class:`_WrapBound` of ``(p, t)``)."""
   mean = t * float(np.sum(np.arange(p.size) * p))
   cands = sorted({1 << k for k in range(4, 25)} | {3 << k for k in range(3, 24)})
   for n in cands:
@@ -190,50 +219,22 @@ def _fft_length(p, t):
       continue
     if (p.size - 1) * t < n:
       return n
-    wq, wp = _wrap_bounds(p, t, n)
+    wq, wp = wrap(n)
     if wq <= _WRAP and wp <= _WRAP * max(mean, 1.0):
       return n
   return cands[-1]
 
 
-def _fft_power(x, t, xp=None):
-  """``irfft(rfft(xp) rfft(x)^(t-1))`` (``xp = x``: the ``t``-th power) on the circle
-  ``len(x)``, and bounds on its round-off, per bin and in L2.
-
-  The bound of :func:`jaxrdp.pld._compose.compose` in numpy (Higham 2002, Sec. 24.1:
-  every coefficient of a forward transform off by at most ``dc = g |x|_1``, ``g = (1 +
-  10 u)^{log2 n + 2} - 1``; the product ``c_p c^{t-1}`` off by ``dc_p m^{t-1} + m_p
-  (t - 1) m^{t-2} dc`` with ``m = min(|c| + dc, |x|_1 + dc)`` (the same for ``m_p``),
-  plus ``4 u (1 + t (1 + |log c|) + |log c_p|) |c_p c^{t-1}|`` for the powers through
-  ``exp(log)``; the inverse transform maps a spectral error ``E`` to ``sum |E| / n`` per
-  bin and ``|E|_2 / sqrt(n)`` in norm and adds its own ``g`` times the spectrum).
-  """
-  n = x.size
-  xp = x if xp is None else xp
-  g = (1.0 + 10.0 * _U) ** (math.ceil(math.log2(n)) + 2.0) - 1.0
-  c, cp = np.fft.rfft(x), np.fft.rfft(xp)
-  l1, l1p = ((1.0 + g) * float(np.sum(np.abs(v))) for v in (x, xp))
-  dc, dcp = g * l1, g * l1p
-  absc, abscp = np.abs(c), np.abs(cp)
-  nz = (absc > 0) & (abscp > 0)
-  with np.errstate(divide="ignore", invalid="ignore", under="ignore"):
-    logc = np.log(np.where(nz, c, 1.0))
-    logcp = np.log(np.where(nz, cp, 1.0))
-    total = np.where(nz, np.exp((t - 1.0) * logc + logcp), 0.0)
-    logm = np.log(np.minimum(absc + dc, dc + l1))
-    mp = np.minimum(abscp + dcp, dcp + l1p)
-    prop = dcp * np.exp((t - 1.0) * logm) + mp * (t - 1.0) * dc * np.exp((t - 2.0) * logm)
-  rel = 1.0 + t * (1.0 + np.abs(np.where(nz, logc.real, 0.0)))
-  rel = rel + np.abs(np.where(nz, logcp.real, 0.0))
-  e = prop + 4.0 * _U * rel * np.abs(total)
-  size = np.abs(total) + e
-  w = np.full(c.size, 2.0)
-  w[0] = 1.0
-  if n % 2 == 0:
-    w[-1] = 1.0
-  err_inf = (float(np.sum(w * e)) + g * float(np.sum(w * size))) / n
-  err_2 = math.sqrt(float(np.sum(w * e * e))) + g * math.sqrt(float(np.sum(w * size * size)))
-  return np.fft.irfft(total, n), err_inf, err_2 / math.sqrt(n)
+def _complex_power(c, k):
+  """``c^k`` elementwise (``k >= 1``) by repeated squaring: ``k - 1`` multiplications."""
+  out, base = None, c
+  while True:
+    if k & 1:
+      out = base if out is None else out * base
+    k >>= 1
+    if not k:
+      return out
+    base = base * base
 
 
 def _sum_pmf(p, t, n, weights):
@@ -242,7 +243,26 @@ def _sum_pmf(p, t, n, weights):
   eq, ep)`` with bounds on the L1 round-off of each.
 
   The ``P``-mass of a sum is ``(1/t) sum_i w(j_i) Q(config)``: ``t`` equal mixture terms,
-  ``(w p / t) * p^{*(t-1)}`` each, one more FFT.
+  ``(w p / t) * p^{*(t-1)}`` each. With ``c = rfft(p)``, ``c_w = rfft(w p)`` and ``c^{t-1}``
+  computed once, ``q = irfft(c^{t-1} c)`` and ``pm = irfft(c^{t-1} c_w)``: two forward and
+  two inverse real transforms.
+
+  Round-off: the bound of :func:`jaxrdp.pld._compose.compose` in numpy (Higham 2002,
+  Sec. 24.1: every coefficient of a forward transform off by at most ``dc = g |x|_1``,
+  ``g = (1 + 10 u)^{log2 n + 2} - 1``; the product ``c_w c^{t-1}`` off by ``dc_w m^{t-1}
+  + m_w (t - 1) m^{t-2} dc`` with ``m = min(|c| + dc, |x|_1 + dc)`` (the same for
+  ``m_w``); the inverse transform maps a spectral error ``E`` to ``sum |E| / n`` per bin
+  and ``|E|_2 / sqrt(n)`` in norm and adds its own ``g`` times the spectrum), except
+  the power's own rounding: ``c^{t-1}`` is formed by repeated squaring, and a complex
+  product is within ``sqrt(5) u`` relative of the product of its (rounded) factors
+  (Brent, Percival, Zimmermann 2007; ``2 u`` with a fused multiply-add), so a product
+  of ``k`` factors made by ``k - 1`` multiplications, in any order, is within ``(1 +
+  sqrt(5) u)^{k-1} - 1`` relative of the product of the computed ``c``: ``(1 +
+  sqrt(5) u)^{t-1} - 1`` for ``c^{t-1} c`` and ``c^{t-1} c_w``, about ``2.24 t u``
+  (below the ``4 u (1 + t (1 + |log c|))`` of a power through ``exp(log)``), plus an
+  absolute ``4 t 2^{-1074}`` per coefficient for underflow (the factors are at most
+  ``1 + dc`` in modulus). A per-bin bound ``e_inf`` and a norm bound ``e_2`` bound
+  the L1 error by ``min(n e_inf, sqrt(n) e_2)``.
   """
   x = np.zeros(n)
   x[: p.size] = p
@@ -250,11 +270,38 @@ def _sum_pmf(p, t, n, weights):
   xp[: p.size] = p * weights
   if t == 1:
     return x, xp, 0.0, 0.0
-  y, e_inf, e_2 = _fft_power(x, float(t))
-  yp, f_inf, f_2 = _fft_power(x, float(t), xp)
-  eq = min(n * e_inf, math.sqrt(n) * e_2)
-  ep = min(n * f_inf, math.sqrt(n) * f_2)
-  return np.maximum(y, 0.0), np.maximum(yp, 0.0), eq, ep
+  t = float(t)
+  g = (1.0 + 10.0 * _U) ** (math.ceil(math.log2(n)) + 2.0) - 1.0
+  c, cp = np.fft.rfft(x), np.fft.rfft(xp)
+  l1, l1p = ((1.0 + g) * float(np.sum(np.abs(v))) for v in (x, xp))
+  dc, dcp = g * l1, g * l1p
+  absc = np.abs(c)
+  with np.errstate(under="ignore"):
+    power = _complex_power(c, int(t) - 1)  # c^(t-1)
+    total_q, total_p = power * c, power * cp
+  with np.errstate(divide="ignore", under="ignore", over="ignore"):
+    m = np.minimum(absc + dc, dc + l1)
+    m_tm2 = np.exp((t - 2.0) * np.log(m))  # m^(t-2)
+    m_tm1 = m_tm2 * m
+    mp = np.minimum(np.abs(cp) + dcp, dcp + l1p)
+    prop_q = t * dc * m_tm1  # dc m^(t-1) + m (t - 1) m^(t-2) dc
+    prop_p = dcp * m_tm1 + mp * (t - 1.0) * dc * m_tm2
+  rel = math.expm1((t - 1.0) * math.log1p(math.sqrt(5.0) * _U)) * (1.0 + 1e-6)
+  tiny = 4.0 * t * 2.0**-1074
+  w = np.full(c.size, 2.0)
+  w[0] = 1.0
+  if n % 2 == 0:
+    w[-1] = 1.0
+  out, errs = [], []
+  for total, prop in ((total_q, prop_q), (total_p, prop_p)):
+    a = np.abs(total)
+    e = prop + rel * a + tiny
+    size = a + e
+    e_inf = (float(np.sum(w * e)) + g * float(np.sum(w * size))) / n
+    e_2 = math.sqrt(float(np.sum(w * e * e))) + g * math.sqrt(float(np.sum(w * size * size)))
+    errs.append(min(n * e_inf, e_2))
+    out.append(np.maximum(np.fft.irfft(total, n), 0.0))
+  return out[0], out[1], errs[0], errs[1]
 
 
 def _upper_lattice(sc, h, big_j):
@@ -322,6 +369,18 @@ def _first_cell(sc, h):
   return b, theta
 
 
+def _cell_means(q, p, eq, ep, aim):
+  """``(r, d, r_err)``: the cells' means ``p / q``, their defects ``r - aim`` (0 where a
+  cell has no mass; ``aim`` covers all cells but the last) and bounds on the means'
+  round-off (``inf`` where a cell has no mass)."""
+  pos = q > 0
+  qq = np.where(pos, q, 1.0)
+  r = np.where(pos, p / qq, 0.0)
+  d = np.where(pos[:-1], r[:-1] - aim, 0.0)
+  r_err = np.where(pos, (ep + r * eq) / qq + 4.0 * _U * r, np.inf)
+  return r, d, r_err
+
+
 def _lower_cells(sc, h, big_j):
   """Cells whose ``Q``-conditional means of ``Y`` sit (nearly) on the lattice ``(k + theta) h``.
 
@@ -337,64 +396,81 @@ def _lower_cells(sc, h, big_j):
   first = round(b1 / h + 0.5 - theta)  # lattice index of the first regular cell
   k0 = round(_low_mean(b1, sc) / h - theta)
   target = np.concatenate([[k0], first + np.arange(n_reg, dtype=np.float64)])
-  delta = np.zeros(base.size)
-  for step in range(_NEWTON_STEPS + 1):
-    b = base + delta
-    q, p, eq, ep = _cell_masses(np.concatenate([b, [np.inf]]), sc)
-    with np.errstate(invalid="ignore", divide="ignore"):
-      r = np.where(q > 0, p / np.where(q > 0, q, 1.0), 0.0)
-    d = r[:-1] - h * (target + theta)
-    d = np.where(q[:-1] > 0, d, 0.0)
-    if step == _NEWTON_STEPS:
-      break
-    # Smoothed Newton: moving b_i shifts the means of both neighbours by about half.
-    upd = np.zeros(base.size)
-    upd[2:-1] = 0.5 * (d[1:-1] + d[2:])
+  q, p, eq, ep = _cell_masses(np.concatenate([base, [np.inf]]), sc)
+  r, d, r_err = _cell_means(q, p, eq, ep, h * (target + theta))
+  # Smoothed Newton (moving b_i shifts the means of both neighbours by about half), on
+  # the cells whose defect is well above the round-off of their mean: further out (in
+  # the tail, where a cell's mass is a difference of nearly equal tails) a step only
+  # moves noise. Only boundaries 2 .. m - 1 move, so cells m and beyond keep their
+  # first masses; the cells 0 .. m - 1 are recomputed.
+  big = np.nonzero(np.abs(d) > _NEWTON_SIGNAL * r_err[:-1])[0]
+  m = min(int(big[-1]) + 2, base.size - 1) if big.size else 0
+  delta = np.zeros(m + 1)
+  for _ in range(_NEWTON_STEPS if m > 2 else 0):
+    upd = np.zeros(m + 1)
+    upd[2:m] = 0.5 * (d[1 : m - 1] + d[2:m])
     delta = np.clip(delta - upd, -0.25 * h, 0.25 * h)
-  with np.errstate(invalid="ignore", divide="ignore"):
-    r_err = np.where(q > 0, (ep + r * eq) / np.where(q > 0, q, 1.0) + 4.0 * _U * r, np.inf)
+    head = _cell_masses(base[: m + 1] + delta, sc)
+    for full, part in zip((q, p, eq, ep), head):
+      full[:m] = part
+    r, d, r_err = _cell_means(q, p, eq, ep, h * (target + theta))
   return q, r, r_err, eq, target, theta
+
+
+def _tolerance(size, qn, h):
+  """The tolerance ``tau`` of the cells' defects ``size`` (cells of ``Q``-mass ``qn``).
+
+  A kept cell's defect shifts every sum by up to ``tau``, a far cell's coordinate by up
+  to ``h``: ``tau`` minimizes ``tau + h (far mass)`` on a grid of 32 points a decade (a
+  cell whose size is above ``cand[k]``, bin ``> k``, is far at ``k``).
+  """
+  cand = np.concatenate([[0.0], np.geomspace(1e-14, 0.1, 13 * 32 + 1) * h])
+  mass = np.bincount(np.searchsorted(cand, size), weights=qn, minlength=cand.size + 1)
+  far = np.cumsum(mass[::-1])[::-1][1:]
+  return float(cand[int(np.argmin(cand + h * far))])
 
 
 def _lower_lattices(sc, h, big_j):
   """Lattice PMFs (points ``(k + theta) h``) below (remove) and above (add) the cell means.
 
-  Returns ``(p_remove, tau_remove, p_add, tau_add, theta, mass_err)``: ``sum r(j_i) >=
+  Returns ``(p_remove, tau_remove, p_add, tau_add, theta, mass_err, far_mass)``: ``sum r(j_i) >=
   sum l_i - t tau`` (remove) and ``<= sum l_i + t tau`` (add), on the masses kept.
   """
   q, r, r_err, eq, target, theta = _lower_cells(sc, h, big_j)
   size = int(target[-1]) + 2
   d = r[:-1] - h * (target + theta)
   qn = q[:-1]
-  # The tolerance: a kept cell's defect shifts every sum by up to tau, a far cell's
-  # coordinate by up to h; minimize tau + h (far mass) over the defects' sizes.
-  size_d = np.abs(d) + r_err[:-1]
-  cand = np.concatenate([[0.0], np.geomspace(1e-12, 0.1, 45) * h])
-  far = np.array([np.sum(qn[size_d > c]) for c in cand])
-  tau = float(cand[int(np.argmin(cand + h * far))])
-  near = (size_d <= tau) & (qn > 0)
+  # Per direction, a cell is kept at its own point if its defect (remove: the point
+  # above the mean, ``-d``; add: below it, ``d``; plus the mean's round-off) is within
+  # the tolerance ``tau``, and is far otherwise.
+  pos = qn > 0
   cells = target.astype(np.int64)
   # Remove: far cells at the lattice point at or below r - err (dropped below the lattice).
+  size_rm = -d + r_err[:-1]
+  near = (size_rm <= _tolerance(size_rm, qn, h)) & pos
   p_rm = np.zeros(size)
   k_dn = np.floor((r - r_err) / h - theta)
-  ok = ~near & (k_dn[:-1] >= 0) & (qn > 0)
+  ok = ~near & (k_dn[:-1] >= 0) & pos
   np.add.at(p_rm, cells[near], qn[near])
   np.add.at(p_rm, np.minimum(k_dn[:-1][ok], size - 1).astype(np.int64), qn[ok])
   if q[-1] > 0 and k_dn[-1] >= 0:
     p_rm[int(min(k_dn[-1], size - 1))] += q[-1]
+  t_rm = float(np.max(np.where(near, size_rm, 0.0), initial=0.0))
+  far_mass = float(np.sum(qn[~near]))
   # Add: far cells at the lattice point at or above r + err (past the top: dropped).
+  size_ad = d + r_err[:-1]
+  near = (size_ad <= _tolerance(size_ad, qn, h)) & pos
   p_ad = np.zeros(size)
   k_up = np.ceil((r + r_err) / h - theta)
-  ok = ~near & (k_up[:-1] <= size - 1) & (qn > 0)
+  ok = ~near & (k_up[:-1] <= size - 1) & pos
   np.add.at(p_ad, cells[near], qn[near])
   np.add.at(p_ad, np.maximum(k_up[:-1][ok], 0).astype(np.int64), qn[ok])
-  t_rm = float(np.max(np.where(near, -d + r_err[:-1], 0.0), initial=0.0))
-  t_ad = float(np.max(np.where(near, d + r_err[:-1], 0.0), initial=0.0))
+  t_ad = float(np.max(np.where(near, size_ad, 0.0), initial=0.0))
+  far_mass = max(far_mass, float(np.sum(qn[~near])))
   # Round-off of the cells' Q-masses: |e|_1 and sum_j |e_j| (their point, at most r + h).
   with np.errstate(invalid="ignore"):
     first = float(np.sum(np.where(np.isfinite(r), eq * (r + h), 0.0)))
   mass_err = (float(np.sum(eq)), first)
-  far_mass = float(np.sum(qn[~near]))
   return p_rm, t_rm, p_ad, t_ad, theta, mass_err, far_mass
 
 
@@ -420,10 +496,11 @@ def allocation_epoch_pair(sigma: float, t: int, max_lattice: int = MAX_EXP_LATTI
   err = {}
   # Upper: the spread, summed.
   lat, at_inf, (l1, first) = _upper_lattice(sc, h, big_j)
-  n = _fft_length(lat, t)
+  wrap = _WrapBound(lat, t)
+  n = _fft_length(lat, t, wrap)
   y, yp, eq, ep = _sum_pmf(lat, t, n, h * np.arange(lat.size, dtype=np.float64))
   s = h * np.arange(n, dtype=np.float64) / t
-  _, wp = _wrap_bounds(lat, t, n)
+  _, wp = wrap(n)
   # P-mass at infinity: one coordinate's (the P-coordinate's) mass at_inf, and the
   # wrapped sums' P-mass E[S'; sum >= n] <= h wp / t.
   p_inf = at_inf + h * wp / t
@@ -439,11 +516,12 @@ def allocation_epoch_pair(sigma: float, t: int, max_lattice: int = MAX_EXP_LATTI
   p_rm, t_rm, p_ad, t_ad, theta, (l1, first), _ = _lower_lattices(sc, h, big_j)
   atoms = {}
   for name, pm, tau in (("remove", p_rm, t_rm), ("add", p_ad, t_ad)):
-    n = _fft_length(pm, t)
+    wrap = _WrapBound(pm, t)
+    n = _fft_length(pm, t, wrap)
     pts = h * (np.arange(pm.size, dtype=np.float64) + theta)
     y, yp, eq, ep = _sum_pmf(pm, t, n, pts)
     s = h * (np.arange(n, dtype=np.float64) + theta * t) / t
-    wq, _ = _wrap_bounds(pm, t, n)
+    wq, _ = wrap(n)
     if name == "remove":
       # S'' >= s - tau on the masses kept: P-mass at least (s - tau) q, loss log(s - tau).
       s = s - tau
