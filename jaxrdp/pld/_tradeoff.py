@@ -213,10 +213,18 @@ def _traced(q, sigma, steps, alphas, atol, at_zero, grid_size, memory_limit):
   return out.reshape(3, 2, size, alphas.shape[1])[:2]
 
 
-# The FPRs of a job are padded to a multiple of this (repeating the last one), so
-# that one compiled program per FFT length serves 1 to 16 FPRs (reading an FPR
-# costs little next to the composition).
+# The FPRs of a job are padded (repeating the last one) to a power of two below
+# this and to a multiple of it from there on, so that few compiled programs per
+# FFT length serve any number of FPRs. Reading an FPR is not free: padding one
+# FPR to 16 made a job at FFT length 8192 take 6.7 ms in place of 2.6 ms.
 _ALPHA_BUCKET = 16
+
+
+def _alpha_bucket(g: int) -> int:
+  """Number of FPRs a job reads for ``g`` requested: 1, 2, 4, 8, then multiples of 16."""
+  if g >= _ALPHA_BUCKET:
+    return -(-g // _ALPHA_BUCKET) * _ALPHA_BUCKET
+  return 1 << (g - 1).bit_length()
 
 
 def _run(q, sigma, steps, alphas, atol, at_zero, grid_size, max_grid_size, memory_limit):
@@ -237,7 +245,7 @@ def _run(q, sigma, steps, alphas, atol, at_zero, grid_size, max_grid_size, memor
   steps2 = jnp.where(empty, 1.0, steps2)
   g = alphas.shape[1]
   a = jnp.clip(alphas, _ALPHA_CLIP, 1.0 - 1e-16)
-  a = jnp.concatenate([a, jnp.repeat(a[:, -1:], -g % _ALPHA_BUCKET, axis=1)], axis=1)
+  a = jnp.concatenate([a, jnp.repeat(a[:, -1:], _alpha_bucket(g) - g, axis=1)], axis=1)
   concrete = all(is_concrete(x) for x in (q2, sigma2, steps2, a))
   if concrete:
     args = [np.asarray(x) for x in (q2, sigma2, steps2, a)]
