@@ -44,6 +44,9 @@ __all__ = [
 
 #: Target absolute error of the TPR's certified upper bound (it sets the grid).
 DEFAULT_ATOL = 1e-6
+# The add direction first runs on a grid _driver._COARSE_ADD times coarser only
+# where its own grid has at least this many points.
+_COARSE_MIN_SIZE = 2**15
 # Planning keeps FPRs inside this range (0 and 1 are answered in closed form).
 _ALPHA_CLIP = 1e-300
 
@@ -183,9 +186,9 @@ def _concrete(q, sigma, steps, alphas, atol, at_zero, grid_size, max_grid_size, 
     return out
   asym = rows[~np.all(q >= 1.0, axis=-1)]  # q = 1: both directions are the Gaussian's
   if asym.size:
-    coarse_first = size >= _driver._COARSE_MIN_ROWS
     fine = n[1][asym]
-    coarse = np.maximum(fine // (_driver._COARSE_ADD if coarse_first else 1), 2**10)
+    coarse_first = (size >= _driver._COARSE_MIN_ROWS) & (fine >= _COARSE_MIN_SIZE)
+    coarse = np.where(coarse_first, np.maximum(fine // _driver._COARSE_ADD, 2**10), fine)
     jobs = (asym, np.ones(asym.size, bool), coarse)
     out[:, 1, asym] = _run_jobs(jobs, q, sigma, steps, alphas, plans, atol, False, memory_limit)
     # The add direction's coarse bound matters only where it could be the larger one.
