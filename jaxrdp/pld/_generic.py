@@ -97,6 +97,7 @@ __all__ = [
 ]
 
 _U = 2.0**-53
+_TINY = 1e-280  # tilted masses below this are zeroed (subnormal arithmetic is slow)
 _MAX_COUNT = 1e7
 # Tail mass moved off the window per product, for a delta read (absolute), and per unit
 # of the target delta for an epsilon read.
@@ -458,6 +459,7 @@ def _tilted(k0, masses, inf, mass_err, moved, lam, h, upper):
     return _Pmf(k0, np.zeros_like(masses), 0.0, lam, h, inf, err, moved, 1)
   logz = top + math.log(float(np.sum(np.exp(lw - top))))
   p = np.exp(lw - logz)
+  p[p < _TINY] = 0.0
   lost = (p == 0.0) & (masses > 0.0)
   if lost.any():
     gone = float(masses[lost].sum())
@@ -483,10 +485,12 @@ def _conv(a: _Pmf, b: _Pmf) -> _Pmf:
     n1a, n1b = np.abs(a.p).sum(), np.abs(b.p).sum()
     n2a, n2b = np.linalg.norm(a.p), np.linalg.norm(b.p)
     rnd = 16.0 * _U * math.log2(size) * math.sqrt(size) * (n1a * n2b + n2a * n1b)
-  np.maximum(p, 0.0, out=p)  # clipping at 0 never moves a mass away from the (>= 0) truth
+  # Clipping at 0 never moves a mass away from the (>= 0) truth; masses below _TINY
+  # (tilted arrays reach subnormals, slow to compute with) are dropped, within err.
+  p[p < _TINY] = 0.0
   inf = 1.0 - (1.0 - a.inf) * (1.0 - b.inf)
   sa, sb = a.p.sum(), b.p.sum()
-  err = a.err * (sb + b.err) + b.err * (sa + a.err) + rnd
+  err = a.err * (sb + b.err) + b.err * (sa + a.err) + rnd + _TINY * n
   return _Pmf(a.k0 + b.k0, p, a.logc + b.logc, a.lam, a.h, inf, err, a.moved + b.moved, a.n + b.n)
 
 
@@ -506,11 +510,7 @@ def _trim(x: _Pmf, upper: bool, budget) -> _Pmf:
   tail_true, tail_t = budget(x.n)
   c = np.cumsum(p)
   lo = int(np.searchsorted(c, tail_t, side="right"))
-  with np.errstate(divide="ignore", over="ignore"):
-    t = np.exp(np.log(p) + (x.logc - lh * (x.k0 + np.arange(p.size))))
-  with np.errstate(over="ignore", invalid="ignore"):
-    r = np.cumsum(t[::-1])
-  hi = p.size - int(np.searchsorted(r, tail_true, side="right"))
+  hi, above = _true_top(x, tail_true)
   if not upper:  # either budget bounds what moving the top tail down takes off a delta
     hi = min(hi, p.size - int(np.searchsorted(np.cumsum(p[::-1]), tail_t, side="right")))
   lo = min(lo, max(hi - 1, 0))
@@ -521,11 +521,27 @@ def _trim(x: _Pmf, upper: bool, budget) -> _Pmf:
   inf, moved, err = x.inf, x.moved, x.err
   if upper:
     err += float(c[lo - 1]) if lo > 0 else 0.0
-    above = float(t[hi:].sum())
-    inf, moved = inf + above, moved + above
+    if hi < p.size:
+      inf, moved = inf + above, moved + above
   else:
     body[-1] += float(np.sum(p[hi:] * np.exp(-lh * np.arange(1, p.size - hi + 1))))
   return _Pmf(x.k0 + lo, body, x.logc, x.lam, x.h, inf, err, moved, x.n)
+
+
+def _true_top(x: _Pmf, tail):
+  """``(i, m)``: the lowest index ``i`` with true mass ``m <= tail`` at and above it
+  (true masses computed from the top, in blocks, as far as needed)."""
+  n, lh = x.p.size, x.lam * x.h
+  m = min(n, 1024)
+  while True:
+    j = np.arange(n - m, n)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+      t = np.exp(np.log(x.p[n - m :]) + (x.logc - lh * (x.k0 + j)))
+      r = np.cumsum(t[::-1])
+    k = int(np.searchsorted(r, tail, side="right"))
+    if k < m or m == n:
+      return n - k, float(r[k - 1]) if k > 0 else 0.0
+    m = min(n, 8 * m)
 
 
 def _power(x: _Pmf, t: int, upper: bool, budget) -> _Pmf:
@@ -544,14 +560,23 @@ def _singles(steps, direction, h):
   return [(discretize(parts[direction], h), int(round(count))) for parts, count in steps]
 
 
-def _cumulant(singles, h, lam):
-  """``(K, K', K'')`` at ``lam`` of the composed upper PMFs' finite parts (their
-  log-MGF)."""
-  k = dk = d2k = 0.0
+def _log_masses(singles, h):
+  """``[(losses, log masses, count)]`` of the upper PMFs' nonzero masses."""
+  out = []
   for (k0, up, *_), count in singles:
-    s = h * (k0 + np.arange(up.size))
-    with np.errstate(divide="ignore"):
-      lw = np.log(up) + lam * s
+    nz = np.nonzero(up)[0]
+    out.append((h * (k0 + nz), np.log(up[nz]), count))
+  return out
+
+
+def _cumulant(logs, lam):
+  """``(K, K', K'')`` at ``lam`` of the composed upper PMFs' finite parts (their
+  log-MGF; ``logs`` from :func:`_log_masses`)."""
+  k = dk = d2k = 0.0
+  for s, logm, count in logs:
+    if s.size == 0:
+      continue
+    lw = logm + lam * s
     top = float(lw.max())
     if not math.isfinite(top):
       continue
@@ -584,14 +609,15 @@ def _tilt(singles, h, query, x):
     if nz.size:
       span = max(span, h * float(nz[-1] - nz[0]))
   lam_max = min(600.0 / span, 1e3) if span > 0 else 0.0
-  untilted = 0.0, _cumulant(singles, h, 0.0)[0]
+  logs = _log_masses(singles, h)
+  untilted = 0.0, _cumulant(logs, 0.0)[0]
   if lam_max <= 0:
     return untilted
 
   if query == "delta":
 
     def f(lam):  # increasing in lam
-      return _cumulant(singles, h, lam)[1] - x
+      return _cumulant(logs, lam)[1] - x
 
     if f(0.0) >= 0:
       return untilted
@@ -599,7 +625,7 @@ def _tilt(singles, h, query, x):
     log_d = math.log(x)
 
     def f(lam):  # increasing in lam (about)
-      k, dk, d2k = _cumulant(singles, h, lam)
+      k, dk, d2k = _cumulant(logs, lam)
       return log_d - (
         k - lam * dk - math.log(lam * (1.0 + lam) * math.sqrt(2 * math.pi * max(d2k, 1e-300)))
       )
@@ -615,7 +641,7 @@ def _tilt(singles, h, query, x):
       b = m
     if b - a <= 1e-3 * b:
       break
-  k, dk, _ = _cumulant(singles, h, b)
+  k, dk, _ = _cumulant(logs, b)
   return b, k - b * (x if query == "delta" else dk)
 
 
@@ -658,10 +684,19 @@ def _plan_h(steps, rtol, max_grid_size):
   return max(h, floor), floor
 
 
-def _read_delta(x: _Pmf, eps, h):
-  sel = x.losses() > eps
-  s = x.losses()[sel]
-  return x.inf + float(np.sum(x.true(sel) * -np.expm1(eps - s)))
+def _read_delta(x: _Pmf, eps, h, cache=None):
+  """``inf + sum_{s > eps} p_s (1 - e^{eps - s})`` in true masses (``cache``: the
+  losses and true masses of ``x``, from :func:`_true_masses`)."""
+  s, t = cache if cache is not None else _true_masses(x)
+  i = int(np.searchsorted(s, eps, side="right"))
+  return x.inf + float(np.sum(t[i:] * -np.expm1(eps - s[i:])))
+
+
+def _true_masses(x: _Pmf):
+  """The losses of ``x`` and its true masses (``inf`` where they overflow, far below
+  any loss read)."""
+  with np.errstate(over="ignore"):
+    return x.losses(), x.true(slice(None))
 
 
 def _top(x: _Pmf, h):
@@ -695,7 +730,8 @@ def _read_epsilon(x: _Pmf, delta, h, c0, c1, upper):
     if upper and _inf_mass(x) <= delta:
       return max(top, 0.0)
     return math.inf
-  s = x.losses()
+  cache = _true_masses(x)
+  s = cache[0]
   # Where the bound read + extra is not monotone (a lower bound: extra rises to c0)
   # any grid point k after one with read + extra > delta is valid, so the search
   # starts where |extra| is within 1e-3 delta of c0 (or at 0 if the read there is
@@ -703,9 +739,9 @@ def _read_epsilon(x: _Pmf, delta, h, c0, c1, upper):
   e0 = 0.0
   if not upper and c1 != 0 and x.lam > 0:
     e0 = max(0.0, (x.logc - math.log(1e-3 * delta / -c1)) / x.lam)
-    if e0 >= top or _read_delta(x, e0, h) + extra(e0) <= delta:
+    if e0 >= top or _read_delta(x, e0, h, cache) + extra(e0) <= delta:
       e0 = 0.0
-  if _read_delta(x, e0, h) + extra(e0) <= delta:
+  if _read_delta(x, e0, h, cache) + extra(e0) <= delta:
     return e0
   lo_i = int(np.searchsorted(s, e0, side="right"))  # first grid point above e0
   hi_i = x.p.size - 1
@@ -713,14 +749,14 @@ def _read_epsilon(x: _Pmf, delta, h, c0, c1, upper):
   a, b = lo_i, hi_i
   while a < b:
     mid = (a + b) // 2
-    if _read_delta(x, s[mid], h) + extra(s[mid]) <= delta:
+    if _read_delta(x, s[mid], h, cache) + extra(s[mid]) <= delta:
       b = mid
     else:
       a = mid + 1
   k = a
   left = s[k - 1] if k - 1 >= lo_i else e0
   # On (left, s_k]: read = inf + A - e^eps B over atoms j >= k.
-  pa = x.true(slice(k, None))
+  pa = cache[1][k:]
   big_a = float(pa.sum())
   big_b = float(np.sum(pa * np.exp(s[k] - s[k:])))  # B e^{s_k}
   num = x.inf + extra(left) + big_a - delta
@@ -756,7 +792,7 @@ def _composed(steps, h, query, x):
     if coupled:
       lam, log_c = _tilt(singles, h, query, x)
     else:  # round-off bounds of unknown location (BracketedAtoms): untilted
-      lam, log_c = 0.0, _cumulant(singles, h, 0.0)[0]
+      lam, log_c = 0.0, _cumulant(_log_masses(singles, h), 0.0)[0]
     c = math.exp(min(log_c, 700.0))
     if query == "epsilon":
       tail_true = max(_TAIL_PER_DELTA * x, 1e-300)
