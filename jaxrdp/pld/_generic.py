@@ -7,17 +7,38 @@ composed here, its Gaussian parts included. Per adjacency direction (remove:
 ``(M(D), M(D'))``; add: the reverse), each step's privacy-loss distribution is
 discretized on the grid ``k h`` from above and from below (``_single_plds``);
 ``T`` repetitions are composed by squaring and the steps by linear convolution
-(an FFT long enough that nothing wraps around), tails of mass below ``1e-7
-delta`` (for an epsilon; ``1e-15`` for a delta) moved after each product: up (the
-upper bound; above the window to ``+inf``) or down (the lower bound; below the
-window dropped). Reading ``delta(eps) = p_inf + sum_{s > eps} p_s (1 - e^{eps -
-s})`` (Sommer, Meiser, Mohammadi 2019, arXiv:1807.10173) from the upper (lower)
-PMF gives an upper (lower) bound of the true delta, after adding (subtracting) a
-bound on the L1 round-off of the masses; the reported value is the maximum over
-the two directions (composition within each direction, never a per-step
-maximum: Lebeda, Regehr, Kamath, Steinke 2024, arXiv:2405.20769). Above the
+(an FFT long enough that nothing wraps around). Reading ``delta(eps) = p_inf +
+sum_{s > eps} p_s (1 - e^{eps - s})`` (Sommer, Meiser, Mohammadi 2019,
+arXiv:1807.10173) from the upper (lower) PMF gives an upper (lower) bound of the
+true delta, after adding (subtracting) the bounds below; the reported value is the
+maximum over the two directions (composition within each direction, never a
+per-step maximum: Lebeda, Regehr, Kamath, Steinke 2024, arXiv:2405.20769). Above the
 array's top loss the delta is the ``+inf`` mass alone (the composed support lies
 below it), so a bounded loss keeps a finite epsilon below the round-off floor.
+
+Tilting: the arrays composed are ``p_s e^{lam s}`` normalized, with the log of the
+normalizer carried (``lam >= 0``, one per direction: the saddle point of the
+cumulant of the discretized steps where the saddle-point approximation of the delta
+at ``eps = K'(lam)`` is the target delta, or the Chernoff point of ``K(lam) - lam
+eps`` for a delta query), so the masses where the delta is read are of order one
+however small the delta. An L1 bound ``r`` on the tilted arrays' error bounds the
+delta's at ``eps`` by ``r exp(logc - lam eps)`` (every loss read is above ``eps``):
+round-off is then relative to the delta, not an absolute mass amplified by the
+``T`` copies composed after it. ``lam = 0`` (no tilt) where a part's round-off has
+no known location (``BracketedAtoms``) or the target lies beyond every saddle point
+(the answer at the top of a lattice support). The ``+inf`` mass and the coupling's
+moved mass stay in true units.
+
+Tails, per product of ``n`` of the direction's ``N`` steps (budgets scaled by ``n /
+N``, since mass trimmed early reappears in the ``N / n`` copies composed after it):
+the upper PMF's top tail goes to ``+inf`` (true mass at most ``1e-7 delta n / N``
+for an epsilon, ``min(1e-15, 1e-9 C) n / N`` for a delta, ``C`` the Chernoff bound
+at ``eps``), its bottom tail is dropped and its tilted mass added to the round-off
+bound (``(1 - e^{eps - s})_+ <= e^{lam (s - eps)}``, so its share of any later
+delta is at most that mass times the same factor); the lower PMF's bottom tail is
+dropped and its top tail moved to its last point. The tilted budgets (about ``1e-7``
+of the delta read, through that factor, for an epsilon; ``1e-15`` absolute for a
+delta) and the true one make trimming cost about ``1e-7 log2(T)`` of delta.
 
 Event types beyond these register a rule (:func:`register_generic_rule`) that gives
 their single-step pairs; random allocation (``_allocation_rule``) does, with parts
@@ -27,18 +48,23 @@ connect-the-dots image of the true loss).
 
 Round-off: a linear convolution through the FFT is within ``16 u log2(N)
 sqrt(N) (|a|_1 |b|_2 + |a|_2 |b|_1)`` of exact in L1 (stage-wise error of the
-transform, Higham 2002, Sec. 24.1), and convolving with a probability vector
-does not grow an L1 error; a single-step mass, a difference of two tail
-probabilities, carries ``4 u`` times the larger. The reading
-weights are in ``[0, 1]``, so the L1 bound is a bound on delta. Not in the
-certificate: the rounding inside the connect-the-dots split of a cell
-(relative ``u / h`` of its mass, moved between two neighbouring points).
+transform, Higham 2002, Sec. 24.1), and convolving with a (tilted) probability
+vector does not grow an L1 error; a single-step mass, a difference of two tail
+probabilities, carries ``4 u`` times the larger, bounded per point and tilted with
+the weight of the highest point its mass can reach, and the tilting itself ``4
+u`` of each tilted mass. The reading weights are in ``[0, 1]``, so the scaled L1
+bound is a bound on delta. Not in the certificate: the rounding inside the
+connect-the-dots split of a cell (relative ``u / h`` of its mass, moved between
+two neighbouring points), and that of the final sums of a read.
 
 Accuracy: connect-the-dots errs by about ``T h^2 / 8`` in epsilon after ``T``
-steps. The lower bound is the larger of the optimistic PMF's (cells at their
-lower ends: up to ``T h`` below) and the upper PMF's shifted by a Hoeffding bound
-on the connect-the-dots moves (about ``h sqrt(T log(1 / eta) / 2)`` below, with
-``eta = 1e-3 delta``). The step ``h`` is at most ``1e-4`` (``rtol``-driven for
+steps; the certificate's own terms, about ``1e-7`` of delta, add a few ``1e-7`` of
+epsilon (the fixed-size MNIST run, 14,063 steps: 7e-7 above the Laplace-inversion
+oracle, and the bound falls as ``h`` shrinks). The lower bound is the larger of
+the optimistic PMF's (cells at their lower ends: up to ``T h`` below) and the
+upper PMF's shifted by a Hoeffding bound on the connect-the-dots moves (about ``h
+sqrt(T log(1 / eta) / 2)`` below, with ``eta = 1e-3 delta``), less its scaled
+round-off bound and the mass moved to ``+inf``. The step ``h`` is at most ``1e-4`` (``rtol``-driven for
 many steps), widened so the composed window fits ``max_grid_size`` points, and
 refined once (up to 20 times finer) where the bracket is wider than ``1e-4``
 relative.
@@ -71,6 +97,7 @@ __all__ = [
 ]
 
 _U = 2.0**-53
+_TINY = 1e-280  # tilted masses below this are zeroed (subnormal arithmetic is slow)
 _MAX_COUNT = 1e7
 # Tail mass moved off the window per product, for a delta read (absolute), and per unit
 # of the target delta for an epsilon read.
@@ -387,14 +414,64 @@ def _coupled(steps):
 
 
 class _Pmf:
-  """Masses at losses ``(k0 + j) h``, mass at ``+inf``, an L1 round-off bound, and
-  ``moved``: a bound on the probability that some step's loss was moved by more than
-  one cell (tails pushed off the window), by the union bound."""
+  """Tilted masses ``p_j`` at losses ``s_j = (k0 + j) h``: the true mass at ``s_j`` is
+  ``p_j exp(logc - lam s_j)`` (``lam >= 0``). ``inf``: the true mass at ``+inf``;
+  ``err``: a bound on the L1 round-off of the tilted masses; ``moved``: a bound on the
+  true probability that some step's loss was moved to ``+inf`` (or by a single step's
+  discretization beyond its cell; for the coupling lower bound); ``n``: the number of
+  single steps composed."""
 
-  __slots__ = ("k0", "p", "inf", "err", "moved")
+  __slots__ = ("k0", "p", "logc", "lam", "h", "inf", "err", "moved", "n")
 
-  def __init__(self, k0, p, inf, err, moved=0.0):
-    self.k0, self.p, self.inf, self.err, self.moved = k0, p, inf, err, moved
+  def __init__(self, k0, p, logc, lam, h, inf, err, moved, n):
+    self.k0, self.p, self.logc, self.lam, self.h = k0, p, logc, lam, h
+    self.inf, self.err, self.moved, self.n = inf, err, moved, n
+
+  def losses(self):
+    return self.h * (self.k0 + np.arange(self.p.size))
+
+  def scale(self, eps):
+    """``exp(logc - lam eps)``: the true mass per unit of tilted mass at ``eps``, which
+    bounds it at every loss above ``eps`` (``inf`` where it overflows)."""
+    a = self.logc - self.lam * eps
+    return math.inf if a > 700.0 else math.exp(a)
+
+  def true(self, sel):
+    """True masses at the selected points (from the logarithms: no overflow)."""
+    s = self.losses()[sel]
+    with np.errstate(divide="ignore"):
+      return np.exp(np.log(self.p[sel]) + (self.logc - self.lam * s))
+
+
+def _tilted(k0, masses, inf, mass_err, moved, lam, h, upper):
+  """One step's PMF (true masses) tilted by ``e^{lam s}`` and normalized.
+
+  A mass whose tilted value underflows is moved to ``+inf`` (upper) or dropped
+  (lower); the per-point round-off bounds are tilted with their points' weights.
+  """
+  s = h * (k0 + np.arange(masses.size))
+  with np.errstate(divide="ignore"):
+    lw = np.log(masses) + lam * s
+  top = float(lw.max()) if masses.size else -math.inf
+  if not math.isfinite(top):
+    with np.errstate(over="ignore"):
+      err = float(np.sum(mass_err * np.exp(lam * s)))
+    return _Pmf(k0, np.zeros_like(masses), 0.0, lam, h, inf, err, moved, 1)
+  logz = top + math.log(float(np.sum(np.exp(lw - top))))
+  p = np.exp(lw - logz)
+  p[p < _TINY] = 0.0
+  lost = (p == 0.0) & (masses > 0.0)
+  if lost.any():
+    gone = float(masses[lost].sum())
+    if upper:
+      inf, moved = inf + gone, moved + gone
+  with np.errstate(over="ignore"):
+    err = float(np.sum(mass_err * np.exp(lam * s - logz)))
+  # exp of an argument with an absolute error of a few u times its terms' sizes.
+  fin = p > 0
+  size = np.abs(lw[fin] - lam * s[fin]) + np.abs(lam * s[fin]) + abs(logz) + 2.0
+  err += 2.0 * _U * float(np.sum(p[fin] * size))
+  return _Pmf(k0, p, logz, lam, h, inf, err, moved, 1)
 
 
 def _conv(a: _Pmf, b: _Pmf) -> _Pmf:
@@ -408,57 +485,177 @@ def _conv(a: _Pmf, b: _Pmf) -> _Pmf:
     n1a, n1b = np.abs(a.p).sum(), np.abs(b.p).sum()
     n2a, n2b = np.linalg.norm(a.p), np.linalg.norm(b.p)
     rnd = 16.0 * _U * math.log2(size) * math.sqrt(size) * (n1a * n2b + n2a * n1b)
-  np.maximum(p, 0.0, out=p)  # clipping at 0 never moves a mass away from the (>= 0) truth
+  # Clipping at 0 never moves a mass away from the (>= 0) truth; masses below _TINY
+  # (tilted arrays reach subnormals, slow to compute with) are dropped, within err.
+  p[p < _TINY] = 0.0
   inf = 1.0 - (1.0 - a.inf) * (1.0 - b.inf)
   sa, sb = a.p.sum(), b.p.sum()
-  err = a.err * (sb + b.err) + b.err * (sa + a.err) + rnd
-  return _Pmf(a.k0 + b.k0, p, inf, err, a.moved + b.moved)
+  err = a.err * (sb + b.err) + b.err * (sa + a.err) + rnd + _TINY * n
+  return _Pmf(a.k0 + b.k0, p, a.logc + b.logc, a.lam, a.h, inf, err, a.moved + b.moved, a.n + b.n)
 
 
-def _trim(x: _Pmf, upper: bool, tail: float) -> _Pmf:
-  """Move tails of mass ``<= tail`` off the array: up (upper) or down (lower)."""
-  p = x.p
+def _trim(x: _Pmf, upper: bool, budget) -> _Pmf:
+  """Move tails off the array.
+
+  ``budget(n) = (true, tilted)``: the most true mass moved to ``+inf``, and tilted
+  mass dropped or moved inside the window, at a product of ``n`` steps. Upper: the
+  top tail goes to ``+inf`` (its true mass counted), the bottom tail is dropped and
+  its tilted mass added to ``err`` (by ``(1 - e^{eps - s})_+ <= e^{lam (s - eps)}``
+  its share of any later delta at ``eps`` is at most that mass times
+  ``exp(logc - lam eps)``, the factor the round-off is read with). Lower: the bottom
+  tail is dropped, the top tail moved to the highest kept point (by at most its true
+  mass, or its tilted mass scaled as above, what that takes off a later delta).
+  """
+  p, lh = x.p, x.lam * x.h
+  tail_true, tail_t = budget(x.n)
   c = np.cumsum(p)
-  lo = int(np.searchsorted(c, tail, side="right"))
-  r = np.cumsum(p[::-1])
-  hi = p.size - int(np.searchsorted(r, tail, side="right"))
+  lo = int(np.searchsorted(c, tail_t, side="right"))
+  hi, above = _true_top(x, tail_true)
+  if not upper:  # either budget bounds what moving the top tail down takes off a delta
+    hi = min(hi, p.size - int(np.searchsorted(np.cumsum(p[::-1]), tail_t, side="right")))
   lo = min(lo, max(hi - 1, 0))
   if lo == 0 and hi >= p.size:
     return x
   hi = max(hi, lo + 1)
   body = p[lo:hi].copy()
-  below, above = p[:lo].sum(), p[hi:].sum()
-  inf = x.inf
+  inf, moved, err = x.inf, x.moved, x.err
   if upper:
-    body[0] += below
-    inf = inf + above
+    err += float(c[lo - 1]) if lo > 0 else 0.0
+    if hi < p.size:
+      inf, moved = inf + above, moved + above
   else:
-    body[-1] += above
-  return _Pmf(x.k0 + lo, body, inf, x.err, x.moved + below + above)
+    body[-1] += float(np.sum(p[hi:] * np.exp(-lh * np.arange(1, p.size - hi + 1))))
+  return _Pmf(x.k0 + lo, body, x.logc, x.lam, x.h, inf, err, moved, x.n)
 
 
-def _power(x: _Pmf, t: int, upper: bool, tail: float) -> _Pmf:
+def _true_top(x: _Pmf, tail):
+  """``(i, m)``: the lowest index ``i`` with true mass ``m <= tail`` at and above it
+  (true masses computed from the top, in blocks, as far as needed)."""
+  n, lh = x.p.size, x.lam * x.h
+  m = min(n, 1024)
+  while True:
+    j = np.arange(n - m, n)
+    with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
+      t = np.exp(np.log(x.p[n - m :]) + (x.logc - lh * (x.k0 + j)))
+      r = np.cumsum(t[::-1])
+    k = int(np.searchsorted(r, tail, side="right"))
+    if k < m or m == n:
+      return n - k, float(r[k - 1]) if k > 0 else 0.0
+    m = min(n, 8 * m)
+
+
+def _power(x: _Pmf, t: int, upper: bool, budget) -> _Pmf:
   result = None
   base = x
   while t > 0:
     if t & 1:
-      result = base if result is None else _trim(_conv(result, base), upper, tail)
+      result = base if result is None else _trim(_conv(result, base), upper, budget)
     t >>= 1
     if t:
-      base = _trim(_conv(base, base), upper, tail)
+      base = _trim(_conv(base, base), upper, budget)
   return result
 
 
-def _compose(steps, direction, h, tail):
-  """The composed upper and lower PMFs of one direction."""
+def _singles(steps, direction, h):
+  return [(discretize(parts[direction], h), int(round(count))) for parts, count in steps]
+
+
+def _log_masses(singles, h):
+  """``[(losses, log masses, count)]`` of the upper PMFs' nonzero masses."""
   out = []
-  singles = [(discretize(parts[direction], h), int(round(count))) for parts, count in steps]
+  for (k0, up, *_), count in singles:
+    nz = np.nonzero(up)[0]
+    out.append((h * (k0 + nz), np.log(up[nz]), count))
+  return out
+
+
+def _cumulant(logs, lam):
+  """``(K, K', K'')`` at ``lam`` of the composed upper PMFs' finite parts (their
+  log-MGF; ``logs`` from :func:`_log_masses`)."""
+  k = dk = d2k = 0.0
+  for s, logm, count in logs:
+    if s.size == 0:
+      continue
+    lw = logm + lam * s
+    top = float(lw.max())
+    if not math.isfinite(top):
+      continue
+    w = np.exp(lw - top)
+    z = float(w.sum())
+    mean = float(np.sum(w * s)) / z
+    k += count * (top + math.log(z))
+    dk += count * mean
+    d2k += count * float(np.sum(w * (s - mean) ** 2)) / z
+  return k, dk, d2k
+
+
+def _tilt(singles, h, query, x):
+  """``(lam, log_c)``: the tilt of one direction's composition, and ``log_c = K(lam) -
+  lam eps`` (``eps`` the query's or the estimated answer), the log of the true mass
+  per unit of tilted mass at the read.
+
+  For a delta at ``eps = x``: the minimizer over ``lam >= 0`` of ``K(lam) - lam x``
+  (Chernoff); for an epsilon at ``delta = x``: the saddle point ``lam`` whose
+  saddle-point approximation ``e^{K - lam K'} / (lam (1 + lam) sqrt(2 pi K''))`` of
+  the delta at ``eps = K'(lam)`` equals ``x``. Capped so that no single step's tilted
+  masses span more than ``e^600``; where no such point exists below the cap (the
+  answer near the top of the support) untilted. Any ``lam >= 0`` gives certified
+  bounds; this one makes the round-off and the trimmed tails relative to the delta
+  read.
+  """
+  span = 0.0
+  for (_, up, *_), _ in singles:
+    nz = np.nonzero(up)[0]
+    if nz.size:
+      span = max(span, h * float(nz[-1] - nz[0]))
+  lam_max = min(600.0 / span, 1e3) if span > 0 else 0.0
+  logs = _log_masses(singles, h)
+  untilted = 0.0, _cumulant(logs, 0.0)[0]
+  if lam_max <= 0:
+    return untilted
+
+  if query == "delta":
+
+    def f(lam):  # increasing in lam
+      return _cumulant(logs, lam)[1] - x
+
+    if f(0.0) >= 0:
+      return untilted
+  else:
+    log_d = math.log(x)
+
+    def f(lam):  # increasing in lam (about)
+      k, dk, d2k = _cumulant(logs, lam)
+      return log_d - (
+        k - lam * dk - math.log(lam * (1.0 + lam) * math.sqrt(2 * math.pi * max(d2k, 1e-300)))
+      )
+
+  if f(lam_max) <= 0:
+    return untilted
+  a, b = 0.0, lam_max
+  for _ in range(60):
+    m = 0.5 * (a + b) if a > 0 or b < 1e-3 else math.sqrt(b * 1e-6)
+    if f(m) < 0:
+      a = m
+    else:
+      b = m
+    if b - a <= 1e-3 * b:
+      break
+  k, dk, _ = _cumulant(logs, b)
+  return b, k - b * (x if query == "delta" else dk)
+
+
+def _compose(singles, lam, h, budget):
+  """The composed upper and lower PMFs of one direction, tilted by ``lam``."""
+  out = []
   for upper in (True, False):
     total = None
     for (k0, up, low, infs, mass_err, moved), count in singles:
-      one = _Pmf(k0, up if upper else low, infs[0 if upper else 1], mass_err, moved)
-      one = _power(_trim(one, upper, tail), count, upper, tail)
-      total = one if total is None else _trim(_conv(total, one), upper, tail)
+      one = _tilted(
+        k0, up if upper else low, infs[0 if upper else 1], mass_err, moved, lam, h, upper
+      )
+      one = _power(_trim(one, upper, budget), count, upper, budget)
+      total = one if total is None else _trim(_conv(total, one), upper, budget)
     out.append(total)
   return tuple(out)
 
@@ -487,10 +684,19 @@ def _plan_h(steps, rtol, max_grid_size):
   return max(h, floor), floor
 
 
-def _read_delta(x: _Pmf, eps, h):
-  s = h * (x.k0 + np.arange(x.p.size))
-  sel = s > eps
-  return x.inf + float(np.sum(x.p[sel] * -np.expm1(eps - s[sel])))
+def _read_delta(x: _Pmf, eps, h, cache=None):
+  """``inf + sum_{s > eps} p_s (1 - e^{eps - s})`` in true masses (``cache``: the
+  losses and true masses of ``x``, from :func:`_true_masses`)."""
+  s, t = cache if cache is not None else _true_masses(x)
+  i = int(np.searchsorted(s, eps, side="right"))
+  return x.inf + float(np.sum(t[i:] * -np.expm1(eps - s[i:])))
+
+
+def _true_masses(x: _Pmf):
+  """The losses of ``x`` and its true masses (``inf`` where they overflow, far below
+  any loss read)."""
+  with np.errstate(over="ignore"):
+    return x.losses(), x.true(slice(None))
 
 
 def _top(x: _Pmf, h):
@@ -504,42 +710,61 @@ def _inf_mass(x: _Pmf):
   return x.inf * (1.0 + 1e-12)
 
 
-def _read_epsilon(x: _Pmf, delta, h, extra):
-  """Smallest ``eps >= 0`` with ``read(eps) + extra <= delta`` (``inf`` if none).
+def _read_epsilon(x: _Pmf, delta, h, c0, c1, upper):
+  """Smallest ``eps >= 0`` with ``read(eps) + extra(eps) <= delta`` (``inf`` if none).
 
-  For an upper bound (``extra >= 0``) the answer is at most the array's top when the
-  ``+inf`` mass alone is within ``delta`` (the round-off ``extra`` has nothing to
-  act on above the support).
+  ``extra(eps) = c0 + c1 exp(logc - lam eps)`` (tilted bounds scaled to true mass
+  above ``eps``), both ``>= 0`` for an upper bound (then ``extra`` decreases) or both
+  ``<= 0`` for a lower bound (then it increases). Between grid points the answer is
+  solved with ``extra`` at the interval's left end, its value furthest from 0 there
+  (the conservative one for both). For an upper bound the answer is at most the
+  array's top when the ``+inf`` mass alone is within ``delta`` (the round-off has
+  nothing to act on above the support).
   """
-  if x.inf + extra > delta:
-    if extra >= 0 and _inf_mass(x) <= delta:
-      return max(_top(x, h), 0.0)
+
+  def extra(e):
+    return c0 + (c1 * x.scale(e) if c1 != 0 else 0.0)
+
+  top = _top(x, h)
+  if x.inf + extra(max(top, 0.0)) > delta:
+    if upper and _inf_mass(x) <= delta:
+      return max(top, 0.0)
     return math.inf
-  s = h * (x.k0 + np.arange(x.p.size))
-  if _read_delta(x, 0.0, h) + extra <= delta:
-    return 0.0
-  lo_i = int(np.searchsorted(s, 0.0, side="right"))  # first grid point above 0
+  cache = _true_masses(x)
+  s = cache[0]
+  # Where the bound read + extra is not monotone (a lower bound: extra rises to c0)
+  # any grid point k after one with read + extra > delta is valid, so the search
+  # starts where |extra| is within 1e-3 delta of c0 (or at 0 if the read there is
+  # not above delta).
+  e0 = 0.0
+  if not upper and c1 != 0 and x.lam > 0:
+    e0 = max(0.0, (x.logc - math.log(1e-3 * delta / -c1)) / x.lam)
+    if e0 >= top or _read_delta(x, e0, h, cache) + extra(e0) <= delta:
+      e0 = 0.0
+  if _read_delta(x, e0, h, cache) + extra(e0) <= delta:
+    return e0
+  lo_i = int(np.searchsorted(s, e0, side="right"))  # first grid point above e0
   hi_i = x.p.size - 1
-  # read is 0 + inf at the top point; find the first k >= lo_i with read(s_k) <= delta.
+  # find the first k >= lo_i with read(s_k) + extra(s_k) <= delta (true at the top).
   a, b = lo_i, hi_i
   while a < b:
     mid = (a + b) // 2
-    if _read_delta(x, s[mid], h) + extra <= delta:
+    if _read_delta(x, s[mid], h, cache) + extra(s[mid]) <= delta:
       b = mid
     else:
       a = mid + 1
   k = a
-  left = s[k - 1] if k - 1 >= lo_i else 0.0
+  left = s[k - 1] if k - 1 >= lo_i else e0
   # On (left, s_k]: read = inf + A - e^eps B over atoms j >= k.
-  pa = x.p[k:]
+  pa = cache[1][k:]
   big_a = float(pa.sum())
   big_b = float(np.sum(pa * np.exp(s[k] - s[k:])))  # B e^{s_k}
-  num = x.inf + extra + big_a - delta
-  if num <= 0 or big_b <= 0:
+  num = x.inf + extra(left) + big_a - delta
+  if not math.isfinite(num) or num <= 0 or big_b <= 0:
     return float(s[k])
   eps = float(min(max(s[k] + math.log(num / big_b), left), s[k]))
-  if extra >= 0 and _inf_mass(x) <= delta:
-    eps = min(eps, max(_top(x, h), 0.0))
+  if upper and _inf_mass(x) <= delta:
+    eps = min(eps, max(top, 0.0))
   return eps
 
 
@@ -548,10 +773,39 @@ def _directions(steps):
   return ("remove", "add") if asym else ("remove",)
 
 
-def _composed(steps, h, tail):
+def _composed(steps, h, query, x):
+  """Per direction, the composed ``(upper, lower)`` PMFs, tilted for ``query`` at ``x``.
+
+  Trim budgets, per product of ``n`` of the direction's ``N`` steps (so that mass
+  trimmed early, and amplified by the ``N / n`` copies composed after it, stays
+  within the budget): ``n / N`` of ``1e-7 delta`` (an epsilon) or of ``min(1e-15,
+  1e-9 C)`` (a delta; ``C`` the Chernoff bound at ``eps``) in true mass to ``+inf``,
+  and in tilted mass ``1e-7 delta / C`` or ``min(1e-7, 1e-15 / C)``, which moves
+  at most that fraction of ``delta`` (an epsilon) or ``1e-15`` (a delta) at the
+  read (``C`` is the true mass per unit of tilted mass there).
+  """
   out = []
+  total = sum(int(round(count)) for _, count in steps)
+  coupled = _coupled(steps)
   for d in _directions(steps):
-    out.append(_compose(steps, d, h, tail))
+    singles = _singles(steps, d, h)
+    if coupled:
+      lam, log_c = _tilt(singles, h, query, x)
+    else:  # round-off bounds of unknown location (BracketedAtoms): untilted
+      lam, log_c = 0.0, _cumulant(_log_masses(singles, h), 0.0)[0]
+    c = math.exp(min(log_c, 700.0))
+    if query == "epsilon":
+      tail_true = max(_TAIL_PER_DELTA * x, 1e-300)
+      tail_t = max(min(_TAIL_PER_DELTA * x / c, _TAIL_PER_DELTA), 1e-300)
+    else:
+      tail_true = max(min(_TAIL_DELTA, 1e-9 * c), 1e-300)
+      tail_t = max(min(_TAIL_DELTA / c, _TAIL_PER_DELTA), 1e-300)
+
+    def budget(n, tail_true=tail_true, tail_t=tail_t):
+      f = n / max(total, 1)
+      return tail_true * f, tail_t * f
+
+    out.append(_compose(singles, lam, h, budget))
   return out
 
 
@@ -573,27 +827,30 @@ def _answers(steps, h, query, x, total):
   epsilon ``x``); ``width``: the widest composed window, in loss. The coupling lower
   bound is used only where every part is coupled (:func:`_coupled`)."""
   coupled = _coupled(steps)
+  comps = _composed(steps, h, query, x)
   if query == "epsilon":
-    comps = _composed(steps, h, max(_TAIL_PER_DELTA * x, 1e-300))
     eta = max(1e-3 * x, 1e-300)
     t = _coupling_shift(h, total, eta)
-    up = max(_read_epsilon(u, x, h, u.err) for u, _ in comps)
-    low = max(_read_epsilon(lo, x, h, -lo.err) for _, lo in comps)
+    up = max(_read_epsilon(u, x, h, 0.0, u.err, True) for u, _ in comps)
+    low = max(_read_epsilon(lo, x, h, 0.0, -lo.err, False) for _, lo in comps)
     low2 = 0.0
     if coupled:
-      low2 = max(_read_epsilon(u, x, h, -(u.err + eta + u.moved)) - t for u, _ in comps)
+      low2 = max(_read_epsilon(u, x, h, -(eta + u.moved), -u.err, False) - t for u, _ in comps)
     low = min(max(low, low2, 0.0), up)
   else:
-    comps = _composed(steps, h, _TAIL_DELTA)
     up = low = 0.0
     for u, lo in comps:
       read = _read_delta(u, x, h)
-      up = max(up, min(1.0, read + u.err if x < _top(u, h) else _inf_mass(u)))
-      low = max(low, _read_delta(lo, x, h) - lo.err)
+      up = max(up, min(1.0, read + u.err * u.scale(x) if x < _top(u, h) else _inf_mass(u)))
+      if lo.err > 0:
+        low = max(low, _read_delta(lo, x, h) - lo.err * lo.scale(x))
+      else:
+        low = max(low, _read_delta(lo, x, h))
       if coupled:
         eta = max(1e-3 * read, 1e-300)
-        shifted = _read_delta(u, x + _coupling_shift(h, total, eta), h)
-        low = max(low, shifted - u.err - eta - u.moved)
+        xs = x + _coupling_shift(h, total, eta)
+        shifted = _read_delta(u, xs, h)
+        low = max(low, shifted - (u.err * u.scale(xs) if u.err > 0 else 0.0) - eta - u.moved)
     low = min(max(low, 0.0), up)
   width = h * max(max(u.p.size, lo.p.size) for u, lo in comps)
   return up, low, width

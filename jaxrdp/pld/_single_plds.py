@@ -278,7 +278,8 @@ def _cells(k_lo, k_hi, sp, sq, cp, cq, bot_p, bot_q, weight, h, flat_tails):
   ``sp, sq`` (``cp, cq``): the ``P``- and ``Q``-mass above (at or below) each of the
   ``k_hi - k_lo + 1`` cell ends, the outer two being the ends of the part's range;
   ``bot_p, bot_q``: the masses below the range. Returns ``(k, m_lo, m_hi, m, p_inf,
-  extra_up, extra_low, mass_err)``.
+  extra_up, extra_low, mass_err)``, ``mass_err`` a list of ``(points, bounds)``: the
+  round-off of the masses, each bound placed at the highest point its mass can reach.
   """
   # Masses from the smaller of the two tails (upper tail above the median, lower below).
   m = np.where(sp[:-1] > 0.5, cp[1:] - cp[:-1], sp[:-1] - sp[1:])
@@ -291,7 +292,12 @@ def _cells(k_lo, k_hi, sp, sq, cp, cq, bot_p, bot_q, weight, h, flat_tails):
   # Each tail value is within a few ulps of its own size (erfc, exp and the weighted
   # sum), so a difference of two errs by at most 4 u times the larger one.
   tail = np.where(sp[:-1] > 0.5, cp[1:], sp[:-1])
-  mass_err = float(4.0 * 2.0**-53 * weight * (np.sum(tail) + bot_p))
+  # Per cell, at its upper end (the larger loss of the two its mass goes to); the mass
+  # below the range at the first point above it.
+  mass_err = [
+    (k + 1, 4.0 * 2.0**-53 * weight * tail),
+    (np.array([k_lo + 1]), np.array([4.0 * 2.0**-53 * bot_p])),
+  ]
   p_inf = 0.0
   extra_up, extra_low = [], []
   if flat_tails:
@@ -318,10 +324,13 @@ def discretize(parts, h):
     ``(k0, upper, lower, (p_inf_upper, p_inf_lower), mass_err, moved)``: masses at
     losses ``(k0 + j) h`` (upper: connect-the-dots with tails pushed up; lower:
     cells at their lower ends), the ``+inf`` masses (the true one, plus in the upper
-    bound a Gaussian tail pushed there), a bound on the L1 round-off of the masses,
-    and the mass of the tails the upper bound moved by more than a cell.
+    bound a Gaussian tail pushed there), bounds on the round-off of the masses per
+    point (each at the highest point the mass it bounds can reach, in either PMF;
+    their sum bounds the L1 round-off), and the mass of the tails the upper bound
+    moved by more than a cell.
   """
-  ups, lows, pinf_up, pinf_low, mass_err, moved = [], [], 0.0, 0.0, 0.0, 0.0
+  ups, lows, errs, pinf_up, pinf_low, moved = [], [], [], 0.0, 0.0, 0.0
+  u4 = 4.0 * 2.0**-53
   for weight, part in parts:
     if weight <= 0:
       continue
@@ -332,29 +341,34 @@ def discretize(parts, h):
       lows += [(kl, ml)]
       pinf_up += p_inf
       pinf_low += p_inf_low
-      mass_err += 4.0 * 2.0**-53 * float(np.sum(m) + np.sum(ml))
-      mass_err += weight * max(part.err_upper, part.err_lower)
+      errs += [(k + 1, u4 * m), (kl + 1, u4 * ml)]
+      # Bounds of unknown location: at the highest point of either pair.
+      top = max([int(v.max()) + 1 for v in (k, kl) if v.size] + [0])
+      errs += [(np.array([top]), np.array([weight * max(part.err_upper, part.err_lower)]))]
     elif isinstance(part, Atoms):
       k, m_lo, m_hi, m, p_inf = _atoms_grid(part, weight, h)
       ups += [(k, m_lo), (k + 1, m_hi)]
       lows += [(k, m)]
       pinf_up += p_inf
       pinf_low += p_inf
-      mass_err += 4.0 * 2.0**-53 * float(np.sum(m))
+      errs += [(k + 1, u4 * m)]
     else:
       grid = _tails_grid if isinstance(part, LossTails) else _mixture_grid
       k, m_lo, m_hi, m, p_inf, extra_up, extra_low, err = grid(part, weight, h)
       ups += [(k, m_lo), (k + 1, m_hi)] + [(np.array([a]), np.array([b])) for a, b in extra_up]
       lows += [(k, m)] + [(np.array([a]), np.array([b])) for a, b in extra_low]
       pinf_up += p_inf
-      mass_err += err
+      errs += err
       moved += p_inf + sum(b for _, b in extra_up)
-  allk = np.concatenate([k for k, _ in ups + lows] + [np.zeros(1, np.int64)])
+  allk = np.concatenate([k for k, _ in ups + lows + errs] + [np.zeros(1, np.int64)])
   k0, k1 = int(allk.min()), int(allk.max())
   upper = np.zeros(k1 - k0 + 1)
   lower = np.zeros(k1 - k0 + 1)
+  mass_err = np.zeros(k1 - k0 + 1)
   for k, v in ups:
     np.add.at(upper, k - k0, v)
   for k, v in lows:
     np.add.at(lower, k - k0, v)
+  for k, v in errs:
+    np.add.at(mass_err, k - k0, v)
   return k0, upper, lower, (pinf_up, pinf_low), mass_err, moved
