@@ -81,8 +81,9 @@ jax.config.update("jax_enable_x64", True)
 # The mpmath oracle lives beside the tests.
 sys.path.insert(0, os.path.dirname(__file__))
 
-# Heaviest files first (single-process times measured on the 2-core machine,
-# 2026-11-27; mostly XLA compilation, and the subprocess checks). pytest-xdist's
+# Heaviest files first (per-file totals of `pytest --durations` in a full run of the
+# suite on the 2-core machine, 2026-12-03; mostly XLA compilation, and the subprocess
+# checks; test_dpsgd just before test_grad_x64_off, see below). pytest-xdist's
 # --dist loadfile (--no-loadscope-reorder) hands whole files to the two workers
 # in collection order, so that a file's module fixtures run once and its programs
 # compile once; starting with the long ones keeps one worker from finishing
@@ -91,40 +92,48 @@ sys.path.insert(0, os.path.dirname(__file__))
 # it: test_dpsgd compiles the scalar epsilon and delta searches that
 # test_grad_x64_off's subprocess then reads for its finite differences.
 _HEAVY_FIRST = (
-  "test_docs_build.py",  # the build runs the notebooks
-  "test_calibration.py",
+  "test_fixed_size_pld.py",
+  "test_additive_delta.py",
+  "test_shuffle_bracket.py",
+  "test_domain_soundness.py",
+  "test_cli.py",
+  "test_doctests.py",
   "test_dpsgd.py",
   "test_grad_x64_off.py",
-  "test_sgm.py",
-  "test_accuracy.py",
-  "test_kernel_table.py",
-  "test_soundness.py",
-  "test_cli.py",
-  "test_readme.py",
-  "test_doctests.py",
-  "test_regression_guard.py",
-  "test_sampling_schemes.py",
-  "test_training.py",
+  "test_calibration.py",
+  "test_risk.py",
+  "test_risk_cli.py",
+  "test_docs_build.py",
   "test_pld_api.py",
-  "test_pld_few_steps.py",
-  "test_events.py",
-  "test_sweep.py",
-  "test_rdp_curves.py",
-  "test_tight_epsilon.py",
+  "test_sgm.py",
   "test_pld_exact.py",
+  "test_pld_few_steps.py",
+  "test_kernel_table.py",
+  "test_readme.py",
+  "test_allocation_calibration.py",
+  "test_sampling_schemes.py",
+  "test_precision.py",
+  "test_sweep.py",
+  "test_training.py",
+  "test_bench_scripts.py",
+  "test_soundness.py",
+  "test_tight_epsilon.py",
+  "test_stored_programs.py",
+  "test_batch_size.py",
+  "test_pld_double_word.py",
+  "test_allocation_pld.py",
+  "test_pld_robustness.py",
+  "test_accuracy.py",
+  "test_regression_guard.py",
+  "test_events.py",
+  "test_rdp_curves.py",
   "test_quadrature_layouts.py",
   "test_pld_accuracy.py",
   "test_accountant.py",
-  "test_bench_scripts.py",
-  "test_precision.py",
-  "test_stored_programs.py",
-  "test_sgm_single_step.py",
-  "test_wor_rdp.py",
-  "test_batch_size.py",
-  "test_pld_robustness.py",
   "test_oracle.py",
   "test_pld_calibration.py",
-  "test_pld_double_word.py",
+  "test_sgm_single_step.py",
+  "test_wor_rdp.py",
   "test_sampled_step.py",
 )
 
