@@ -33,6 +33,7 @@ RESULTS = {
   "validate_pld_laplace.py": "validate_pld_laplace.json",
   "validate_allocation_pld.py": "validate_allocation_pld.json",
   "bench_allocation.py": "bench_allocation.json",
+  "shuffle_bracket.py": "shuffle_bracket.json",
 }
 
 
