@@ -179,13 +179,14 @@ def connect_the_dots_general(delta, gaps, count):
   return p, p_inf
 
 
-def segments(n: int):
+def segments(n: int, lean: bool = False):
   """Static segmentation of the single-step lattice: ``(J, L, m_max)``.
 
   The support holds at most ``m_max = 8 n`` lattice points (folded modulo
-  ``n`` for the FFT), cut into ``J`` segments of ``L`` points each.
+  ``n`` for the FFT), cut into ``J`` segments of ``L`` points each
+  (``lean``: half as many segments, twice as long).
   """
-  j = min(2048, n // 8)
+  j = min(2048, n // 8) // (2 if lean else 1)
   m_max = 8 * n
   return j, m_max // j, m_max
 
@@ -196,7 +197,9 @@ def segments(n: int):
 _ETA = 0.05
 
 
-def support_points(a, b, d, lam, s_cap, q, sigma, is_add, *, n: int, n_eval: int):
+def support_points(
+  a, b, d, lam, s_cap, q, sigma, is_add, *, n: int, n_eval: int, lean=False, with_level=False
+):
   """Lattice points at which one step's delta curve is evaluated.
 
   Connect-the-dots works on any finite support; its error (after composition,
@@ -209,16 +212,18 @@ def support_points(a, b, d, lam, s_cap, q, sigma, is_add, *, n: int, n_eval: int
   ``L`` points: full resolution where the tilted mass is large, gaps up to ``L d``
   where ``m_c 4^k <= tau`` (``tau = _ETA / J`` unless ``n_eval`` points do not
   suffice, then four times larger, and so on). The tilted segment masses come
-  from a coarse connect-the-dots pass on the segment boundaries. None of this
-  affects soundness (any support dominates); it sets accuracy and cost.
+  from a coarse connect-the-dots pass on the segment boundaries (``lean``: on
+  half as many segments, :func:`segments`). None of this affects soundness
+  (any support dominates); it sets accuracy and cost.
 
   Returns:
     ``(idx, count)``: ``(n_eval,)`` float lattice indices, increasing on the
     first ``count`` entries (the last one is ``m - 1``); padding repeats
-    ``m - 1``.
+    ``m - 1``. ``with_level``: and whether the thinning met its design
+    share (``tau = _ETA / J``) within ``n_eval`` points.
   """
   dt = d.dtype
-  n_seg, seg, m_max = segments(n)
+  n_seg, seg, m_max = segments(n, lean)
   k_max = seg.bit_length() - 1
   m = jnp.clip(jnp.ceil((b - a) / d) + 1.0, 2.0, float(m_max))  # the last point is >= b
   # Coarse pass on the segment boundaries.
@@ -276,4 +281,6 @@ def support_points(a, b, d, lam, s_cap, q, sigma, is_add, *, n: int, n_eval: int
   need_end = last_idx < m - 1.0
   count = n_pts + jnp.where(need_end, 1.0, 0.0)
   idx = jnp.where(slot < n_pts, idx, m - 1.0)
+  if with_level:
+    return idx, count, jnp.any(fits) & (pick == 0)
   return idx, count

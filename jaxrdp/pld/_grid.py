@@ -60,12 +60,19 @@ NEGATIVE = -np.geomspace(1e-2, 1e3, 20)
 _TILTS = np.array([1.0, 0.85, 0.7, 0.55, 0.4, 0.3, 0.2, 0.1, 0.05])
 _MGF_POINTS = 1536
 # Orders 1 + lam with |1 + lam| and |lam| at most _SMALL_ORDER integrate over
-# at most _SMALL_ORDER + 24 sigma with this many points (a spacing of sigma / 9
-# or finer for sigma >= 0.3: the trapezoid rule on these Gaussian-like
-# integrands is then far more accurate than the plan needs; the other orders
-# keep _MGF_POINTS). Measured against 6,144 points: see the tests.
+# at most _SMALL_ORDER + 24 sigma with _SMALL_POINTS points (a spacing of sigma
+# / 3 or finer for sigma >= 0.3), those up to _MID_ORDER with _MID_POINTS, the
+# others with _MGF_POINTS. The trapezoid rule on these Gaussian-like integrands
+# converges geometrically. Against the exact Renyi divergence (the tests) both
+# shorter rules are within 1e-9 relative or 1e-12 absolute for sigma from 0.3
+# to 50; against a 20,000-point rule (sigma 0.3 to 10, q 1e-4 to 0.5,
+# 2026-12-06) the small orders differ no more at 128 points than at 384 and
+# the middle ones by at most 4e-7 relative at 768 (at sigma 0.3). The points
+# saved were a third of the planning time of the TPR grid.
 _SMALL_ORDER = 5.0
-_SMALL_POINTS = 384
+_SMALL_POINTS = 128
+_MID_ORDER = 64.0
+_MID_POINTS = 768
 _LOG_TAIL = math.log(1e8)  # top of the window: tail <= 1e-8 delta
 _LOG_ALIAS = math.log(1e6)  # folded mass weighs <= 1e-6 delta where read
 _LOG_SUPPORT = math.log(1e12)  # single step: lost mass <= 1e-12 delta / T
@@ -167,12 +174,16 @@ def _one_step_mgf(q, sigma):
   add direction's function at ``nu`` is the remove direction's at ``-1 - nu``).
   """
   args = np.concatenate([LAMBDAS, -1.0 - LAMBDAS, NEGATIVE, -1.0 - NEGATIVE])
-  small = np.maximum(np.abs(args), np.abs(1.0 + args)) <= _SMALL_ORDER
+  size = np.maximum(np.abs(args), np.abs(1.0 + args))
+  small = size <= _SMALL_ORDER
+  mid = ~small & (size <= _MID_ORDER)
+  large = ~small & ~mid
+  classes = ((small, _SMALL_POINTS), (mid, _MID_POINTS), (large, _MGF_POINTS))
   parts = [
     log_mgf(q[:, None], sigma[:, None], jnp.asarray(args[sel])[None, :], points)
-    for sel, points in ((small, _SMALL_POINTS), (~small, _MGF_POINTS))
+    for sel, points in classes
   ]
-  order = np.argsort(np.concatenate([np.nonzero(small)[0], np.nonzero(~small)[0]]))
+  order = np.argsort(np.concatenate([np.nonzero(sel)[0] for sel, _ in classes]))
   return jnp.concatenate(parts, axis=-1)[:, order]  # (P, 2 L + 2 N)
 
 

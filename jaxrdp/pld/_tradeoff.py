@@ -143,7 +143,12 @@ def _run_jobs(jobs, q, sigma, steps, alphas, plans, atol, at_zero, memory_limit)
     if at_zero:
       out = np.asarray(_kernel.run_job(row, bool(a), "delta", int(n_b), phases))
       return np.stack([out[0:1], out[1:2], np.zeros(1)])
-    return np.asarray(_kernel.run_tradeoff_job(row, alphas[r], bool(a), atol, int(n_b), phases))
+    args = (row, alphas[r], bool(a), atol, int(n_b), phases)
+    if n_b <= _kernel._LEAN_MAX_SIZE:
+      out = np.asarray(_kernel.run_tradeoff_job(*args, lean=True))
+      if np.all(out[3] > 0):  # the leaner support met its design accuracy
+        return out[:3]
+    return np.asarray(_kernel.run_tradeoff_job(*args))[:3]
 
   per_job = _driver._BYTES_PER_POINT * int(np.max(sizes)) * phases
   workers = max(1, min(_driver._WORKERS, memory_limit // per_job))
