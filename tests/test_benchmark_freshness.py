@@ -34,6 +34,7 @@ RESULTS = {
   "validate_allocation_pld.py": "validate_allocation_pld.json",
   "bench_allocation.py": "bench_allocation.json",
   "shuffle_bracket.py": "shuffle_bracket.json",
+  "bench_risk.py": "bench_risk.json",
 }
 
 
