@@ -66,46 +66,103 @@ def test_lower_below_upper_on_a_small_grid():
   assert np.all(np.asarray(pld.epsilon) <= eps[1, :, 1])
 
 
+def _on_grid(call, q, sigma, steps, blocks):
+  """``call(q, sigma, steps)`` over the grid q x sigma x steps (1-D arrays, axes 0 to 2),
+  assembled from calls on the sub-grids ``blocks``: (q indices, steps indices) pairs,
+  each with all of sigma, that must partition the grid.
+
+  The cost of the shuffled lower bound in a call grows with the largest number of
+  complete epochs among its cells (the count statistic's support is padded to the
+  power of two at or above it, for every cell), so the cells of hundreds of epochs
+  go in calls of their own instead of making every cell pay for them. Each block is
+  itself a broadcast 3-D grid of the one-call function. Returns the result's type
+  and its fields as arrays of the grid's shape.
+  """
+  shape = (len(q), len(sigma), len(steps))
+  count = np.zeros(shape, int)
+  kinds, fields = set(), {}
+  for qi, ti in blocks:
+    cells = np.ix_(qi, range(len(sigma)), ti)
+    res = call(q[qi][:, None, None], sigma[None, :, None], steps[ti][None, None, :])
+    kinds.add(type(res))
+    count[cells] += 1
+    for name, value in res._asdict().items():
+      value = np.asarray(value)
+      assert value.shape == (len(qi), len(sigma), len(ti)), (name, value.shape)
+      fields.setdefault(name, np.full(shape, np.nan))[cells] = value
+  assert np.all(count == 1), count  # every cell of the grid, once
+  (kind,) = kinds
+  return kind, fields
+
+
 @pytest.mark.slow
 def test_lower_below_upper_on_a_grid_both_accountants():
-  q = np.array([1.0, 0.5, 0.1, 256 / 60000])[:, None, None]
-  sigma = np.array([0.3, 0.8, 2.0])[None, :, None]
-  steps = np.array([1.0, 7.0, 30.0, 500.0])[None, None, :]
-  res = jaxrdp.dpsgd_epsilon(q, sigma, steps, 1e-5, sampling="shuffle")
-  eps, low = np.asarray(res.epsilon), np.asarray(res.epsilon_lower)
+  q = np.array([1.0, 0.5, 0.1, 256 / 60000])
+  sigma = np.array([0.3, 0.8, 2.0])
+  steps = np.array([1.0, 7.0, 30.0, 500.0])
+  # Complete epochs (q, steps): at most 30 for steps <= 30; 500 and 250 (q = 1, 0.5),
+  # 50 and 2 (q = 0.1, 256 / 60000) at 500 steps.
+  blocks = [([0, 1, 2, 3], [0, 1, 2]), ([0, 1], [3]), ([2, 3], [3])]
+  kind, res = _on_grid(
+    lambda *a: jaxrdp.dpsgd_epsilon(*a, 1e-5, sampling="shuffle"), q, sigma, steps, blocks
+  )
+  assert kind is EpsilonBracket
+  eps, low = res["epsilon"], res["epsilon_lower"]
   assert eps.shape == low.shape == (4, 3, 4)
   assert np.all(np.isfinite(low)) and np.all(low >= 0)
   assert np.all(low <= eps), np.argwhere(low > eps)
   # Some cells are far from trivial: the bracket is informative.
   assert np.sum(low > 0.5 * eps) >= 8
   # The tight accountant (each configuration is a composition of its own: a smaller
-  # grid), whose upper bound is the lower of the two.
-  q, sigma, steps = q[[0, 2, 3]], sigma[:, [0, 2]], steps[..., [1, 3]]
-  pld = jaxrdp.dpsgd_epsilon(q, sigma, steps, 1e-5, sampling="shuffle", accountant="pld")
-  assert isinstance(pld, jaxrdp.pld.PldEpsilon)
-  up, low_pld = np.asarray(pld.epsilon), np.asarray(pld.epsilon_lower)
-  np.testing.assert_array_equal(low_pld, low[[0, 2, 3]][:, [0, 2]][..., [1, 3]])
-  assert np.all(low_pld <= up) and np.all(up <= eps[[0, 2, 3]][:, [0, 2]][..., [1, 3]])
+  # grid), whose upper bound is the lower of the two. Two blocks: 7 steps, and 500
+  # steps (500, 50 and 2 complete epochs; the bounds of the last two, from a call
+  # padded for 500 epochs, equal those of the Renyi-DP grid's call padded for 50).
+  sub = np.ix_([0, 2, 3], [0, 2], [1, 3])
+  kind, pld = _on_grid(
+    lambda *a: jaxrdp.dpsgd_epsilon(*a, 1e-5, sampling="shuffle", accountant="pld"),
+    q[[0, 2, 3]],
+    sigma[[0, 2]],
+    steps[[1, 3]],
+    [([0, 1, 2], [0]), ([0, 1, 2], [1])],
+  )
+  assert kind is jaxrdp.pld.PldEpsilon
+  up, low_pld = pld["epsilon"], pld["epsilon_lower"]
+  np.testing.assert_array_equal(low_pld, low[sub])
+  assert np.all(low_pld <= up) and np.all(up <= eps[sub])
   assert isinstance(jaxrdp.dpsgd_epsilon(0.1, 1.0, 50, 1e-5, sampling="shuffle"), EpsilonBracket)
 
 
 @pytest.mark.slow
 def test_lower_below_upper_replace_one_and_delta():
-  q = np.array([1.0, 0.1, 256 / 60000])[:, None, None]
-  sigma = np.array([0.5, 1.0, 3.0])[None, :, None]
-  steps = np.array([1.0, 30.0, 500.0])[None, None, :]
+  q = np.array([1.0, 0.1, 256 / 60000])
+  sigma = np.array([0.5, 1.0, 3.0])
+  steps = np.array([1.0, 30.0, 500.0])
+  # Complete epochs (q, steps): at most 30 for steps <= 30; 500, 50 and 2 at 500 steps.
+  blocks = [([0, 1, 2], [0, 1]), ([0], [2]), ([1, 2], [2])]
   for accountant in ("rdp", "pld"):
     if accountant == "pld":
       # (epsilons in the hundreds need a larger grid than the tight accountant's
       # default cap, which it says by a warning)
-      sigma, steps = sigma[:, 1:], steps[..., :2]
-    res = jaxrdp.dpsgd_epsilon(
-      q, sigma, steps, 1e-5, sampling="shuffle", relation="replace_one", accountant=accountant
+      sigma, steps, blocks = sigma[1:], steps[:2], [([0, 1, 2], [0, 1])]
+    kw = dict(sampling="shuffle", accountant=accountant)
+    _, res = _on_grid(
+      lambda *a: jaxrdp.dpsgd_epsilon(*a, 1e-5, relation="replace_one", **kw),
+      q,
+      sigma,
+      steps,
+      blocks,
     )
-    assert np.all(np.asarray(res.epsilon_lower) <= np.asarray(res.epsilon))
+    assert np.all(res["epsilon_lower"] <= res["epsilon"])
     for eps in (0.5, 4.0):
-      d = jaxrdp.dpsgd_delta(q, sigma, steps, eps, sampling="shuffle", accountant=accountant)
-      low, up = np.asarray(d.delta_lower), np.asarray(d.delta)
+      kind, d = _on_grid(
+        lambda *a: jaxrdp.dpsgd_delta(*a, eps, **kw),
+        q,
+        sigma,
+        steps,
+        blocks,
+      )
+      assert kind is (DeltaBracket if accountant == "rdp" else jaxrdp.pld.PldDelta)
+      low, up = d["delta_lower"], d["delta"]
       assert np.all((0 <= low) & (low <= up) & (up <= 1)), accountant
   assert isinstance(jaxrdp.dpsgd_delta(0.1, 1.0, 50, 1.0, sampling="shuffle"), DeltaBracket)
 
