@@ -156,17 +156,34 @@ def _cell_masses(b, sc, with_split=False):
 class EpochPair:
   """The discrete pairs of one epoch, both directions, from above and below.
 
-  Attributes:
-    remove_upper, add_upper: :class:`Atoms` of a dominating pair's privacy loss.
-    remove_lower, add_lower: :class:`Atoms` of a (sub-)measure whose composed curves
-      are below the true ones.
-    err: ``{(direction, side): bound on the L1 round-off of the masses}``.
+  ``upper(direction)``: :class:`Atoms` of a dominating pair's privacy loss, with
+  ``upper_err(direction)`` a bound on the L1 round-off of its masses, built at once.
+  ``lower(direction)``: ``(atoms, err)``, the :class:`Atoms` of a (sub-)measure whose
+  composed curves are below the true ones and its round-off bound, built on first use
+  (the cells are shared by both directions, each direction's sum is its own).
   """
 
-  def __init__(self, remove_upper, add_upper, remove_lower, add_lower, err):
-    self.remove_upper, self.add_upper = remove_upper, add_upper
-    self.remove_lower, self.add_lower = remove_lower, add_lower
-    self.err = err
+  def __init__(self, sigma, t, max_lattice=MAX_EXP_LATTICE):
+    self.sc, self.t = 1.0 / sigma, t
+    self.h, self.big_j = plan(sigma, t, max_lattice)
+    self._upper, self._upper_err = _upper_pair(self.sc, self.h, self.big_j, t)
+    self._cells = None
+    self._lower = {}
+
+  def upper(self, direction):
+    return self._upper[direction]
+
+  def upper_err(self, direction):
+    return self._upper_err[direction]
+
+  def lower(self, direction):
+    if direction not in self._lower:
+      if self._cells is None:
+        self._cells = _lower_lattices(self.sc, self.h, self.big_j)
+      self._lower[direction] = _lower_pair(self._cells, direction, self.h, self.t)
+      if len(self._lower) == 2:
+        self._cells = None  # both built: the cells are not needed again
+    return self._lower[direction]
 
 
 def _coarse(p, width=64):
@@ -489,12 +506,9 @@ def plan(sigma, t, max_lattice=MAX_EXP_LATTICE):
   return h, max(int(math.ceil(y_max / h)), 2)
 
 
-def allocation_epoch_pair(sigma: float, t: int, max_lattice: int = MAX_EXP_LATTICE) -> EpochPair:
-  """The discrete pairs of one epoch of 1-out-of-``t`` allocation at noise ``sigma`` (see the module)."""
-  sc = 1.0 / sigma
-  h, big_j = plan(sigma, t, max_lattice)
-  err = {}
-  # Upper: the spread, summed.
+def _upper_pair(sc, h, big_j, t):
+  """``({direction: Atoms}, {direction: round-off bound})`` of the dominating pair (the
+  spread, summed)."""
   lat, at_inf, (l1, first) = _upper_lattice(sc, h, big_j)
   wrap = _WrapBound(lat, t)
   n = _fft_length(lat, t, wrap)
@@ -506,32 +520,40 @@ def allocation_epoch_pair(sigma: float, t: int, max_lattice: int = MAX_EXP_LATTI
   p_inf = at_inf + h * wp / t
   with np.errstate(divide="ignore"):
     logs = np.log(s)
-  remove_upper = Atoms(np.concatenate([logs, [np.inf]]), np.concatenate([yp, [p_inf]]))
-  add_upper = Atoms(-logs, y)
+  atoms = {
+    "remove": Atoms(np.concatenate([logs, [np.inf]]), np.concatenate([yp, [p_inf]])),
+    "add": Atoms(-logs, y),
+  }
   # A lattice error e moves the t-fold sum by at most t |e|_1 in Q-mass and by
   # sum_j |e_j| y_j + (t - 1) |e|_1 in P-mass (the P-weight is the mean coordinate).
-  err["remove", "upper"] = ep + 1.01 * (first + (t - 1) * l1)
-  err["add", "upper"] = eq + 1.01 * t * l1
-  # Lower: the post-processed pair, rounded the safe way per direction.
-  p_rm, t_rm, p_ad, t_ad, theta, (l1, first), _ = _lower_lattices(sc, h, big_j)
-  atoms = {}
-  for name, pm, tau in (("remove", p_rm, t_rm), ("add", p_ad, t_ad)):
-    wrap = _WrapBound(pm, t)
-    n = _fft_length(pm, t, wrap)
-    pts = h * (np.arange(pm.size, dtype=np.float64) + theta)
-    y, yp, eq, ep = _sum_pmf(pm, t, n, pts)
-    s = h * (np.arange(n, dtype=np.float64) + theta * t) / t
-    wq, _ = wrap(n)
-    if name == "remove":
-      # S'' >= s - tau on the masses kept: P-mass at least (s - tau) q, loss log(s - tau).
-      s = s - tau
-      keep = s > 0
-      pmass = np.maximum(yp - tau * y, 0.0)
-      atoms[name] = Atoms(np.log(s[keep]), pmass[keep])
-      # Wrapped (spurious) Q-mass has P-weight at most the top s.
-      err[name, "lower"] = ep + tau * eq + wq * float(s[-1]) + 1.01 * (first + (t - 1) * l1)
-    else:
-      s = s + tau
-      atoms[name] = Atoms(-np.log(s), y)
-      err[name, "lower"] = eq + wq + 1.01 * t * l1
-  return EpochPair(remove_upper, add_upper, atoms["remove"], atoms["add"], err)
+  err = {"remove": ep + 1.01 * (first + (t - 1) * l1), "add": eq + 1.01 * t * l1}
+  return atoms, err
+
+
+def _lower_pair(cells, name, h, t):
+  """``(Atoms, round-off bound)`` of the post-processed pair in direction ``name``, rounded
+  the safe way (``cells``: from :func:`_lower_lattices`)."""
+  p_rm, t_rm, p_ad, t_ad, theta, (l1, first), _ = cells
+  pm, tau = (p_rm, t_rm) if name == "remove" else (p_ad, t_ad)
+  wrap = _WrapBound(pm, t)
+  n = _fft_length(pm, t, wrap)
+  pts = h * (np.arange(pm.size, dtype=np.float64) + theta)
+  y, yp, eq, ep = _sum_pmf(pm, t, n, pts)
+  s = h * (np.arange(n, dtype=np.float64) + theta * t) / t
+  wq, _ = wrap(n)
+  if name == "remove":
+    # S'' >= s - tau on the masses kept: P-mass at least (s - tau) q, loss log(s - tau).
+    s = s - tau
+    keep = s > 0
+    pmass = np.maximum(yp - tau * y, 0.0)
+    # Wrapped (spurious) Q-mass has P-weight at most the top s.
+    err = ep + tau * eq + wq * float(s[-1]) + 1.01 * (first + (t - 1) * l1)
+    return Atoms(np.log(s[keep]), pmass[keep]), err
+  s = s + tau
+  return Atoms(-np.log(s), y), eq + wq + 1.01 * t * l1
+
+
+def allocation_epoch_pair(sigma: float, t: int, max_lattice: int = MAX_EXP_LATTICE) -> EpochPair:
+  """The discrete pairs of one epoch of 1-out-of-``t`` allocation at noise ``sigma`` (see the
+  module); the lower pairs are built on first use."""
+  return EpochPair(sigma, t, max_lattice)

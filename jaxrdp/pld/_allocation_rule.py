@@ -59,12 +59,12 @@ def _sigma(inner):
 @functools.lru_cache(maxsize=4)
 def _epoch_parts(sigma: float, size: int):
   pair = allocation_epoch_pair(sigma, size)
-  err = pair.err
-  remove = BracketedAtoms(
-    pair.remove_upper, pair.remove_lower, err["remove", "upper"], err["remove", "lower"]
-  )
-  add = BracketedAtoms(pair.add_upper, pair.add_lower, err["add", "upper"], err["add", "lower"])
-  return {"remove": ((1.0, remove),), "add": ((1.0, add),)}
+  # The lower pairs are built on first use (the accountant reads the lower bound of
+  # the direction whose upper bound is the answer).
+  return {
+    d: ((1.0, BracketedAtoms(pair.upper(d), functools.partial(pair.lower, d), pair.upper_err(d))),)
+    for d in ("remove", "add")
+  }
 
 
 def _block_parts(sigma, size):

@@ -67,7 +67,11 @@ sqrt(T log(1 / eta) / 2)`` below, with ``eta = 1e-3 delta``), less its scaled
 round-off bound and the mass moved to ``+inf``. The step ``h`` is at most ``1e-4`` (``rtol``-driven for
 many steps), widened so the composed window fits ``max_grid_size`` points, and
 refined once (up to 20 times finer) where the bracket is wider than ``1e-4``
-relative.
+relative: in the direction of the answer, and in another only where its upper bound
+is above the lower bound so far (it cannot raise it otherwise); for steps known
+through bracketing pairs (random allocation) the refinement recomposes the lower
+PMFs, and the upper PMF of the answer's direction on a grid only four times finer
+(its error is second order in ``h``).
 """
 
 from __future__ import annotations
@@ -105,6 +109,7 @@ _TAIL_DELTA = 1e-15
 _TAIL_PER_DELTA = 1e-7
 # Relative width of the bracket below which no finer grid is tried.
 _BRACKET = 1e-4
+_UPPER_REFINE = 0.25
 
 _NO_LOSS = ((1.0, Atoms([0.0], [1.0])),)
 _INF_LOSS = ((1.0, Atoms([np.inf], [1.0])),)
@@ -556,8 +561,8 @@ def _power(x: _Pmf, t: int, upper: bool, budget) -> _Pmf:
   return result
 
 
-def _singles(steps, direction, h):
-  return [(discretize(parts[direction], h), int(round(count))) for parts, count in steps]
+def _singles(steps, direction, h, sides=(True, False)):
+  return [(discretize(parts[direction], h, sides), int(round(count))) for parts, count in steps]
 
 
 def _log_masses(singles, h):
@@ -645,10 +650,14 @@ def _tilt(singles, h, query, x):
   return b, k - b * (x if query == "delta" else dk)
 
 
-def _compose(singles, lam, h, budget):
-  """The composed upper and lower PMFs of one direction, tilted by ``lam``."""
+def _compose(singles, lam, h, budget, sides=(True, False)):
+  """The composed upper and lower PMFs of one direction, tilted by ``lam`` (``None`` for
+  a side not in ``sides``: ``True`` the upper, ``False`` the lower)."""
   out = []
   for upper in (True, False):
+    if upper not in sides:
+      out.append(None)
+      continue
     total = None
     for (k0, up, low, infs, mass_err, moved), count in singles:
       one = _tilted(
@@ -773,8 +782,9 @@ def _directions(steps):
   return ("remove", "add") if asym else ("remove",)
 
 
-def _composed(steps, h, query, x):
-  """Per direction, the composed ``(upper, lower)`` PMFs, tilted for ``query`` at ``x``.
+def _composed(steps, h, query, x, directions=None, sides=(True, False)):
+  """Per direction (of ``directions``, default all), the composed ``(upper, lower)`` PMFs
+  (of ``sides``; ``None`` for the others), tilted for ``query`` at ``x``.
 
   Trim budgets, per product of ``n`` of the direction's ``N`` steps (so that mass
   trimmed early, and amplified by the ``N / n`` copies composed after it, stays
@@ -787,12 +797,16 @@ def _composed(steps, h, query, x):
   out = []
   total = sum(int(round(count)) for _, count in steps)
   coupled = _coupled(steps)
-  for d in _directions(steps):
-    singles = _singles(steps, d, h)
+  for d in directions or _directions(steps):
     if coupled:
+      singles = _singles(steps, d, h)
       lam, log_c = _tilt(singles, h, query, x)
-    else:  # round-off bounds of unknown location (BracketedAtoms): untilted
-      lam, log_c = 0.0, _cumulant(_log_masses(singles, h), 0.0)[0]
+    else:
+      # Round-off bounds of unknown location (BracketedAtoms): untilted, with the true
+      # mass per unit of (normalized) mass taken as 1 for the budgets below (the total
+      # finite mass, about 1; trimmed mass is charged to the bounds whatever the budget).
+      singles = _singles(steps, d, h, sides)
+      lam, log_c = 0.0, 0.0
     c = math.exp(min(log_c, 700.0))
     if query == "epsilon":
       tail_true = max(_TAIL_PER_DELTA * x, 1e-300)
@@ -805,7 +819,7 @@ def _composed(steps, h, query, x):
       f = n / max(total, 1)
       return tail_true * f, tail_t * f
 
-    out.append(_compose(singles, lam, h, budget))
+    out.append(_compose(singles, lam, h, budget, sides))
   return out
 
 
@@ -823,37 +837,69 @@ def _coupling_shift(h, total_steps, eta):
 
 
 def _answers(steps, h, query, x, total):
-  """``(upper, lower, width)`` of ``query`` (``"epsilon"`` at delta ``x``, ``"delta"`` at
-  epsilon ``x``); ``width``: the widest composed window, in loss. The coupling lower
-  bound is used only where every part is coupled (:func:`_coupled`)."""
-  coupled = _coupled(steps)
-  comps = _composed(steps, h, query, x)
-  if query == "epsilon":
-    eta = max(1e-3 * x, 1e-300)
-    t = _coupling_shift(h, total, eta)
-    up = max(_read_epsilon(u, x, h, 0.0, u.err, True) for u, _ in comps)
-    low = max(_read_epsilon(lo, x, h, 0.0, -lo.err, False) for _, lo in comps)
-    low2 = 0.0
-    if coupled:
-      low2 = max(_read_epsilon(u, x, h, -(eta + u.moved), -u.err, False) - t for u, _ in comps)
-    low = min(max(low, low2, 0.0), up)
+  """``(upper, lower, width, uppers)`` of ``query`` (``"epsilon"`` at delta ``x``,
+  ``"delta"`` at epsilon ``x``); ``width``: the widest composed window, in loss;
+  ``uppers``: the upper bound per direction. The coupling lower bound is used only
+  where every part is coupled (:func:`_coupled`)."""
+  directions = _directions(steps)
+  if _coupled(steps):
+    comps = _composed(steps, h, query, x)
+    ups = dict(zip(directions, (_read_upper(u, h, query, x) for u, _ in comps)))
+    low = max(_read_lower(u, lo, h, query, x, total) for u, lo in comps)
+    width = h * max(max(u.p.size, lo.p.size) for u, lo in comps)
   else:
-    up = low = 0.0
-    for u, lo in comps:
-      read = _read_delta(u, x, h)
-      up = max(up, min(1.0, read + u.err * u.scale(x) if x < _top(u, h) else _inf_mass(u)))
-      if lo.err > 0:
-        low = max(low, _read_delta(lo, x, h) - lo.err * lo.scale(x))
-      else:
-        low = max(low, _read_delta(lo, x, h))
-      if coupled:
-        eta = max(1e-3 * read, 1e-300)
-        xs = x + _coupling_shift(h, total, eta)
-        shifted = _read_delta(u, xs, h)
-        low = max(low, shifted - (u.err * u.scale(xs) if u.err > 0 else 0.0) - eta - u.moved)
-    low = min(max(low, 0.0), up)
-  width = h * max(max(u.p.size, lo.p.size) for u, lo in comps)
-  return up, low, width
+    uppers = [u for u, _ in _composed(steps, h, query, x, sides=(True,))]
+    ups = dict(zip(directions, (_read_upper(u, h, query, x) for u in uppers)))
+    low, sizes = _lowers(steps, h, query, x, total, ups, 0.0)
+    width = h * max([u.p.size for u in uppers] + sizes)
+  up = max(ups.values())
+  return up, min(max(low, 0.0), up), width, ups
+
+
+def _lowers(steps, h, query, x, total, ups, low):
+  """``(lower, sizes)``: the largest of ``low`` and the lower bounds of the directions (of
+  uncoupled steps) that can raise it, and the sizes of their composed PMFs.
+
+  Every direction's lower bound is one; a direction whose upper bound (``ups``) is at
+  most the best lower bound so far cannot raise it, and its lower pairs are never
+  built (the answer's direction, the largest upper bound, comes first).
+  """
+  sizes = []
+  for d in sorted(ups, key=ups.get, reverse=True):
+    if ups[d] <= low:
+      break
+    ((_, lo),) = _composed(steps, h, query, x, directions=(d,), sides=(False,))
+    low = max(low, _read_lower(None, lo, h, query, x, total))
+    sizes.append(lo.p.size)
+  return low, sizes
+
+
+def _read_upper(u, h, query, x):
+  """The upper bound of ``query`` at ``x`` from one direction's upper PMF ``u``."""
+  if query == "epsilon":
+    return _read_epsilon(u, x, h, 0.0, u.err, True)
+  if x >= _top(u, h):
+    return min(1.0, _inf_mass(u))
+  return min(1.0, _read_delta(u, x, h) + u.err * u.scale(x))
+
+
+def _read_lower(u, lo, h, query, x, total):
+  """The lower bound of ``query`` at ``x`` from one direction's lower PMF ``lo`` and, where
+  ``u`` (the upper PMF of coupled steps) is given, the coupling shift of ``u``."""
+  if query == "epsilon":
+    low = _read_epsilon(lo, x, h, 0.0, -lo.err, False)
+    if u is not None:
+      eta = max(1e-3 * x, 1e-300)
+      t = _coupling_shift(h, total, eta)
+      low = max(low, _read_epsilon(u, x, h, -(eta + u.moved), -u.err, False) - t)
+    return low
+  low = _read_delta(lo, x, h) - (lo.err * lo.scale(x) if lo.err > 0 else 0.0)
+  if u is not None:
+    eta = max(1e-3 * _read_delta(u, x, h), 1e-300)
+    xs = x + _coupling_shift(h, total, eta)
+    shifted = _read_delta(u, xs, h)
+    low = max(low, shifted - (u.err * u.scale(xs) if u.err > 0 else 0.0) - eta - u.moved)
+  return low
 
 
 def _realized(steps):
@@ -881,7 +927,7 @@ def _answer(event, x, rtol, max_grid_size, query):
 def _bracket(steps, x, rtol, max_grid_size, query):
   total = sum(count for _, count in steps)
   h, floor = _plan_h(steps, rtol, max_grid_size)
-  up, low, width = _answers(steps, h, query, x, total)
+  up, low, width, ups = _answers(steps, h, query, x, total)
   # One refinement where the bracket is wider than the target (its width is about
   # linear in h): a finer grid, as far as the grid size allows (the products are
   # up to twice the composed window).
@@ -889,9 +935,39 @@ def _bracket(steps, x, rtol, max_grid_size, query):
   gap = up - low
   if math.isfinite(up) and up > 0 and gap > _BRACKET * up and h > 1.01 * floor:
     h2 = max(h * max(0.5 * _BRACKET * up / gap, 0.05), floor)
-    up2, low2, _ = _answers(steps, h2, query, x, total)
-    up, low = min(up, up2), max(low, low2)
+    up, low = _refined(steps, h2, query, x, total, ups, low, max(h2, _UPPER_REFINE * h))
   return up, min(low, up)
+
+
+def _refined(steps, h, query, x, total, ups, low, h_upper):
+  """``(upper, lower)`` after recomposing on the finer grid ``h`` (every direction's
+  bounds are bounds: each is kept where it is the better one).
+
+  Coupled steps: the direction with the largest upper bound (``ups``), and then any
+  other whose upper bound exceeds the lower bound so far, both PMFs (the coupling
+  lower bound reads the upper one). Otherwise the lower PMFs (of the directions
+  :func:`_lowers` picks) on ``h``, and the upper PMF of the answer's direction only
+  on ``h_upper``: the upper PMF's connect-the-dots error is second order in the
+  grid step, the lower PMF's first order (over the random-allocation benchmark grid
+  the upper bound on a grid four times finer is within 5e-7 relative of the one on
+  the lower's grid, 20 times finer).
+  """
+  order = sorted(ups, key=ups.get, reverse=True)
+  ups = dict(ups)
+  if _coupled(steps):
+    for i, d in enumerate(order):
+      if i and ups[d] <= low:
+        break
+      ((u, lo),) = _composed(steps, h, query, x, directions=(d,))
+      ups[d] = min(ups[d], _read_upper(u, h, query, x))
+      low = max(low, _read_lower(u, lo, h, query, x, total))
+    return max(ups.values()), low
+  low, _ = _lowers(steps, h, query, x, total, ups, low)
+  if h_upper > h:
+    d = order[0]
+    ((u, _),) = _composed(steps, h_upper, query, x, directions=(d,), sides=(True,))
+    ups[d] = min(ups[d], _read_upper(u, h_upper, query, x))
+  return max(ups.values()), low
 
 
 def generic_epsilon(event, delta, rtol, max_grid_size):

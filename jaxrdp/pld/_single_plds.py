@@ -88,14 +88,33 @@ class BracketedAtoms:
   curves are below the true ones (its cells at their lower ends are then a lower
   bound). ``err_upper`` and ``err_lower`` bound the L1 round-off of their masses. The
   coupling lower bound of ``_generic`` (the upper PMF shifted back) does not apply:
-  ``coupled`` is False.
+  ``coupled`` is False. ``lower`` may be given as a function returning ``(lower,
+  err_lower)`` (``err_lower`` then omitted), called on first use: a lower bound is
+  often wanted in one direction only.
   """
 
   coupled = False
 
-  def __init__(self, upper: Atoms, lower: Atoms, err_upper: float, err_lower: float):
-    self.upper, self.lower = upper, lower
-    self.err_upper, self.err_lower = float(err_upper), float(err_lower)
+  def __init__(self, upper: Atoms, lower, err_upper: float, err_lower: float | None = None):
+    self.upper, self.err_upper = upper, float(err_upper)
+    if callable(lower):
+      self._make_lower, self._lower = lower, None
+    else:
+      self._make_lower, self._lower = None, (lower, float(err_lower))
+
+  def _resolve(self):
+    if self._lower is None:
+      atoms, err = self._make_lower()
+      self._lower = (atoms, float(err))
+    return self._lower
+
+  @property
+  def lower(self) -> Atoms:
+    return self._resolve()[0]
+
+  @property
+  def err_lower(self) -> float:
+    return self._resolve()[1]
 
   def range(self):
     return self.upper.range()
@@ -317,8 +336,12 @@ def _cells(k_lo, k_hi, sp, sq, cp, cq, bot_p, bot_q, weight, h, flat_tails):
   return k, m - hi, hi, m, p_inf, extra_up, extra_low, mass_err
 
 
-def discretize(parts, h):
+def discretize(parts, h, sides=(True, False)):
   """Upper and lower discretizations of one step (``parts``: ``[(weight, part)]``) on step ``h``.
+
+  ``sides``: which of the two are wanted (``True`` the upper, ``False`` the lower); a
+  :class:`BracketedAtoms` part contributes only to those (the other array holds none
+  of its mass, and its round-off bound is that of the sides wanted).
 
   Returns:
     ``(k0, upper, lower, (p_inf_upper, p_inf_lower), mass_err, moved)``: masses at
@@ -335,16 +358,23 @@ def discretize(parts, h):
     if weight <= 0:
       continue
     if isinstance(part, BracketedAtoms):
-      k, m_lo, m_hi, m, p_inf = _atoms_grid(part.upper, weight, h)
-      kl, _, _, ml, p_inf_low = _atoms_grid(part.lower, weight, h)
-      ups += [(k, m_lo), (k + 1, m_hi)]
-      lows += [(kl, ml)]
-      pinf_up += p_inf
-      pinf_low += p_inf_low
-      errs += [(k + 1, u4 * m), (kl + 1, u4 * ml)]
+      tops, bound = [0], 0.0
+      if True in sides:
+        k, m_lo, m_hi, m, p_inf = _atoms_grid(part.upper, weight, h)
+        ups += [(k, m_lo), (k + 1, m_hi)]
+        pinf_up += p_inf
+        errs += [(k + 1, u4 * m)]
+        tops.append(int(k.max()) + 1 if k.size else 0)
+        bound = part.err_upper
+      if False in sides:
+        kl, _, _, ml, p_inf_low = _atoms_grid(part.lower, weight, h)
+        lows += [(kl, ml)]
+        pinf_low += p_inf_low
+        errs += [(kl + 1, u4 * ml)]
+        tops.append(int(kl.max()) + 1 if kl.size else 0)
+        bound = max(bound, part.err_lower)
       # Bounds of unknown location: at the highest point of either pair.
-      top = max([int(v.max()) + 1 for v in (k, kl) if v.size] + [0])
-      errs += [(np.array([top]), np.array([weight * max(part.err_upper, part.err_lower)]))]
+      errs += [(np.array([max(tops)]), np.array([weight * bound]))]
     elif isinstance(part, Atoms):
       k, m_lo, m_hi, m, p_inf = _atoms_grid(part, weight, h)
       ups += [(k, m_lo), (k + 1, m_hi)]
