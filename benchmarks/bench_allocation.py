@@ -15,12 +15,12 @@ one of them, uniformly at random; Feldman and Shenfeld 2025, arXiv:2502.08202, a
    which brackets the answer to a few percent), in this process after a warm-up call.
    It takes seconds to minutes per cell, growing with t (the JSON records the fitted
    power of t), so it is timed on one cell per t (a random sigma each: its cost
-   depends little on sigma), by default at every t of the grid, and each of the grid's
-   cells is charged its t's time. With ``--max-t`` below the grid's largest t the
-   grid's time is estimated two ways: a floor, where every larger t costs what the
-   largest timed one did (pld-accounting's time grows with t, checked on the sample),
-   and a power-law fit in t extrapolated to the untimed t; the floor is the ratio
-   reported. Both answers are certified brackets of the same number, so on every
+   depends little on sigma), by default at t up to 420 (``--max-t 1000`` times every t
+   of the grid: over an hour), and each of the grid's cells is charged its t's time.
+   With ``--max-t`` below the grid's largest t the grid's time is estimated two ways:
+   a floor, where every larger t costs what the largest timed one did (pld-accounting's
+   time grows with t, checked on the sample), and a power-law fit in t extrapolated to
+   the untimed t; the floor is the ratio reported. Both answers are certified brackets of the same number, so on every
    timed cell they must intersect; whether jaxrdp's bracket is the narrower one on
    every cell is recorded (the ratio is at better accuracy where it is).
 
@@ -28,7 +28,7 @@ pld-accounting is a reference package for checking only, never a dependency: ins
 it beside jaxrdp to run this script (``pip install pld-accounting``).
 
 Writes benchmarks/results/bench_allocation.json. Usage:
-PYTHONPATH=. python benchmarks/bench_allocation.py [--max-t 1000] [--quick]
+PYTHONPATH=. python benchmarks/bench_allocation.py [--max-t 420] [--quick]
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ def pld_accounting_epsilon(sigma, t):
 def main(argv=None):
   ap = argparse.ArgumentParser(description=__doc__)
   ap.add_argument(
-    "--max-t", type=int, default=1000, help="time pld-accounting on one cell per t <= this"
+    "--max-t", type=int, default=420, help="time pld-accounting on one cell per t <= this"
   )
   ap.add_argument("--quick", action="store_true", help="3 x 3 grid, pld-accounting at t <= 20")
   ap.add_argument("--json", default=str(HERE / "results" / "bench_allocation.json"))
