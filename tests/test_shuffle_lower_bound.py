@@ -103,3 +103,67 @@ def test_validation_and_tracing():
   got = np.asarray(f(jnp.array([1.0, 2.0])))
   want = np.asarray(shuffle_epsilon_lower_bound(np.array([0.5, 1.0]), 1000, 1e-6))
   np.testing.assert_allclose(got, want, rtol=1e-12)
+
+
+def test_a_mixed_grid_is_evaluated_by_epoch_bucket(monkeypatch):
+  # Dynamic shuffling: the count statistic of a call is padded to a power of two (a
+  # bucket). A call of small epoch counts and a few large ones is evaluated in groups:
+  # the small cells are not padded to the large cells' bucket.
+  from jaxrdp.mechanisms import _shuffle_lower_bound as slb
+
+  # 24 cells of 1 to 30 epochs and 3 of 500: two groups (another compilation costs less
+  # than padding 24 cells to 512), and the small cells stay together (their 32 costs
+  # less than a compilation per bucket).
+  epochs = np.array([1, 2, 3, 5, 7, 12, 20, 30] * 3 + [500] * 3)[:, None]
+  shape, groups = slb._epoch_groups((np.array([0.5, 1.0]), 50, epochs, 1e-5), True)
+  assert shape == (27, 2)
+  assert [b for b, _ in groups] == [32, 512]
+  np.testing.assert_array_equal(groups[1][1], np.arange(48, 54))
+  # Every cell of the grid once, in C order within a group.
+  np.testing.assert_array_equal(np.sort(np.concatenate([i for _, i in groups])), np.arange(54))
+
+  # Below: every bucket a group of its own (no compilation cost), for small calls.
+  monkeypatch.setattr(slb, "_COMPILE_COST", 0)
+  sigma = np.array([[0.5, 0.8], [1.2, 0.7]])
+  epochs = np.array([[1, 3], [4, 40]])
+  shape, groups = slb._epoch_groups((sigma, 50, epochs, 1e-5), True)
+  assert shape == (2, 2)
+  assert [(b, i.tolist()) for b, i in groups] == [(1, [0]), (4, [1, 2]), (64, [3])]
+  # One piece: a single bucket (the call as it is), persistent shuffling, traced values.
+  assert slb._epoch_groups((sigma, 50, np.array([[3, 4]]), 1e-5), True) is None
+  assert slb._epoch_groups((sigma, 50, epochs, 1e-5), False) is None
+  assert slb._epoch_groups((sigma, 50, jnp.asarray(epochs), 1e-5), True) is not None
+
+  # Each cell's value is that of the cell alone, bit for bit.
+  got = np.asarray(shuffle_epsilon_lower_bound(sigma, 50, 1e-5, epochs))
+  assert got.shape == (2, 2) and got.dtype == np.float64 and np.all(got > 0)
+  alone = [
+    float(shuffle_epsilon_lower_bound(s, 50, 1e-5, e)) for s, e in zip(sigma.flat, epochs.flat)
+  ]
+  np.testing.assert_array_equal(got.ravel(), alone)
+  # A second call of the same grid compiles nothing new.
+  compiled = slb._bound_jit._cache_size()
+  np.testing.assert_array_equal(
+    np.asarray(shuffle_epsilon_lower_bound(sigma, 50, 1e-5, epochs)), got
+  )
+  assert slb._bound_jit._cache_size() == compiled
+
+  # The compiled calls each makes (the kernel replaced by one that returns its bucket).
+  seen = []
+
+  def marker(sigma, t, epochs, given, *, kind, reshuffle, e_max, relation):
+    seen.append((np.shape(sigma), e_max))
+    return jnp.full(jnp.broadcast_shapes(*map(jnp.shape, (sigma, t, epochs, given))), e_max * 1.0)
+
+  monkeypatch.setattr(slb, "_bound_jit", marker)
+  for fn, given in ((shuffle_epsilon_lower_bound, 1e-5), (shuffle_delta_lower_bound, 1.0)):
+    seen.clear()
+    out = np.asarray(fn(sigma, 50, given, epochs))
+    assert seen == [((1,), 1), ((2,), 4), ((1,), 64)], seen
+    np.testing.assert_array_equal(out, [[1, 4], [4, 64]])
+  # Traced (jit): the values, and so the groups, are unknown: one call padded to the
+  # largest count, as before.
+  seen.clear()
+  out = jax.jit(lambda s: shuffle_epsilon_lower_bound(s, 50, 1e-5, epochs))(sigma)
+  assert seen == [((2, 2), 64)], seen
+  np.testing.assert_array_equal(out, np.full((2, 2), 64.0))

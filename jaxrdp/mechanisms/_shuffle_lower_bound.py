@@ -222,14 +222,117 @@ def _bound_f64(sigma, t, epochs, given, *, kind, reshuffle, e_max, relation):
 _bound_jit = jax.jit(_bound_f64, static_argnames=("kind", "reshuffle", "e_max", "relation"))
 
 
+def _bucket(top: int) -> int:
+  """The power of two at or above ``top`` complete epochs: the count statistic's
+  support 0..bucket is computed for every cell of a compiled call (fewer compilations
+  than one per count)."""
+  return max(1, 1 << (int(top) - 1).bit_length())
+
+
 def _e_max(epochs, reshuffle) -> int:
+  """The bucket of a call evaluated in one piece: that of its largest epoch count
+  (every cell pays for it), or the cap where the counts are traced."""
   if not reshuffle:
     return 1
   arr = concrete_or_none(epochs)
   if arr is None:
     return _MAX_EPOCHS
   top = int(np.max(arr)) if np.size(arr) else 1
-  return max(1, 1 << (top - 1).bit_length())  # a power of two: fewer compilations
+  return _bucket(top)
+
+
+# What a compilation of the kernel costs, in the work of one cell for one epoch of the
+# count statistic (a cell padded to bucket E costs about E): 2.5 to 6 s against 1.7 to
+# 3 ms (2-core CPU, XLA's default optimization level and level 0).
+_COMPILE_COST = 1024
+
+
+def _merge_buckets(buckets, counts):
+  """The runs of consecutive buckets to evaluate together, as ``[(top bucket, buckets)]``.
+
+  ``buckets`` ascending, ``counts`` their cells. A run is one compiled call padded to
+  its top bucket, so its cost is ``_COMPILE_COST`` plus (cells) x (top bucket); the
+  partition of least total cost (dynamic programming over at most 13 buckets; on a
+  tie, fewer calls). A bucket with enough cells, or far enough below the next, is a
+  run of its own.
+  """
+  k = len(buckets)
+  best = [0.0] + [np.inf] * k  # best[j]: the least cost of the first j buckets
+  cut = [0] * (k + 1)
+  for j in range(1, k + 1):
+    for i in range(j - 1, -1, -1):  # the longest run first: fewer calls on a tie
+      cost = best[i] + _COMPILE_COST + float(np.sum(counts[i:j])) * float(buckets[j - 1])
+      if cost < best[j]:
+        best[j], cut[j] = cost, i
+  runs, j = [], k
+  while j > 0:
+    runs.append((int(buckets[j - 1]), [int(b) for b in buckets[cut[j] : j]]))
+    j = cut[j]
+  return runs[::-1]
+
+
+def _epoch_groups(args, reshuffle):
+  """The cells of a call grouped by the bucket of their epoch counts.
+
+  ``args``: the call's four arguments (sigma, t, epochs, delta or epsilon), checked.
+  Each cell's bucket is the power of two at or above its own count (that of the cell
+  evaluated alone); the buckets are merged into runs by :func:`_merge_buckets`, a
+  run padded to its top bucket where another compilation would cost more than the
+  padding. Returns ``(shape, [(bucket, flat indices), ...])``, buckets ascending, the
+  indices into the broadcast shape ``shape`` raveled (C order); or ``None`` where the
+  call is evaluated in one piece: persistent shuffling (no count statistic), a single
+  run (the call as it is: its shape, no gather), or a traced argument (under jit,
+  vmap or grad the values, and so the groups, are unknown: one call padded to the
+  largest count, or to the cap for traced epochs, as :func:`_e_max` says).
+  """
+  if not reshuffle:
+    return None
+  arrs = [concrete_or_none(a) for a in args]
+  if any(a is None for a in arrs):
+    return None
+  shape = np.broadcast_shapes(*(np.shape(a) for a in arrs))
+  epochs = np.broadcast_to(arrs[2], shape).ravel()
+  values, inverse = np.unique(epochs, return_inverse=True)
+  if values.size == 0:
+    return None
+  cell_buckets = np.array([_bucket(v) for v in values])[inverse.ravel()]
+  buckets, counts = np.unique(cell_buckets, return_counts=True)
+  runs = _merge_buckets(buckets, counts)
+  if len(runs) == 1:
+    return None
+  return shape, [(top, np.flatnonzero(np.isin(cell_buckets, run))) for top, run in runs]
+
+
+def _lower_bound(kind, args, reshuffle, relation):
+  """The bound of ``kind`` at every cell of the call ``args`` (sigma, t, epochs, given).
+
+  A concrete call with dynamic shuffling is evaluated in groups of cells by bucket
+  of complete epochs (:func:`_epoch_groups`), each a compiled call of its group's
+  top bucket and size, and the results put back in the broadcast shape: a cell of a
+  few epochs does not pay for the count statistic of a cell of hundreds in the same
+  call. A group of one bucket gives each cell the value of the cell evaluated alone.
+  """
+
+  def call(cells, e_max):
+    return _precision.elementwise_float64(
+      lambda s, t, e, g: _bound_jit(
+        s, t, e, g, kind=kind, reshuffle=reshuffle, e_max=e_max, relation=relation
+      ),
+      cells,
+      down=True,
+    )
+
+  groups = _epoch_groups(args, reshuffle)
+  if groups is None:
+    return call(args, _e_max(args[2], reshuffle))
+  shape, parts = groups
+  flat = [np.broadcast_to(np.asarray(a, np.float64), shape).ravel() for a in args]
+  out = np.empty(flat[0].size, np.float64)
+  for bucket, idx in parts:
+    out[idx] = np.asarray(call(tuple(a[idx] for a in flat), bucket), np.float64)
+  # Concrete results are float64 whatever jax_enable_x64 says (as the one-piece call's).
+  with _precision.Float64Scope():
+    return jnp.asarray(out.reshape(shape), jnp.float64)
 
 
 def _validate(sigma, steps_per_epoch, epochs, reshuffle, relation):
@@ -296,14 +399,7 @@ def shuffle_epsilon_lower_bound(
   """
   _validate(sigma, steps_per_epoch, epochs, reshuffle, relation)
   check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
-  e_max = _e_max(epochs, reshuffle)
-  return _precision.elementwise_float64(
-    lambda s, t, e, d: _bound_jit(
-      s, t, e, d, kind="epsilon", reshuffle=reshuffle, e_max=e_max, relation=relation
-    ),
-    (sigma, steps_per_epoch, epochs, delta),
-    down=True,
-  )
+  return _lower_bound("epsilon", (sigma, steps_per_epoch, epochs, delta), reshuffle, relation)
 
 
 def shuffle_delta_lower_bound(
@@ -328,11 +424,4 @@ def shuffle_delta_lower_bound(
   """
   _validate(sigma, steps_per_epoch, epochs, reshuffle, relation)
   check_range("epsilon", epsilon, lower=0.0)
-  e_max = _e_max(epochs, reshuffle)
-  return _precision.elementwise_float64(
-    lambda s, t, e, x: _bound_jit(
-      s, t, e, x, kind="delta", reshuffle=reshuffle, e_max=e_max, relation=relation
-    ),
-    (sigma, steps_per_epoch, epochs, epsilon),
-    down=True,
-  )
+  return _lower_bound("delta", (sigma, steps_per_epoch, epochs, epsilon), reshuffle, relation)
