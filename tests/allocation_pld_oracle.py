@@ -63,17 +63,26 @@ def delta(sigma, t, eps, direction, dps=30):
       def last(rest):
         return e / t * _last_add(t / e - rest, sc)
 
-    cuts = [-mp.inf, -4, -2, -1, 0, 1, 2, 4, 8, mp.inf]
+    # ``last`` changes form where the coordinates so far reach ``kink`` (remove: ``t
+    # e^eps``; add: ``t e^-eps``): that point, and unit steps out to the tails.
+    kink = t * e if direction == "remove" else t / e
+
+    def cuts(rest=0):
+      out = [mp.mpf(k) for k in range(-10, 15)]
+      if kink - rest > 0:
+        out.append((mp.log(kink - rest) + sc * sc / 2) / sc)
+      return [-mp.inf] + sorted(set(out)) + [mp.inf]
+
     if t == 1:
       return last(mp.mpf(0))
     if t == 2:
-      return mp.quad(lambda z: _phi(z) * last(_y(z, sc)), cuts)
+      return mp.quad(lambda z: _phi(z) * last(_y(z, sc)), cuts())
 
     def inner(z1):
       y1 = _y(z1, sc)
-      return mp.quad(lambda z2: _phi(z2) * last(y1 + _y(z2, sc)), cuts)
+      return mp.quad(lambda z2: _phi(z2) * last(y1 + _y(z2, sc)), cuts(y1))
 
-    return mp.quad(lambda z1: _phi(z1) * inner(z1), cuts)
+    return mp.quad(lambda z1: _phi(z1) * inner(z1), cuts())
 
 
 def delta_float64(sigma, t, eps, direction):
@@ -108,12 +117,17 @@ def delta_float64(sigma, t, eps, direction):
     return math.exp(-z * z / 2) / math.sqrt(2 * math.pi)
 
   opts = dict(epsabs=1e-14, epsrel=1e-11, limit=200)
-  pts = [-4.0, -2.0, -1.0, 0.0, 1.0, 2.0, 4.0]
   lo, hi = -12.0, 12.0
+  kink = t * e if direction == "remove" else t / e  # where ``last`` changes form
 
-  def one(f):
-    return integrate.quad(f, lo, hi, points=pts, **opts)[0]
+  def one(f, rest=0.0):
+    pts = [-4.0, -2.0, -1.0, 0.0, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0]
+    if kink - rest > 0:
+      z = (math.log(kink - rest) + sc * sc / 2) / sc
+      if lo < z < hi:
+        pts.append(z)
+    return integrate.quad(f, lo, hi, points=sorted(pts), **opts)[0]
 
   if t == 2:
     return one(lambda z: phi(z) * last(y(z)))
-  return one(lambda z1: phi(z1) * one(lambda z2: phi(z2) * last(y(z1) + y(z2))))
+  return one(lambda z1: phi(z1) * one(lambda z2: phi(z2) * last(y(z1) + y(z2)), y(z1)))

@@ -36,9 +36,16 @@ def _delta(event, eps):
 
 @pytest.mark.parametrize(
   "sigma, t, eps",
-  [(1.5, 2, 0.5), (1.5, 3, 0.5), (1.0, 3, 1.0)],
+  # The last two at small sigma and large eps, where a coordinate above the lattice's
+  # split (the large cells, summed with the others' coarse sum) carries part of delta.
+  [(1.5, 2, 0.5), (1.5, 3, 0.5), (1.0, 3, 1.0), (0.7, 2, 6.0), (0.7, 3, 4.0)],
 )
 def test_one_epoch_contains_the_quadrature(sigma, t, eps):
+  if sigma < 1:
+    from jaxrdp.pld._allocation_pld import plan
+
+    h, big_j, y_max = plan(sigma, t)
+    assert y_max > 10 * big_j * h  # the split is in use
   if t == 2:
     ref = max(float(oracle.delta(sigma, t, eps, d, dps=20)) for d in ("remove", "add"))
   else:
@@ -152,17 +159,47 @@ def test_nothing_released():
   assert float(res.epsilon) == 0.0
 
 
-def test_a_lattice_too_coarse_for_the_event_falls_back_to_the_renyi_dp_bound():
-  # At sigma 0.6 the likelihood ratio's tail reaches e^15, so the one-epoch lattice is
-  # capped at cells of width 1.5: with t = 10 the spread puts a large mass at S = 0,
-  # an infinite loss of the add direction, and the exp-space upper end alone is inf
-  # (it was returned as such). The Renyi-DP bound of the same event is also sound:
-  # the upper end is now the smaller of the two, finite, and the bracket still holds.
-  res = jaxrdp.dpsgd_epsilon(0.1, 0.6, 10, 1e-5, sampling="allocation", accountant="pld")
+def test_small_sigma_few_steps_gives_a_narrow_bracket_below_the_renyi_dp_bound():
+  # At sigma 0.6 the likelihood ratio's tail reaches e^15: the lattice stops at the split
+  # (about 1.5e4) and a coordinate above it is summed on geometric cells, so the
+  # bracket is narrow (pld-accounting 2.0 at its default accuracy: [17.371, 17.464]).
+  res = jaxrdp.dpsgd_epsilon(0.1, 0.6, 100, 1e-5, sampling="allocation", accountant="pld")
   up, low = float(res.epsilon), float(res.epsilon_lower)
-  rdp = float(jaxrdp.dpsgd_epsilon(0.1, 0.6, 10, 1e-5, sampling="allocation").epsilon)
-  assert math.isfinite(up) and 0.0 < low <= up <= rdp
-  # The same for delta, never above the Renyi-DP delta at the same epsilon.
-  d = jaxrdp.dpsgd_delta(0.1, 0.6, 10, 8.0, sampling="allocation", accountant="pld")
-  d_rdp = float(jaxrdp.dpsgd_delta(0.1, 0.6, 10, 8.0, sampling="allocation").delta)
-  assert 0.0 <= float(d.delta_lower) <= float(d.delta) <= d_rdp < 1.0
+  rdp = float(jaxrdp.dpsgd_epsilon(0.1, 0.6, 100, 1e-5, sampling="allocation").epsilon)
+  assert 17.371 <= up and low <= 17.464
+  assert 0.0 < low <= up <= low * (1 + 1e-3) and up < rdp
+
+
+def test_a_loose_exp_space_bound_falls_back_to_the_renyi_dp_bound():
+  # With t = 2 at sigma 0.7 the spread of the lattice's first cell puts a Q-mass of
+  # about 1e-5 at S = 0, an infinite loss of the add direction: the exp-space upper
+  # bound on delta at eps = 7 is above the Renyi-DP bound of the same event, which is
+  # sound and is returned; the bracket still holds the exact delta (quadrature).
+  ev = RandomAllocation(0.5, Gaussian(0.7), 2)
+  res = jaxrdp.delta_from_event(ev, 7.0, accountant="pld")
+  up, low = float(res.delta), float(res.delta_lower)
+  rdp = float(jaxrdp.delta_from_event(ev, 7.0).delta)
+  ref = max(float(oracle.delta(0.7, 2, 7.0, d, dps=20)) for d in ("remove", "add"))
+  assert up == rdp and 0.0 < low <= ref <= up < 1e-5
+
+
+def test_the_split_lattice_agrees_with_the_unsplit_one(monkeypatch):
+  # Two constructions of the same one-epoch pairs: the lattice split at B (a coordinate
+  # above it on geometric cells beside the others' coarse sum) and the lattice to Y_max
+  # (forced: the split put at Y_max). Both brackets are certified, so they intersect at
+  # every eps, including where a coordinate above B carries much of delta.
+  from jaxrdp.pld import _allocation_pld, _allocation_rule
+
+  sigma, t, epochs = 1.0, 8, 2
+  h, big_j, y_max = _allocation_pld.plan(sigma, t)
+  assert y_max > 10 * big_j * h  # the split is in use
+  ev = RandomAllocation(1.0 / t, Gaussian(sigma), t * epochs)
+  eps = [3.0, 4.0]
+  split = [_delta(ev, e) for e in eps]
+  _allocation_rule._epoch_parts.cache_clear()
+  monkeypatch.setattr(_allocation_pld, "_split_z", lambda sc, t, z_max: z_max)
+  whole = [_delta(ev, e) for e in eps]
+  _allocation_rule._epoch_parts.cache_clear()
+  for (up, low), (up_w, low_w) in zip(split, whole):
+    assert max(low, low_w) <= min(up, up_w)
+    assert up - low <= 1e-3 * up

@@ -34,6 +34,25 @@ own point) from below (remove: ``S'' >= S_lat - tau``) or above (add), and
 ``delta_R`` grows with ``S``, ``delta_A`` shrinks: rounding losses down, keeping or
 dropping masses, only lowers delta.
 
+Split by the number of large coordinates. A lattice fine enough for the body of ``Y``
+and long enough for its tail would be long at small ``sigma`` (``Y_max`` is 7e4 at
+``sigma = 0.8``, 4e6 at 0.6), so the coordinates are split at ``B = J h``: with ``M``
+the number of them above ``B`` (``p = Q(Y > B)``), the law of ``S`` is the mixture over
+``M``, each coordinate's conditional law independent given ``M``. ``M = 0``: the
+``t``-fold sum of the lattice below ``B`` (its masses sum to ``1 - p``, so the sum carries
+``(1 - p)^t``). ``M = 1``: ``t`` times the ``(t - 1)``-fold sum (one more inverse
+transform of the same power) times one large coordinate on geometric cells (ratio
+``_LARGE_RATIO``) from ``B`` to ``Y_max``, the sum moved onto a coarse lattice of at most
+``_COARSE_POINTS`` points: in the upper bound spread (mean-preserving, so Jensen
+holds), in the lower bound each index at the coarse point below it (remove) or above it
+(add), and the large coordinate at its cell's mean rounded the safe way (a release of
+its cell: post-processing). ``M >= 2``: the upper bound puts ``Q``-mass ``C(t, 2) p^2`` at
+``S = 2 B / t`` (a lower end of ``S`` there) and ``P``-mass ``E_Q[S; M >= 2] <= (t - 1) p
+P_1(Y > B) + C(t - 1, 2) p^2`` at ``+inf``; ``B`` is the smallest split at which that is at
+most ``_TAIL`` (:func:`_split_z`); the lower bound drops it. The split is used only
+where it shortens the lattice by a quarter or more (at ``sigma = 0.8`` the lattice
+reaches ``t + 1.5e3`` to ``t + 2.4e3`` instead of ``t + 7e4``).
+
 The sum ``t S`` of a lattice variable is one FFT, a power ``t`` and one inverse FFT
 (the ``P``-masses share the power ``c^{t-1}``: two real transforms each way;
 :func:`jaxrdp.pld._compose.compose`, whose per-bin and Euclidean round-off bounds
@@ -65,6 +84,10 @@ _TAIL = 1e-16
 _WRAP = 1e-18
 # Largest FFT length of the exp-space stage (the cell h widens to fit).
 MAX_EXP_LATTICE = 1 << 22
+# Above the split B, a coordinate's cells are geometric with this ratio.
+_LARGE_RATIO = 1.01
+# Points of the coarse lattice of the other coordinates' sum beside a large one.
+_COARSE_POINTS = 512
 _NEWTON_STEPS = 3
 # Newton steps move the cells whose defect exceeds this many times its round-off bound.
 _NEWTON_SIGNAL = 32.0
@@ -165,8 +188,8 @@ class EpochPair:
 
   def __init__(self, sigma, t, max_lattice=MAX_EXP_LATTICE):
     self.sc, self.t = 1.0 / sigma, t
-    self.h, self.big_j = plan(sigma, t, max_lattice)
-    self._upper, self._upper_err = _upper_pair(self.sc, self.h, self.big_j, t)
+    self.h, self.big_j, self.y_max = plan(sigma, t, max_lattice)
+    self._upper, self._upper_err = _upper_pair(self.sc, self.h, self.big_j, self.y_max, t)
     self._cells = None
     self._lower = {}
 
@@ -179,7 +202,9 @@ class EpochPair:
   def lower(self, direction):
     if direction not in self._lower:
       if self._cells is None:
-        self._cells = _lower_lattices(self.sc, self.h, self.big_j)
+        no_large = self.y_max <= self.big_j * self.h
+        small = _lower_lattices(self.sc, self.h, self.big_j, no_large)
+        self._cells = (small, None if no_large else _lower_large(self.sc, small[-1], self.y_max))
       self._lower[direction] = _lower_pair(self._cells, direction, self.h, self.t)
       if len(self._lower) == 2:
         self._cells = None  # both built: the cells are not needed again
@@ -254,15 +279,33 @@ def _complex_power(c, k):
     base = base * base
 
 
-def _sum_pmf(p, t, n, weights):
+def _inverse(total, prop, rel, tiny, n, g):
+  """``irfft(total, n)`` (clipped at 0) and a bound on its L1 round-off: ``prop`` bounds the
+  error each coefficient carries in from the factors' errors, ``rel`` the relative and
+  ``tiny`` the absolute rounding of the products (see :func:`_sum_pmf`)."""
+  w = np.full(total.size, 2.0)
+  w[0] = 1.0
+  if n % 2 == 0:
+    w[-1] = 1.0
+  a = np.abs(total)
+  e = prop + rel * a + tiny
+  size = a + e
+  e_inf = (float(np.sum(w * e)) + g * float(np.sum(w * size))) / n
+  e_2 = math.sqrt(float(np.sum(w * e * e))) + g * math.sqrt(float(np.sum(w * size * size)))
+  return np.maximum(np.fft.irfft(total, n), 0.0), min(n * e_inf, e_2)
+
+
+def _sum_pmf(p, t, n, weights, with_fewer=False):
   """The ``Q``-law of the sum of ``t`` i.i.d. indices of ``p`` on a circle of length ``n``,
   and its ``P``-masses ``s q`` (``s`` the mean of the coordinates' ``weights``): ``(q, pm,
-  eq, ep)`` with bounds on the L1 round-off of each.
+  eq, ep)`` with bounds on the L1 round-off of each. With ``with_fewer``, also the
+  ``Q``-law of the sum of ``t - 1`` indices and its bound (``t >= 2``): ``(q, pm, eq,
+  ep, q_fewer, e_fewer)``.
 
   The ``P``-mass of a sum is ``(1/t) sum_i w(j_i) Q(config)``: ``t`` equal mixture terms,
   ``(w p / t) * p^{*(t-1)}`` each. With ``c = rfft(p)``, ``c_w = rfft(w p)`` and ``c^{t-1}``
-  computed once, ``q = irfft(c^{t-1} c)`` and ``pm = irfft(c^{t-1} c_w)``: two forward and
-  two inverse real transforms.
+  computed once, ``q = irfft(c^{t-1} c)``, ``pm = irfft(c^{t-1} c_w)`` (and the sum of
+  ``t - 1``, ``irfft(c^{t-1})``): two forward and two (three) inverse real transforms.
 
   Round-off: the bound of :func:`jaxrdp.pld._compose.compose` in numpy (Higham 2002,
   Sec. 24.1: every coefficient of a forward transform off by at most ``dc = g |x|_1``,
@@ -305,43 +348,128 @@ def _sum_pmf(p, t, n, weights):
     prop_p = dcp * m_tm1 + mp * (t - 1.0) * dc * m_tm2
   rel = math.expm1((t - 1.0) * math.log1p(math.sqrt(5.0) * _U)) * (1.0 + 1e-6)
   tiny = 4.0 * t * 2.0**-1074
-  w = np.full(c.size, 2.0)
-  w[0] = 1.0
-  if n % 2 == 0:
-    w[-1] = 1.0
-  out, errs = [], []
-  for total, prop in ((total_q, prop_q), (total_p, prop_p)):
-    a = np.abs(total)
-    e = prop + rel * a + tiny
-    size = a + e
-    e_inf = (float(np.sum(w * e)) + g * float(np.sum(w * size))) / n
-    e_2 = math.sqrt(float(np.sum(w * e * e))) + g * math.sqrt(float(np.sum(w * size * size)))
-    errs.append(min(n * e_inf, e_2))
-    out.append(np.maximum(np.fft.irfft(total, n), 0.0))
-  return out[0], out[1], errs[0], errs[1]
+  q, eq = _inverse(total_q, prop_q, rel, tiny, n, g)
+  pm, ep = _inverse(total_p, prop_p, rel, tiny, n, g)
+  if not with_fewer:
+    return q, pm, eq, ep
+  if t == 2.0:  # the sum of one index: p itself
+    return q, pm, eq, ep, x, 0.0
+  rel_f = math.expm1((t - 2.0) * math.log1p(math.sqrt(5.0) * _U)) * (1.0 + 1e-6)
+  with np.errstate(under="ignore", over="ignore"):
+    prop_f = (t - 1.0) * dc * m_tm2
+  q_f, e_f = _inverse(power, prop_f, rel_f, tiny, n, g)
+  return q, pm, eq, ep, q_f, e_f
 
 
-def _upper_lattice(sc, h, big_j):
-  """The spread ``Y'`` on ``0, h, ..., J h`` (``Q``-masses) and its mass at infinity (``P``).
+def _large_bounds(lo, y_max):
+  """Boundaries of the large coordinate's cells: geometric from ``lo`` to ``y_max`` (ratio at
+  most ``_LARGE_RATIO``; none when ``y_max <= lo``), then ``inf``."""
+  if y_max > lo:
+    k = max(int(math.ceil(math.log(y_max / lo) / math.log(_LARGE_RATIO))), 1)
+    g = lo * np.exp(np.linspace(0.0, math.log(y_max / lo), k + 1))
+    g[0], g[-1] = lo, y_max
+  else:
+    g = np.array([lo])
+  return np.concatenate([g, [np.inf]])
 
-  Returns ``(lattice, at_inf, (l1, first))``: ``l1`` bounds the L1 round-off of the
-  lattice masses and ``first`` the same weighted by the points' values.
+
+class _Large:
+  """One coordinate's law above the split ``B``: points ``g`` with ``Q``-masses ``w``, bounds
+  ``l1`` on their L1 round-off and ``first`` on the same weighted by the points, and (spread
+  only) its ``P``-mass at infinity and upper bounds on ``Q(Y > B)`` and ``P_1(Y > B)``."""
+
+  def __init__(self, g, w, l1, first, at_inf=0.0, p_q=0.0, p_p=0.0):
+    keep = w > 0
+    self.g, self.w, self.l1, self.first = g[keep], w[keep], float(l1), float(first)
+    self.at_inf, self.p_q, self.p_p = float(at_inf), float(p_q), float(p_p)
+    # Upper bounds on the true total mass and first moment.
+    self.mass = float(np.sum(self.w)) * (1.0 + 4.0 * _U * self.w.size) + self.l1
+    self.mean = float(np.sum(self.w * self.g)) * (1.0 + 4.0 * _U * self.w.size) + self.first
+
+
+def _upper_lattice(sc, h, big_j, y_max):
+  """The spread ``Y'``: below ``B = J h`` on ``0, h, ..., J h`` (``Q``-masses), above it on
+  the large cells' ends ``B = g_0 < ... < g_K = Y_max``, with its mass at infinity.
+
+  Returns ``(lattice, (l1, first), large)``: ``l1`` bounds the L1 round-off of the
+  lattice masses and ``first`` the same weighted by the points' values; ``large``: a
+  :class:`_Large`.
   """
-  b = h * np.arange(big_j + 1, dtype=np.float64)
-  b = np.concatenate([b, [np.inf]])
+  bl = _large_bounds(big_j * h, y_max)
+  b = np.concatenate([h * np.arange(big_j + 1, dtype=np.float64), bl[1:]])
+  if bl.size == 2:  # no large cells: [Y_max, inf) at Y_max = J h on the lattice
+    q, p, eq, ep, up, e_up = _cell_masses(b, sc, with_split=True)
+    lat = np.zeros(big_j + 1)
+    lat[:-1] += q[:-1] - up[:-1]
+    lat[1:] += up[:-1]
+    lat[-1] += q[-1]
+    e = eq[:-1] + 2.0 * e_up[:-1]
+    j = np.arange(big_j, dtype=np.float64)
+    l1 = float(np.sum(e) + eq[-1])
+    first = float(np.sum(e * h * (j + 1.0)) + eq[-1] * y_max)
+    at_inf = max(p[-1] - y_max * q[-1], 0.0) + ep[-1] + y_max * eq[-1]
+    return lat, (l1, first), _Large(np.zeros(0), np.zeros(0), 0.0, 0.0, at_inf)
   q, p, eq, ep, up, e_up = _cell_masses(b, sc, with_split=True)
-  qc, upc, e_upc, eqc = q[:-1], up[:-1], e_up[:-1], eq[:-1]
+  nj = big_j
   lat = np.zeros(big_j + 1)
-  lat[:-1] += qc - upc
-  lat[1:] += upc
-  tail_q, tail_p = q[-1], p[-1]
-  lat[-1] += tail_q
-  at_inf = max(tail_p - big_j * h * tail_q, 0.0) + ep[-1] + big_j * h * eq[-1]
-  e = eqc + 2.0 * e_upc  # each cell's two masses: q - up and up
+  lat[:-1] += q[:nj] - up[:nj]
+  lat[1:] += up[:nj]
+  e = eq + 2.0 * e_up  # each cell's two masses: q - up and up
   j = np.arange(big_j, dtype=np.float64)
-  l1 = float(np.sum(e) + eq[-1])
-  first = float(np.sum(e * h * (j + 1.0)) + eq[-1] * big_j * h)
-  return lat, at_inf, (l1, first)
+  l1 = float(np.sum(e[:nj]))
+  first = float(np.sum(e[:nj] * h * (j + 1.0)))
+  # Above B: the cells' ends; the last cell [Y_max, inf) at Y_max and the rest of its
+  # mean at infinity.
+  g = bl[:-1]
+  w = np.zeros(g.size)
+  w[:-1] += q[nj:-1] - up[nj:-1]
+  w[1:] += up[nj:-1]
+  w[-1] += q[-1]
+  at_inf = max(p[-1] - y_max * q[-1], 0.0) + ep[-1] + y_max * eq[-1]
+  l1_w = float(np.sum(e[nj:-1]) + eq[-1])
+  first_w = float(np.sum(e[nj:-1] * g[1:]) + eq[-1] * y_max)
+  p_q = float(np.sum(q[nj:]) + np.sum(eq[nj:])) * (1.0 + 1e-12)
+  p_p = float(np.sum(p[nj:]) + np.sum(ep[nj:])) * (1.0 + 1e-12)
+  return lat, (l1, first), _Large(g, w, l1_w, first_w, at_inf, p_q, p_p)
+
+
+def _coarse_sum(x, h, direction=None, offset=0.0, shift=0.0):
+  """The law ``x`` of a sum on the lattice ``h (j + offset)``, on a lattice of at most
+  ``_COARSE_POINTS`` points ``L`` indices apart: ``(points, masses)``.
+
+  ``direction=None``: a mean-preserving spread (index ``j = a L + r`` splits ``1 - r/L``
+  to ``a L``, ``r / L`` to ``(a + 1) L``). ``"remove"``: each index at the point below
+  it, minus ``shift``; ``"add"``: at the point above it, plus ``shift`` (rounded down
+  and up, for the lower bounds).
+  """
+  n = x.size
+  width = max(1, -(-n // _COARSE_POINTS))
+  j = np.arange(n)
+  a = j // width
+  nb = int(a[-1]) + 2
+  if direction is None:
+    r = (j - a * width) / width
+    m = np.bincount(a, x * (1.0 - r), minlength=nb) + np.bincount(a + 1, x * r, minlength=nb)
+    pts = h * width * np.arange(nb, dtype=np.float64)
+  else:
+    m = np.bincount(a, x, minlength=nb)
+    k = np.arange(nb, dtype=np.float64) * width
+    if direction == "remove":
+      pts = h * (k + offset) - shift
+    else:
+      pts = h * (k + width - 1.0 + offset) + shift
+  return pts, m
+
+
+def _one_large(xs, xm, large, t):
+  """Sums ``x + g`` of the other coordinates' coarse sum (points ``xs``, masses ``xm``) and
+  one large coordinate: ``(s, Q-masses, sums)`` (``s = (x + g) / t``, the ``Q``-mass ``t
+  x_m w``: any of the ``t`` coordinates may be the large one)."""
+  keep = xm > 0
+  xs, xm = xs[keep], xm[keep]
+  tot = (xs[:, None] + large.g[None, :]).ravel()
+  qm = (t * xm[:, None] * large.w[None, :]).ravel()
+  return tot / t, qm, tot
 
 
 def _smooth_start(sc, h):
@@ -403,9 +531,9 @@ def _lower_cells(sc, h, big_j):
 
   Cell 0 is ``[0, b_1]``, cell ``i >= 1`` is ``[b_i, b_{i+1}]`` near ``[b_1 + (i - 1) h,
   b_1 + i h]`` (boundaries moved by a few smoothed Newton steps), the last is ``[b_n,
-  inf)`` with ``b_n`` near ``Y_max``. Returns ``(q, r, r_err, eq, target, theta)``:
-  masses, means, bounds on the means' and the masses' round-off, the lattice index each
-  cell but the last aims at, and the lattice offset.
+  inf)`` with ``b_n`` near the split ``B = J h``. Returns ``(q, r, r_err, eq, target,
+  theta, b_n)``: masses, means, bounds on the means' and the masses' round-off, the
+  lattice index each cell but the last aims at, the lattice offset and ``b_n``.
   """
   b1, theta = _first_cell(sc, h)
   n_reg = max(int(math.ceil((big_j * h - b1) / h)), 1)
@@ -431,7 +559,7 @@ def _lower_cells(sc, h, big_j):
     for full, part in zip((q, p, eq, ep), head):
       full[:m] = part
     r, d, r_err = _cell_means(q, p, eq, ep, h * (target + theta))
-  return q, r, r_err, eq, target, theta
+  return q, r, r_err, eq, target, theta, float(base[-1])
 
 
 def _tolerance(size, qn, h):
@@ -447,13 +575,16 @@ def _tolerance(size, qn, h):
   return float(cand[int(np.argmin(cand + h * far))])
 
 
-def _lower_lattices(sc, h, big_j):
+def _lower_lattices(sc, h, big_j, keep_last=False):
   """Lattice PMFs (points ``(k + theta) h``) below (remove) and above (add) the cell means.
 
-  Returns ``(p_remove, tau_remove, p_add, tau_add, theta, mass_err, far_mass)``: ``sum r(j_i) >=
-  sum l_i - t tau`` (remove) and ``<= sum l_i + t tau`` (add), on the masses kept.
+  Returns ``(p_remove, tau_remove, p_add, tau_add, theta, mass_err, b_n)``: ``sum r(j_i) >=
+  sum l_i - t tau`` (remove) and ``<= sum l_i + t tau`` (add), on the masses kept; the
+  cell above ``b_n`` (near the split) is left to :func:`_lower_large`, or with
+  ``keep_last`` (no large cells) kept (remove: at the lattice point below its mean; add:
+  dropped).
   """
-  q, r, r_err, eq, target, theta = _lower_cells(sc, h, big_j)
+  q, r, r_err, eq, target, theta, b_n = _lower_cells(sc, h, big_j)
   size = int(target[-1]) + 2
   d = r[:-1] - h * (target + theta)
   qn = q[:-1]
@@ -470,10 +601,9 @@ def _lower_lattices(sc, h, big_j):
   ok = ~near & (k_dn[:-1] >= 0) & pos
   np.add.at(p_rm, cells[near], qn[near])
   np.add.at(p_rm, np.minimum(k_dn[:-1][ok], size - 1).astype(np.int64), qn[ok])
-  if q[-1] > 0 and k_dn[-1] >= 0:
+  if keep_last and q[-1] > 0 and k_dn[-1] >= 0:
     p_rm[int(min(k_dn[-1], size - 1))] += q[-1]
   t_rm = float(np.max(np.where(near, size_rm, 0.0), initial=0.0))
-  far_mass = float(np.sum(qn[~near]))
   # Add: far cells at the lattice point at or above r + err (past the top: dropped).
   size_ad = d + r_err[:-1]
   near = (size_ad <= _tolerance(size_ad, qn, h)) & pos
@@ -483,16 +613,55 @@ def _lower_lattices(sc, h, big_j):
   np.add.at(p_ad, cells[near], qn[near])
   np.add.at(p_ad, np.maximum(k_up[:-1][ok], 0).astype(np.int64), qn[ok])
   t_ad = float(np.max(np.where(near, size_ad, 0.0), initial=0.0))
-  far_mass = max(far_mass, float(np.sum(qn[~near])))
   # Round-off of the cells' Q-masses: |e|_1 and sum_j |e_j| (their point, at most r + h).
+  kept = q.size if keep_last else q.size - 1
   with np.errstate(invalid="ignore"):
-    first = float(np.sum(np.where(np.isfinite(r), eq * (r + h), 0.0)))
-  mass_err = (float(np.sum(eq)), first)
-  return p_rm, t_rm, p_ad, t_ad, theta, mass_err, far_mass
+    first = float(np.sum(np.where(np.isfinite(r[:kept]), eq[:kept] * (r[:kept] + h), 0.0)))
+  mass_err = (float(np.sum(eq[:kept])), first)
+  return p_rm, t_rm, p_ad, t_ad, theta, mass_err, b_n
+
+
+def _lower_large(sc, b_n, y_max):
+  """One coordinate above ``b_n``, released as its cell (geometric up to ``Y_max``, then
+  ``[Y_max, inf)``): ``{direction: _Large}``, each cell at a point at or below its mean
+  (remove) or at or above it (add; the last cell dropped)."""
+  bl = _large_bounds(b_n, max(y_max, b_n))
+  q, p, eq, ep = _cell_masses(bl, sc)
+  pos = q > 0
+  qq = np.where(pos, q, 1.0)
+  r = np.where(pos, p / qq, 0.0)
+  r_err = np.where(pos, (ep + r * eq) / qq + 4.0 * _U * r, 0.0)
+  v_rm = np.maximum(bl[:-1], r - r_err)
+  v_ad = np.minimum(bl[1:-1], (r + r_err)[:-1])
+  return {
+    "remove": _Large(v_rm, np.where(pos, q, 0.0), np.sum(eq), np.sum(eq * v_rm)),
+    "add": _Large(v_ad, np.where(pos, q, 0.0)[:-1], np.sum(eq[:-1]), np.sum(eq[:-1] * v_ad)),
+  }
+
+
+def _split_z(sc, t, z_max):
+  """The smallest ``z`` (to 1e-3) with ``(t - 1) p p_1 + C(t - 1, 2) p^2 <= _TAIL``, where
+  ``p = P(Z > z)``, ``p_1 = P(Z > z - sc)``: the bound on ``E_Q[S; M >= 2]`` for the split
+  ``B = exp(sc z - sc^2 / 2)`` (``M`` coordinates above ``B``); at most ``z_max``."""
+
+  def bound(z):
+    p = 0.5 * math.erfc(z / math.sqrt(2.0))
+    p1 = 0.5 * math.erfc((z - sc) / math.sqrt(2.0))
+    return (t - 1) * p * p1 + 0.5 * (t - 1) * (t - 2) * p * p
+
+  lo, hi = 0.0, z_max
+  if bound(hi) > _TAIL:
+    return z_max
+  while hi - lo > 1e-3:
+    mid = 0.5 * (lo + hi)
+    lo, hi = (lo, mid) if bound(mid) <= _TAIL else (mid, hi)
+  return hi
 
 
 def plan(sigma, t, max_lattice=MAX_EXP_LATTICE):
-  """``(h, J)``: the cell of ``Y`` and the number of cells below ``Y_max = J h``."""
+  """``(h, J, Y_max)``: the cell of ``Y``, the number of cells below the split ``B = J h``,
+  and the top of the large cells (``Y_max = B``: no large cells, the last cell
+  ``[B, inf)`` is kept on the lattice at ``B``)."""
   c = 1.0 / (sigma * sigma)
   sc = math.sqrt(c)
   sd = math.sqrt(math.expm1(c))
@@ -500,57 +669,121 @@ def plan(sigma, t, max_lattice=MAX_EXP_LATTICE):
   # P_1(Y > Y_max) = P(Z > z - sc) <= _TAIL.
   z = sc + 8.3
   y_max = math.exp(sc * z - 0.5 * c)
-  # The sum's lattice reaches about t + y_max (one large coordinate) plus spread.
-  span = t + y_max + 40.0 * sd * math.sqrt(t)
-  h = max(h, 1.5 * span / max_lattice)
-  return h, max(int(math.ceil(y_max / h)), 2)
+  split = min(math.exp(sc * _split_z(sc, t, z) - 0.5 * c), y_max)
+  # The sum's lattice reaches about t + B (one coordinate near the split) plus spread;
+  # the split is used only where it shortens the lattice by a quarter or more
+  # (otherwise B = Y_max: no large cells, and no sum of t - 1 to compute).
+  body = t + 40.0 * sd * math.sqrt(t)
+  if t <= 1 or body + y_max <= 1.25 * (body + split):
+    split = y_max
+  h = max(h, 1.5 * (body + split) / max_lattice)
+  big_j = max(int(math.ceil(split / h)), 2)
+  return h, big_j, (y_max if split < y_max else big_j * h)
 
 
-def _upper_pair(sc, h, big_j, t):
+def _upper_pair(sc, h, big_j, y_max, t):
   """``({direction: Atoms}, {direction: round-off bound})`` of the dominating pair (the
-  spread, summed)."""
-  lat, at_inf, (l1, first) = _upper_lattice(sc, h, big_j)
+  spread, summed; see the module)."""
+  lat, (l1, first), large = _upper_lattice(sc, h, big_j, y_max)
   wrap = _WrapBound(lat, t)
   n = _fft_length(lat, t, wrap)
-  y, yp, eq, ep = _sum_pmf(lat, t, n, h * np.arange(lat.size, dtype=np.float64))
+  split = large.g.size > 0
+  out = _sum_pmf(lat, t, n, h * np.arange(lat.size, dtype=np.float64), split)
+  y, yp, eq, ep = out[:4]
   s = h * np.arange(n, dtype=np.float64) / t
   _, wp = wrap(n)
-  # P-mass at infinity: one coordinate's (the P-coordinate's) mass at_inf, and the
-  # wrapped sums' P-mass E[S'; sum >= n] <= h wp / t.
-  p_inf = at_inf + h * wp / t
+  # One coordinate above B: the other t - 1 (their sum spread onto a coarse lattice).
+  if split:
+    ex = out[5] + 1.01 * (t - 1) * l1
+    xs, xm = _coarse_sum(out[4], h)
+    wq_x, wp_x = _WrapBound(lat, t - 1)(n)
+  else:
+    ex, xs, xm, wq_x, wp_x = 0.0, np.zeros(1), np.zeros(1), 0.0, 0.0
+  s1, q1, tot1 = _one_large(xs, xm, large, t)
+  x_top = float(xs[-1])
+  # Two or more above B: Q-mass at most C(t, 2) p^2 at S = 2 B / t (S is at least that),
+  # P-mass E_Q[S; M >= 2] <= (t - 1) p p_1 + C(t - 1, 2) p^2 at infinity.
+  s2 = 2.0 * big_j * h / t  # (no large cells: p = 0, nothing there)
+  q2 = min(1.0, 0.5 * t * (t - 1) * large.p_q**2)
+  inf2 = (t - 1) * large.p_q * large.p_p + 0.5 * (t - 1) * (t - 2) * large.p_q**2
+  # P-mass at infinity: the large coordinate's mass there; the wrapped sums' P-mass
+  # (no large coordinate: E[S'; sum >= n] <= h wp / t; one: h wp_x w + wq_x E[g w]);
+  # and two or more.
+  p_inf = large.at_inf + h * wp / t + h * wp_x * large.mass + wq_x * large.mean + inf2
   with np.errstate(divide="ignore"):
     logs = np.log(s)
   atoms = {
-    "remove": Atoms(np.concatenate([logs, [np.inf]]), np.concatenate([yp, [p_inf]])),
-    "add": Atoms(-logs, y),
+    "remove": Atoms(
+      np.concatenate([logs, np.log(s1), [math.log(s2), np.inf]]),
+      np.concatenate([yp, q1 * s1, [s2 * q2, p_inf]]),
+    ),
+    "add": Atoms(
+      np.concatenate([-logs, -np.log(s1), [-math.log(s2)]]), np.concatenate([y, q1, [q2]])
+    ),
   }
   # A lattice error e moves the t-fold sum by at most t |e|_1 in Q-mass and by
   # sum_j |e_j| y_j + (t - 1) |e|_1 in P-mass (the P-weight is the mean coordinate).
-  err = {"remove": ep + 1.01 * (first + (t - 1) * l1), "add": eq + 1.01 * t * l1}
+  # One large coordinate: Q-masses t x_a w_k, P-masses x_a w_k (x_a + g_k), the errors
+  # of x (ex, L1) and w (l1, first) through the products.
+  x_mass = 1.0 + ex
+  err1_q = t * (ex * large.mass + x_mass * large.l1)
+  err1_p = ex * (x_top * large.mass + large.mean) + x_mass * (x_top * large.l1 + large.first)
+  err = {
+    "remove": ep + 1.01 * (first + (t - 1) * l1) + 1.01 * err1_p + 4.0 * _U * float(tot1 @ q1) / t,
+    "add": eq + 1.01 * t * l1 + 1.01 * err1_q + 4.0 * _U * float(np.sum(q1)),
+  }
   return atoms, err
 
 
 def _lower_pair(cells, name, h, t):
   """``(Atoms, round-off bound)`` of the post-processed pair in direction ``name``, rounded
-  the safe way (``cells``: from :func:`_lower_lattices`)."""
-  p_rm, t_rm, p_ad, t_ad, theta, (l1, first), _ = cells
+  the safe way (``cells``: from :func:`_lower_lattices` and :func:`_lower_large`)."""
+  (p_rm, t_rm, p_ad, t_ad, theta, (l1, first), _), larges = cells
   pm, tau = (p_rm, t_rm) if name == "remove" else (p_ad, t_ad)
+  empty = _Large(np.zeros(0), np.zeros(0), 0.0, 0.0)
+  large = empty if larges is None else larges[name]
   wrap = _WrapBound(pm, t)
   n = _fft_length(pm, t, wrap)
   pts = h * (np.arange(pm.size, dtype=np.float64) + theta)
-  y, yp, eq, ep = _sum_pmf(pm, t, n, pts)
+  out = _sum_pmf(pm, t, n, pts, larges is not None)
+  y, yp, eq, ep = out[:4]
   s = h * (np.arange(n, dtype=np.float64) + theta * t) / t
   wq, _ = wrap(n)
+  # One coordinate above the split: the other t - 1 coordinates' sum, each index at the
+  # coarse point below it (remove) or above it (add), shifted by their (t - 1) tau.
+  if larges is not None:
+    ex = out[5] + 1.01 * (t - 1) * l1
+    xs, xm = _coarse_sum(out[4], h, name, theta * (t - 1), (t - 1) * tau)
+  else:
+    ex, xs, xm = 0.0, np.zeros(1), np.zeros(1)
+  s1, q1, tot1 = _one_large(xs, xm, large, t)
+  x_top = float(np.max(np.abs(xs)))
+  x_mass = 1.0 + ex
   if name == "remove":
     # S'' >= s - tau on the masses kept: P-mass at least (s - tau) q, loss log(s - tau).
     s = s - tau
     keep = s > 0
     pmass = np.maximum(yp - tau * y, 0.0)
-    # Wrapped (spurious) Q-mass has P-weight at most the top s.
+    keep1 = s1 > 0
+    # Wrapped (spurious) Q-mass has P-weight at most the top s. (Beside a large
+    # coordinate the P-masses are the sums times the Q-masses: a wrapped sum is only
+    # rounded down.)
     err = ep + tau * eq + wq * float(s[-1]) + 1.01 * (first + (t - 1) * l1)
-    return Atoms(np.log(s[keep]), pmass[keep]), err
+    err += 1.01 * (
+      ex * (x_top * large.mass + large.mean) + x_mass * (x_top * large.l1 + large.first)
+    )
+    err += 4.0 * _U * float(np.abs(tot1) @ q1) / t
+    return Atoms(
+      np.concatenate([np.log(s[keep]), np.log(s1[keep1])]),
+      np.concatenate([pmass[keep], (q1 * s1)[keep1]]),
+    ), err
   s = s + tau
-  return Atoms(-np.log(s), y), eq + wq + 1.01 * t * l1
+  # Wrapped mass lands at a smaller sum, a larger loss of this direction: charged.
+  wq_x = _WrapBound(pm, t - 1)(n)[0] if larges is not None else 0.0
+  err = eq + wq + 1.01 * t * l1
+  err += 1.01 * t * (ex * large.mass + x_mass * large.l1 + wq_x * large.mass)
+  err += 4.0 * _U * float(np.sum(q1))
+  return Atoms(np.concatenate([-np.log(s), -np.log(s1)]), np.concatenate([y, q1])), err
 
 
 def allocation_epoch_pair(sigma: float, t: int, max_lattice: int = MAX_EXP_LATTICE) -> EpochPair:

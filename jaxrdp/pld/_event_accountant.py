@@ -280,10 +280,10 @@ class PldAccountant:
   within about 1e-4 relative for up to a few hundred steps (wider for more:
   about ``h sqrt(T)`` in epsilon); it needs concrete inputs and runs on the host.
   Where its bracket is wider than 1e-3 relative, or its upper end is infinite (a
-  discretization too coarse for the event, e.g. random allocation at small sigma
-  and few steps per epoch), the upper end reported is the smaller of it and the
-  Renyi-DP accountant's bound where that accountant supports the event: both are
-  sound upper bounds, and the lower bound is unchanged.
+  discretization too coarse for the event, e.g. random allocation with 2 or 3
+  steps per epoch at sigma 0.7 or below), the upper end reported is the smaller
+  of it and the Renyi-DP accountant's bound where that accountant supports the
+  event: both are sound upper bounds, and the lower bound is unchanged.
 
   Args:
     rtol: relative accuracy target of epsilon, which sets the grid.
