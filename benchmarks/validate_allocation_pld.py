@@ -46,6 +46,12 @@ CONFIGS = [
   (0.6, 10, 10, 1e-5),
   (0.7, 10, 50, 1e-5),
   (0.8, 20, 10, 1e-7),
+  # delta 1e-9 (sigma 0.6 to 5, t = 10 and 20, up to 10 epochs; pld-accounting 0.3 s
+  # to 8 s).
+  (2.0, 10, 1, 1e-9),
+  (1.1, 20, 5, 1e-9),
+  (5.0, 10, 10, 1e-9),
+  (0.6, 10, 5, 1e-9),
 ]
 RESULT = os.path.join(HERE, "results", "validate_allocation_pld.json")
 REFERENCE = os.path.join(HERE, "results", "validate_allocation_pld_reference.json")
