@@ -71,12 +71,12 @@ def _on_grid(call, q, sigma, steps, blocks):
   assembled from calls on the sub-grids ``blocks``: (q indices, steps indices) pairs,
   each with all of sigma, that must partition the grid.
 
-  The cost of the shuffled lower bound in a call grows with the largest number of
-  complete epochs among its cells (the count statistic's support is padded to the
-  power of two at or above it, for every cell), so the cells of hundreds of epochs
-  go in calls of their own instead of making every cell pay for them. Each block is
-  itself a broadcast 3-D grid of the one-call function. Returns the result's type
-  and its fields as arrays of the grid's shape.
+  The shuffled lower bound pads each cell's count statistic to a power of two of
+  complete epochs; a concrete call groups its cells by that bucket itself
+  (``jaxrdp.mechanisms._shuffle_lower_bound._epoch_groups``), so the grids below are
+  one block each (separate blocks compile no fewer programs). Each block is itself a
+  broadcast 3-D grid of the one-call function. Returns the result's type and its
+  fields as arrays of the grid's shape.
   """
   shape = (len(q), len(sigma), len(steps))
   count = np.zeros(shape, int)
@@ -101,8 +101,11 @@ def test_lower_below_upper_on_a_grid_both_accountants():
   sigma = np.array([0.3, 0.8, 2.0])
   steps = np.array([1.0, 7.0, 30.0, 500.0])
   # Complete epochs (q, steps): at most 30 for steps <= 30; 500 and 250 (q = 1, 0.5),
-  # 50 and 2 (q = 0.1, 256 / 60000) at 500 steps.
-  blocks = [([0, 1, 2, 3], [0, 1, 2]), ([0, 1], [3]), ([2, 3], [3])]
+  # 50 and 2 (q = 0.1, 256 / 60000) at 500 steps. One call: the lower bound groups the
+  # cells by bucket (8: 33 cells, 64: 9, 512: 6), three compilations as the three
+  # blocks of (steps <= 30), (q >= 0.5, 500 steps), (q <= 0.1, 500 steps) took, with
+  # less padding (those blocks padded the 36 cells of steps <= 30 to 32 epochs).
+  blocks = [([0, 1, 2, 3], [0, 1, 2, 3])]
   kind, res = _on_grid(
     lambda *a: jaxrdp.dpsgd_epsilon(*a, 1e-5, sampling="shuffle"), q, sigma, steps, blocks
   )
@@ -114,16 +117,17 @@ def test_lower_below_upper_on_a_grid_both_accountants():
   # Some cells are far from trivial: the bracket is informative.
   assert np.sum(low > 0.5 * eps) >= 8
   # The tight accountant (each configuration is a composition of its own: a smaller
-  # grid), whose upper bound is the lower of the two. Two blocks: 7 steps, and 500
-  # steps (500, 50 and 2 complete epochs; the bounds of the last two, from a call
-  # padded for 500 epochs, equal those of the Renyi-DP grid's call padded for 50).
+  # grid), whose upper bound is the lower of the two. One call: the lower bound groups
+  # the cells by bucket of complete epochs itself (7 steps: 7, 0 and 0 epochs; 500
+  # steps: 500, 50 and 2), two compilations where the two blocks of 7 and 500 steps
+  # took three; each cell's bound equals that of the Renyi-DP grid's call.
   sub = np.ix_([0, 2, 3], [0, 2], [1, 3])
   kind, pld = _on_grid(
     lambda *a: jaxrdp.dpsgd_epsilon(*a, 1e-5, sampling="shuffle", accountant="pld"),
     q[[0, 2, 3]],
     sigma[[0, 2]],
     steps[[1, 3]],
-    [([0, 1, 2], [0]), ([0, 1, 2], [1])],
+    [([0, 1, 2], [0, 1])],
   )
   assert kind is jaxrdp.pld.PldEpsilon
   up, low_pld = pld["epsilon"], pld["epsilon_lower"]
@@ -138,7 +142,10 @@ def test_lower_below_upper_replace_one_and_delta():
   sigma = np.array([0.5, 1.0, 3.0])
   steps = np.array([1.0, 30.0, 500.0])
   # Complete epochs (q, steps): at most 30 for steps <= 30; 500, 50 and 2 at 500 steps.
-  blocks = [([0, 1, 2], [0, 1]), ([0], [2]), ([1, 2], [2])]
+  # One call: the lower bound groups the cells by bucket (4: 18 cells, 64: 6, 512: 3),
+  # three compilations a kind as the blocks (steps <= 30), (q = 1, 500 steps),
+  # (q <= 0.1, 500 steps) took, with less padding (18 cells padded to 32 epochs there).
+  blocks = [([0, 1, 2], [0, 1, 2])]
   for accountant in ("rdp", "pld"):
     if accountant == "pld":
       # (epsilons in the hundreds need a larger grid than the tight accountant's
