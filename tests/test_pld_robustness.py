@@ -5,11 +5,14 @@ for q = 1 and against RDP, which is always an upper bound), never NaN.
 """
 
 import math
+import warnings
 
 import numpy as np
+import pytest
 from scipy.optimize import brentq
 
 import jaxrdp
+from jaxrdp.events import Gaussian, RandomAllocation, SelfComposed
 from jaxrdp.pld import pld_epsilon
 
 # (q, sigma, steps, delta)
@@ -48,3 +51,41 @@ def test_edges_are_finite_and_certified():
     exact = _gaussian_epsilon(math.sqrt(steps[i]) / sigma[i], delta[i])
     assert exact <= up[i] <= exact * (1 + 1e-4), (i, up[i], exact)
     assert low[i] <= exact
+
+
+# Valid but extreme noise: a value (or inf), never a raw OverflowError or ZeroDivisionError.
+@pytest.mark.slow
+@pytest.mark.parametrize("sigma", [0.02, 1e3, 1e4])
+@pytest.mark.parametrize("selected", [1, 2])
+def test_random_allocation_at_extreme_sigma_gives_a_bracket(sigma, selected):
+  r = jaxrdp.epsilon_from_event(
+    RandomAllocation(selected / 10, Gaussian(sigma), 10, selected=selected),
+    1e-5,
+    accountant="pld",
+  )
+  up, low = float(r.epsilon), float(r.epsilon_lower)
+  assert 0 <= low <= up < math.inf
+  # Never above the bound without amplification: `selected` Gaussians at sigma.
+  plain = jaxrdp.epsilon_from_event(
+    SelfComposed(Gaussian(sigma), selected), 1e-5, accountant="pld"
+  ).epsilon
+  # Two discretizations of one bound (the generic path's grid step is absolute).
+  assert up <= float(plain) * (1 + 1e-5) + 1e-7
+
+
+def test_random_allocation_fallback_is_at_most_the_unamplified_bound():
+  # Where the bracket is loose, the answer is also bounded by one Gaussian per
+  # participation: one epoch of t = 2 at sigma = 0.5 gives 9.997256 (Renyi DP: 10.109).
+  r = jaxrdp.dpsgd_epsilon(0.5, 0.5, 2, 1e-5, sampling="allocation", accountant="pld")
+  mu = 1 / 0.5
+  assert float(r.epsilon) == pytest.approx(_gaussian_epsilon(mu, 1e-5), rel=1e-6)
+
+
+@pytest.mark.parametrize("fn", [jaxrdp.dpsgd_tpr, jaxrdp.dpsgd_advantage])
+def test_attack_risk_at_large_sigma_answers(fn):
+  args = (0.01, 1e4, 100, 0.01) if fn is jaxrdp.dpsgd_tpr else (0.01, 1e4, 100)
+  with warnings.catch_warnings():
+    warnings.simplefilter("ignore", RuntimeWarning)  # the grid the planner asks for is capped
+    r = fn(*args)
+  up, low = (float(v) for v in r)
+  assert 0 <= low <= up < 1

@@ -219,3 +219,30 @@ def test_dp_accounting_conversion(monkeypatch):
   assert back.event.event == dp_accounting.GaussianDpEvent(1.1)
   with pytest.raises(TypeError, match="Gaussian"):
     from_dp_accounting(cls(event=dp_accounting.LaplaceDpEvent(1.0), num_selected=1, num_steps=2))
+
+
+def test_event_epsilon_in_jit_with_float32_and_traced_rates():
+  # The in-jit budget guard's route: JAX's default x64-off gives a float32 q and sigma,
+  # whose t = k / q is an integer only up to float32 rounding. The answer is finite and
+  # never below the concrete one.
+  def eps(q, s):
+    r = jaxrdp.dpsgd_epsilon(q, s, 50, 1e-5, sampling="allocation", accountant="rdp")
+    return r.epsilon
+
+  want = float(eps(0.1, 1.0))
+  with jax.enable_x64(False):
+    got = [
+      jax.jit(lambda s: eps(0.1, s))(jnp.float32(1.0)),
+      jax.jit(lambda q: eps(q, 1.0))(0.1),
+      jax.jit(eps)(jnp.float32(0.1), jnp.float32(1.0)),
+      jax.jit(lambda q: eps(q, 1.0))(1 / 3),
+    ]
+    # Not 1 / t for an integer t: NaN, as documented for traced invalid input.
+    assert np.isnan(float(jax.jit(lambda q: eps(q, 1.0))(0.13)))
+  for g in got[:3]:
+    assert g.dtype == jnp.float32
+    assert np.isfinite(float(g)) and want <= float(g) <= want * (1 + 1e-6)
+  third = float(eps(1 / 3, 1.0))
+  assert np.isfinite(float(got[3])) and third <= float(got[3]) <= third * (1 + 1e-6)
+  # Traced float64 (x64 on): the concrete answer.
+  assert float(jax.jit(lambda q: eps(q, 1.0))(0.1)) == pytest.approx(want, rel=1e-12)

@@ -256,3 +256,34 @@ def test_single_step_delta_gradient_is_finite_and_negative_in_sigma():
   g = jax.grad(jaxrdp.mechanisms.sgm_single_step_delta, argnums=(0, 1, 2))(1.0, 0.01, 1.0)
   assert all(np.isfinite(float(x)) for x in g)
   assert float(g[2]) < 0
+
+
+def test_single_step_delta_at_large_epsilon_matches_mpmath():
+  # Up to epsilon 1e4 (e^eps far beyond float64) and small q, small sigma: the delta is
+  # never 0 where the truth is not, nor below it.
+  mpmath.mp.dps = 60
+  rng = np.random.default_rng(2026_12_07)
+  eps = np.concatenate(
+    [[700.0, 709.0, 710.0, 750.0, 800.0, 3000.0, 1e4], 10 ** rng.uniform(2, 4, 40)]
+  )
+  q = np.concatenate([[1.0, 0.0245818, 0.5, 1e-3, 1.0, 0.9, 1.0], 10 ** rng.uniform(-4, 0, 40)])
+  sigma = np.concatenate(
+    [[0.0245818, 0.0245818, 0.02, 0.01, 0.003, 0.005, 0.001], 10 ** rng.uniform(-3.3, -1, 40)]
+  )
+  got = np.asarray(jaxrdp.mechanisms.sgm_single_step_delta(eps, q, sigma))
+  for e, qq, s, g in zip(eps, q, sigma, got):
+    e, qq, s = mpmath.mpf(e), mpmath.mpf(qq), mpmath.mpf(s)
+    h = mpmath.e**e - 1 + qq
+    remove = qq * mpmath.ncdf(-s * mpmath.log(h / qq) + 1 / (2 * s)) - h * mpmath.ncdf(
+      -s * mpmath.log(h / qq) - 1 / (2 * s)
+    )
+    c = qq - (1 - mpmath.e ** (-e))
+    add = 0
+    if c > 0:
+      x = s * mpmath.log(c / qq)
+      add = mpmath.e**e * (c * mpmath.ncdf(x + 1 / (2 * s)) - qq * mpmath.ncdf(x - 1 / (2 * s)))
+    want = float(max(remove, add))
+    if want > 1e-300:
+      assert g == pytest.approx(want, rel=1e-9), (float(e), float(qq), float(s))
+    else:
+      assert 0 <= g <= 1e-290

@@ -27,14 +27,24 @@ from ._events import Event
 
 __all__ = ["RandomAllocation", "steps_per_epoch"]
 
-# q = k / t must give an integer t = k / q up to this relative rounding.
+# q = k / t must give an integer t = k / q up to this relative rounding (float64 input);
+# a narrower input dtype allows a few of its own ulps.
 _INTEGER_TOLERANCE = 1e-9
 
 
-def steps_per_epoch(q, selected: int):
-  """``(t, integral)``: t = round(k / q) and whether k / q is that integer (numpy or jnp).
+def integer_tolerance(dtype) -> float:
+  """The relative tolerance of the integrality test of ``k / q`` for a ``q`` of ``dtype``."""
+  eps = float(np.finfo(dtype).eps) if np.issubdtype(dtype, np.floating) else 0.0
+  return max(_INTEGER_TOLERANCE, 8.0 * eps)
 
-  q = 0 gives t = inf (no example is ever used) and ``integral`` True.
+
+def steps_per_epoch(q, selected: int, tolerance: float = _INTEGER_TOLERANCE):
+  """``(t, integral)``: the integer t with ``k / q = t`` up to ``tolerance`` (relative), and
+  whether there is one (numpy or jnp).
+
+  Where several integers are that close to ``k / q`` (a ``q`` rounded to float32 at large
+  t), t is the smallest: fewer steps per epoch amplify less, so the accounting stays an
+  upper bound. q = 0 gives t = inf (no example is ever used) and ``integral`` True.
   """
   import jax.numpy as jnp
 
@@ -42,8 +52,8 @@ def steps_per_epoch(q, selected: int):
   q = xp.asarray(q, dtype=xp.float64)
   positive = q > 0
   ratio = selected / xp.where(positive, q, 1.0)
-  t = xp.round(ratio)
-  integral = xp.abs(ratio - t) <= _INTEGER_TOLERANCE * t
+  t = xp.maximum(xp.ceil(ratio * (1.0 - tolerance)), 1.0)
+  integral = t <= ratio * (1.0 + tolerance)
   return xp.where(positive, t, xp.inf), xp.where(positive, integral, True)
 
 

@@ -361,7 +361,11 @@ def _sizes(need, max_grid_size):
   The smallest length of the form ``2^k`` or ``3 2^k`` (both fast for the FFT,
   and multiples of the reader's block) that holds ``need`` points.
   """
-  need = np.where(np.isfinite(need), need, float(max_grid_size) * 2)
+  # Beyond twice the largest size the need only says "too many" (and 2^k of a need near
+  # 1e77 is no int64).
+  need = np.where(
+    np.isfinite(need), np.minimum(need, float(max_grid_size) * 2), float(max_grid_size) * 2
+  )
   # Below 2^13 points a job costs little either way, and one program serves them all.
   need = np.maximum(need, _MIN_AUTOMATIC_SIZE)
   pow2 = 2.0 ** np.ceil(np.log2(need))

@@ -34,6 +34,7 @@ post-processing of the whole), 0 where none is known.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any, NamedTuple
 
 import jax
@@ -44,6 +45,7 @@ from jax.typing import ArrayLike
 from .._core import precision as _precision
 from .._core.numerics import raise_subnormal
 from .._core.validation import check_range
+from ..events._allocation_events import RandomAllocation, steps_per_epoch
 from ..events._events import Composed, Gaussian, NoOp, PoissonSampled, SelfComposed, validate_event
 from ..events._lower_bounds import event_delta_lower_bound, event_epsilon_lower_bound
 from ..events._sampling_events import ShuffledEpochs
@@ -207,7 +209,8 @@ def _with_shuffled_lower(state, given, result, kind):
 
 
 # A generic-path bracket wider than this (relative), or an infinite upper end, is
-# also bounded by the Renyi-DP accountant where it supports the event.
+# also bounded by the Renyi-DP accountant where it supports the event, and by the
+# bound without amplification where the event has random allocation.
 _LOOSE = 1e-3
 
 
@@ -226,6 +229,38 @@ def _rdp_upper(event, x: float, answer) -> float:
       value = acct.delta(event, x).delta
   value = float(np.asarray(value, np.float64))
   return value if value >= 0 else np.inf  # a NaN is no bound
+
+
+def _unamplified(event):
+  """``event`` with each random allocation replaced by its steps without amplification:
+  ``k`` Gaussian mechanisms an epoch, ``ceil(T / t)`` epochs (each example's ``k``
+  steps of an epoch release it through its ``k`` Gaussians, so this dominates the
+  epoch); ``None`` where ``event`` has no random allocation."""
+  if isinstance(event, RandomAllocation):
+    t, _ = steps_per_epoch(float(np.asarray(event.q)), event.selected)
+    if not np.isfinite(t):
+      return NoOp()
+    epochs = math.ceil(float(np.asarray(event.steps)) / t - 1e-12)
+    return SelfComposed(event.inner, epochs * event.selected)
+  if isinstance(event, SelfComposed):
+    inner = _unamplified(event.event)
+    return None if inner is None else SelfComposed(inner, event.count)
+  if isinstance(event, Composed):
+    parts = [_unamplified(e) for e in event.events]
+    if all(p is None for p in parts):
+      return None
+    return Composed(tuple(e if p is None else p for e, p in zip(event.events, parts)))
+  return None
+
+
+def _looser_bounds(event, x, answer, rtol, max_grid_size) -> float:
+  """The smallest of the other sound upper bounds of ``event`` at ``x``: the Renyi-DP
+  accountant's, and the tight one without amplification by random allocation."""
+  up = _rdp_upper(event, x, answer)
+  plain = _unamplified(event)
+  if plain is not None:
+    up = min(up, answer(plain, x, rtol, max_grid_size)[0])
+  return up
 
 
 def _generic_answer(state, x, answer, rtol, max_grid_size):
@@ -255,7 +290,7 @@ def _generic_answer(state, x, answer, rtol, max_grid_size):
     one = jax.tree_util.tree_unflatten(treedef, [a[idx] for a in arrays])
     up[idx], low[idx] = answer(one, float(xa[idx]), rtol, max_grid_size)
     if not up[idx] <= low[idx] * (1.0 + _LOOSE):
-      up[idx] = min(up[idx], _rdp_upper(one, float(xa[idx]), answer))
+      up[idx] = min(up[idx], _looser_bounds(one, float(xa[idx]), answer, rtol, max_grid_size))
   with _precision.Float64Scope() as scope:
     result = (jnp.asarray(up, jnp.float64), jnp.asarray(low, jnp.float64))
   return scope.finalize(result, (False, True))

@@ -133,7 +133,11 @@ def register_generic_rule(event_type: type, *, condition=None):
   realize over many steps (an envelope) adds ``"realized": {"remove": parts, "add":
   parts}`` to its parts: pairs that a dataset pair does realize at every step, from
   which the lower bound is read, so that it bounds the true epsilon of the run rather
-  than the envelope's.
+  than the envelope's. A side may have no part in an entry: parts whose two directions
+  are ``_NO_LOSS`` (the object itself) are dropped, so an entry with ``_NO_LOSS`` parts
+  and realized pairs adds to the lower bound only, and one whose realized pairs are
+  ``_NO_LOSS`` to the upper bound only (the realized run then need not have the
+  envelope's entries).
   """
 
   def wrap(steps):
@@ -782,7 +786,7 @@ def _directions(steps):
   return ("remove", "add") if asym else ("remove",)
 
 
-def _composed(steps, h, query, x, directions=None, sides=(True, False)):
+def _composed(steps, h, query, x, directions=None, sides=(True, False), tilt=True):
   """Per direction (of ``directions``, default all), the composed ``(upper, lower)`` PMFs
   (of ``sides``; ``None`` for the others), tilted for ``query`` at ``x``.
 
@@ -792,13 +796,14 @@ def _composed(steps, h, query, x, directions=None, sides=(True, False)):
   1e-9 C)`` (a delta; ``C`` the Chernoff bound at ``eps``) in true mass to ``+inf``,
   and in tilted mass ``1e-7 delta / C`` or ``min(1e-7, 1e-15 / C)``, which moves
   at most that fraction of ``delta`` (an epsilon) or ``1e-15`` (a delta) at the
-  read (``C`` is the true mass per unit of tilted mass there).
+  read (``C`` is the true mass per unit of tilted mass there). ``tilt=False``
+  composes untilted.
   """
   out = []
   total = sum(int(round(count)) for _, count in steps)
   coupled = _coupled(steps)
   for d in directions or _directions(steps):
-    if coupled:
+    if coupled and tilt:
       singles = _singles(steps, d, h)
       lam, log_c = _tilt(singles, h, query, x)
     else:
@@ -847,6 +852,16 @@ def _answers(steps, h, query, x, total):
     ups = dict(zip(directions, (_read_upper(u, h, query, x) for u, _ in comps)))
     low = max(_read_lower(u, lo, h, query, x, total) for u, lo in comps)
     width = h * max(max(u.p.size, lo.p.size) for u, lo in comps)
+    if _tilt_missed(comps, ups, low, query, x):
+      # The saddle-point tilt can miss: aimed near the top of a lattice support (few
+      # atoms above the answer: composed randomized response) or at one step read far
+      # in its tail (one fixed-size step at delta 1e-10), the round-off bound, scaled by
+      # e^{lam (s - eps)}, dwarfs the delta at the answer. Untilted, it is absolute
+      # (small against a delta that is not tiny). Both are certified: keep the better.
+      plain = _composed(steps, h, query, x, tilt=False)
+      for d, (u, _) in zip(directions, plain):
+        ups[d] = min(ups[d], _read_upper(u, h, query, x))
+      low = max([low] + [_read_lower(u, lo, h, query, x, total) for u, lo in plain])
   else:
     uppers = [u for u, _ in _composed(steps, h, query, x, sides=(True,))]
     ups = dict(zip(directions, (_read_upper(u, h, query, x) for u in uppers)))
@@ -854,6 +869,23 @@ def _answers(steps, h, query, x, total):
     width = h * max([u.p.size for u in uppers] + sizes)
   up = max(ups.values())
   return up, min(max(low, 0.0), up), width, ups
+
+
+def _tilt_missed(comps, ups, low, query, x):
+  """Whether a tilted composition's scaled round-off bound is over 0.1% of the delta read at
+  the answer (upper or lower) of some direction."""
+  for (u, lo), up in zip(comps, ups.values()):
+    if u.lam <= 0 or not 0 < up < math.inf:
+      continue
+    if query == "epsilon":
+      points = ((u, up, x), (lo, max(low, 0.0), x))
+    else:
+      points = ((u, x, up), (lo, x, up))
+    for pmf, eps, delta in points:
+      with np.errstate(over="ignore"):
+        if not pmf.err * pmf.scale(eps) <= 1e-3 * delta:
+          return True
+  return False
 
 
 def _lowers(steps, h, query, x, total, ups, low):
@@ -903,25 +935,36 @@ def _read_lower(u, lo, h, query, x, total):
 
 
 def _realized(steps):
-  """``steps`` with each envelope's parts replaced by its realized pairs (``steps`` itself
-  where there is none)."""
+  """``steps`` with each envelope's parts replaced by its realized pairs (``None`` where
+  there is none)."""
   if not any("realized" in parts for parts, _ in steps):
-    return steps
+    return None
   return [(parts.get("realized", parts), count) for parts, count in steps]
+
+
+def _lossy(steps):
+  """``steps`` without the parts that release nothing in both directions (``_NO_LOSS``)."""
+  return [
+    (parts, count)
+    for parts, count in steps
+    if not (parts["remove"] is _NO_LOSS and parts["add"] is _NO_LOSS)
+  ]
 
 
 def _answer(event, x, rtol, max_grid_size, query):
   steps = event_steps(event)
-  if not steps:
-    return 0.0, 0.0
   realized = _realized(steps)
-  if realized is not steps:
-    # The upper bound from the envelopes, the lower bound from pairs a dataset pair
-    # realizes at every step (a lower bound of the run's true value).
-    up, _ = _bracket(steps, x, rtol, max_grid_size, query)
-    _, low = _bracket(realized, x, rtol, max_grid_size, query)
-    return up, min(low, up)
-  return _bracket(steps, x, rtol, max_grid_size, query)
+  steps = _lossy(steps)
+  if realized is None:
+    return _bracket(steps, x, rtol, max_grid_size, query) if steps else (0.0, 0.0)
+  # The upper bound from the envelopes, the lower bound from pairs a dataset pair
+  # realizes (a lower bound of the run's true value). A rule may give a side no part
+  # (``_NO_LOSS`` both ways): the realized pairs then need not match the envelopes
+  # entry by entry.
+  up = _bracket(steps, x, rtol, max_grid_size, query)[0] if steps else 0.0
+  realized = _lossy(realized)
+  low = _bracket(realized, x, rtol, max_grid_size, query)[1] if realized else 0.0
+  return up, min(low, up)
 
 
 def _bracket(steps, x, rtol, max_grid_size, query):

@@ -223,8 +223,9 @@ class LocationMixture:
   def moments(self):
     """Mean and second moment of the loss under ``P`` (coarse quadrature; sizes the grid only)."""
     o = np.linspace(self.lo, self.hi, 4001)
-    dens = np.exp(-0.5 * (o / self.scale) ** 2) if self.kernel == "gauss" else 1.0
-    dens = dens * np.exp(self._log_mix(o, self.pw, self.pc))
+    log_dens = -0.5 * (o / self.scale) ** 2 if self.kernel == "gauss" else 0.0
+    log_dens = log_dens + self._log_mix(o, self.pw, self.pc)
+    dens = np.exp(log_dens - np.max(log_dens))  # no overflow at a small scale
     dens = dens / max(dens.sum(), 1e-300)
     x = self.loss(o)
     return float(np.sum(dens * x)), float(np.sum(dens * x * x))

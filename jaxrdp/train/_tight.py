@@ -156,7 +156,9 @@ def _allocation_epsilon(state, sampler, q, sigma, steps, delta, accountant):
   acct = get_accountant(accountant)
   if epochs == 0:
     return acct.get_epsilon(acct.compose(acct.init(), Composed(())), delta)
-  event = RandomAllocation(sampler.q, Gaussian(float(sigma)), epochs * t, sampler.selected)
+  # The steps run: the upper bound charges the started epoch whole, the lower bound only
+  # the steps that were run (a lower bound of more steps is none of these).
+  event = RandomAllocation(sampler.q, Gaussian(float(sigma)), steps, sampler.selected)
   composed = acct.compose(acct.init(), event)
   return truncated_poisson_epsilon(
     lambda d: acct.get_epsilon(composed, d),
