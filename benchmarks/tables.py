@@ -122,8 +122,9 @@ def comparison_table() -> str:
   note = (
     f"Measured in one run by `benchmarks/compare_accountants.py` ({prov['date']}, commit "
     f"`{short_commit(prov)}`, {prov['machine']}; {versions_text(prov)}). jaxrdp's "
-    "tight upper bounds are rounded up and its lower bounds down; its times are after the first call "
-    "(the first calls, with compilation, are in `benchmarks/results/compare_accountants.json`)."
+    "tight upper bounds are rounded up and its lower bounds down; its times are after the "
+    "first call (the first calls, with compilation, are in "
+    "`benchmarks/results/compare_accountants.json`)."
   )
   return "\n".join(lines) + "\n\n" + note + "\n"
 
