@@ -1,53 +1,71 @@
-"""What a benchmark result was measured on: a digest of the code it ran.
+"""What a benchmark result was measured on: commit, date, machine, library versions.
 
-Every script whose results the README quotes stamps its JSON with
-:func:`stamp`: the jaxrdp modules the run imported (read from ``sys.modules`` at
-the end of the run) and a digest of their code. The digest is of each module's
-syntax tree with its docstrings removed, so comments, docstrings and formatting do
-not count; any change to what the code computes does. ``tests/test_benchmark_
-freshness.py`` recomputes the digest from the working tree and fails when a
-quoted result was measured on other code: rerun that script.
+Every script whose results the README or the documentation quotes stamps its JSON with
+:func:`stamp`: the git commit the run started from (``+dirty`` when the working tree had
+uncommitted changes), the date, the machine, the versions of the libraries the run had
+imported, and the jaxrdp modules it imported (read from ``sys.modules`` at the end of the
+run). Nothing fails when the code changes afterwards: ``python benchmarks/run_all.py
+--stale`` lists the results that predate later commits touching the modules they
+imported, and ``python benchmarks/run_all.py`` reruns them all.
 """
 
 from __future__ import annotations
 
-import ast
 import datetime
-import hashlib
+import importlib.metadata
+import os
 import pathlib
 import platform
+import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
+# Distributions whose versions a result records when the run imported them
+# (import name: distribution name).
+LIBRARIES = {
+  "jax": "jax",
+  "jaxlib": "jaxlib",
+  "numpy": "numpy",
+  "scipy": "scipy",
+  "ml_dtypes": "ml_dtypes",
+  "dp_accounting": "dp-accounting",
+  "prv_accountant": "prv-accountant",
+  "riskcal": "riskcal",
+  "PLD_accounting": "pld-accounting",
+  "mpmath": "mpmath",
+}
 
-def _strip_docstrings(tree: ast.AST) -> ast.AST:
-  for node in ast.walk(tree):
-    body = getattr(node, "body", None)
-    if (
-      isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef))
-      and body
-      and isinstance(body[0], ast.Expr)
-      and isinstance(getattr(body[0], "value", None), ast.Constant)
-      and isinstance(body[0].value.value, str)
-    ):
-      node.body = body[1:] or [ast.Pass()]
-  return tree
+
+def _git(*args: str) -> str | None:
+  try:
+    proc = subprocess.run(
+      ["git", *args], cwd=ROOT, capture_output=True, text=True, check=False, timeout=30
+    )
+  except (OSError, subprocess.TimeoutExpired):
+    return None
+  return proc.stdout.strip() if proc.returncode == 0 else None
 
 
-def code_digest(modules: list[str]) -> str:
-  """sha256 of the docstring-free syntax trees of ``modules`` (dotted names, in order)."""
-  h = hashlib.sha256()
-  for name in sorted(modules):
-    rel = pathlib.Path(*name.split("."))
-    path = ROOT / rel / "__init__.py" if (ROOT / rel).is_dir() else ROOT / rel.with_suffix(".py")
-    h.update(name.encode())
-    if path.exists():
-      tree = _strip_docstrings(ast.parse(path.read_text()))
-      h.update(ast.dump(tree, annotate_fields=False).encode())
-    else:
-      h.update(b"<missing>")
-  return h.hexdigest()
+def current_commit() -> str | None:
+  """The commit checked out, with ``+dirty`` if tracked files have uncommitted changes."""
+  head = _git("rev-parse", "HEAD")
+  if head is None:
+    return None
+  dirty = _git("status", "--porcelain", "--untracked-files=no")
+  return head + ("+dirty" if dirty else "")
+
+
+def library_versions() -> dict[str, str]:
+  """Python's version and that of each library of :data:`LIBRARIES` imported so far."""
+  versions = {"python": platform.python_version()}
+  for module, dist in LIBRARIES.items():
+    if module in sys.modules:
+      try:
+        versions[dist] = importlib.metadata.version(dist)
+      except importlib.metadata.PackageNotFoundError:
+        versions[dist] = getattr(sys.modules[module], "__version__", "?")
+  return versions
 
 
 def measured_modules(script: str | None = None) -> list[str]:
@@ -71,15 +89,27 @@ def package_modules(script: str | None = None) -> list[str]:
   return names
 
 
+def module_path(name: str) -> pathlib.Path:
+  """The source file of a dotted module name of this repository (it may not exist)."""
+  rel = pathlib.Path(*name.split("."))
+  if (ROOT / rel).is_dir():
+    return ROOT / rel / "__init__.py"
+  return ROOT / rel.with_suffix(".py")
+
+
 def stamp(result: dict, script: str, modules: list[str] | None = None) -> dict:
-  """``result`` with the provenance of the run: modules (by default those this process
-  imported), their digest, date and machine."""
+  """``result`` with the provenance of the run: commit, date, machine, library versions
+  and the modules (by default those this process imported)."""
   modules = measured_modules(script) if modules is None else modules
   result = dict(result)
   result["provenance"] = {
-    "modules": modules,
-    "code_digest": code_digest(modules),
+    "commit": current_commit(),
     "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-    "machine": f"{platform.machine()}, {platform.processor() or 'cpu'}, python {platform.python_version()}",
+    "machine": (
+      f"{platform.machine()}, {platform.processor() or 'cpu'}, {os.cpu_count()} CPUs, "
+      f"{platform.system()}, python {platform.python_version()}"
+    ),
+    "versions": library_versions(),
+    "modules": modules,
   }
   return result

@@ -1,6 +1,6 @@
 """Validation: the tight epsilon on random held-out configurations against converged references.
 
-The claim checked (README, Guarantees): at the default settings,
+The claim checked (docs/guide/guarantees.md): at the default settings,
 on every configuration with q in [1e-4, 1], sigma in [0.3, 50], T in [1, 1e5]
 and delta in [1e-12, 1e-3], ``jaxrdp.pld.pld_epsilon`` is never below the true
 epsilon and within 1e-5 relative of it.

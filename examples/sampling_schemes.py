@@ -1,4 +1,4 @@
-"""epsilon of the same DP-SGD run under each batching scheme (the README's table).
+"""epsilon of the same DP-SGD run under each batching scheme (docs/guide/guarantees.md).
 
 The digits example's run (n = 1,437 training examples, batch 129 = q n with
 q = 0.09, sigma = 1.5, 330 steps = 30 epochs, delta = 1e-5) and an MNIST-sized
