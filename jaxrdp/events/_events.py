@@ -19,7 +19,7 @@ the field. Traced invalid values make the accountant's result NaN.
 Adding an event type is a local change: define the dataclass with
 :func:`event_type` (its numeric fields, their valid ranges, its child events),
 and register how each accountant treats it (for the RDP accountant,
-``jaxrdp.rdp._event_curves.register_rdp_rule``).
+``jaxrdp.rdp.register_rdp_rule``, in a module that ``jaxrdp.rdp._rules`` imports).
 """
 
 from __future__ import annotations
