@@ -154,6 +154,7 @@ _SLOW_FILES = {
   "test_stored_programs.py",
   "test_sweep_distributed.py",
   "test_training.py",
+  "test_typing.py",
 }
 
 

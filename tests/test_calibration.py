@@ -522,6 +522,7 @@ def test_fixed_size_calibration_memory_is_bounded():
   # not grow with the grid. Compiled, not run (the memory analysis is XLA's).
   from jaxrdp._core.validation import StaticArray
   from jaxrdp.calibration import _schemes
+  from jaxrdp.rdp._sampling import FixedSizeSteps
 
   orders = _calibration.orders_array(None)
 
@@ -535,8 +536,7 @@ def test_fixed_size_calibration_memory_is_bounded():
           jnp.asarray(orders),
           orders_static=StaticArray(orders),
           budget=Budget.EPSILON,
-          sampling="fixed",
-          relation="replace_one",
+          scheme=FixedSizeSteps("replace_one"),
         )
         .compile()
       )

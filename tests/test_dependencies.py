@@ -53,3 +53,17 @@ def test_xdist_workers_are_configured():
   test_extra = _pyproject()["project"]["optional-dependencies"]["test"]
   names = [re.split(r"[<>=!~;\[ ]", req, maxsplit=1)[0] for req in test_extra]
   assert "pytest-xdist" in names
+
+
+def test_installed_jax_is_in_the_declared_range():
+  # jaxrdp._core.stored_programs reads private names of JAX: the suite runs with a JAX
+  # (and jaxlib) in the range pyproject.toml declares, which is the range it tests.
+  requirements = pytest.importorskip("packaging.requirements")
+  declared = {}
+  for req in _pyproject()["project"]["dependencies"]:
+    parsed = requirements.Requirement(req)
+    declared[parsed.name] = parsed.specifier
+  for name in ("jax", "jaxlib"):
+    assert str(declared[name]), f"{name} has no declared version range"
+    version = importlib.metadata.version(name)
+    assert declared[name].contains(version), (name, version, str(declared[name]))

@@ -99,10 +99,10 @@ def test_upper_bound_does_not_rise_when_the_grid_is_refined():
   # round-off and trimmed tails it adds are relative to delta, not absolute masses
   # amplified by the number of steps (which made it rise under refinement).
   from jaxrdp.events import dpsgd_event
-  from jaxrdp.pld import _generic
+  from jaxrdp.pld import _generic, _rules
 
   q, sigma, steps = 0.05, 2.0, 300
-  run = _generic.event_steps(dpsgd_event(q, sigma, steps, sampling="fixed"))
+  run = _rules.event_steps(dpsgd_event(q, sigma, steps, sampling="fixed"))
   ups = [_generic._answers(run, h, "epsilon", 1e-5, steps)[0] for h in (4e-4, 2e-4, 1e-4)]
   exact = oracle.epsilon(q, sigma, steps, 1e-5, ups[-1])
   assert ups[0] >= ups[1] >= ups[2] >= exact

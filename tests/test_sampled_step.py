@@ -185,9 +185,10 @@ def test_per_step_curve_stays_float64_with_x64_off(kind):
   rdp = np.asarray(state.accountant.rdp)
   assert rdp.dtype == np.float64
   # Two steps: two curves, or one epoch's curve for shuffling (5 steps per epoch).
-  want = jaxrdp.rdp._sampling.scheme_rdp_f64
   with jax.enable_x64(True):
-    sampling, relation = jaxrdp.events.resolve_scheme(kind, None)
     q = sampler.q if kind == "poisson" else sampler.batch_size / sampler.n
-    ref = np.asarray(want(sampling, relation, q, SIGMA, 2.0, ORDERS))
+    scheme = jaxrdp.rdp._sampling.dpsgd_scheme(
+      jaxrdp.events.dpsgd_event(q, SIGMA, 2.0, sampling=kind)
+    )
+    ref = np.asarray(scheme.rdp_f64(q, SIGMA, 2.0, ORDERS))
   np.testing.assert_allclose(rdp, ref, rtol=1e-14)

@@ -289,9 +289,8 @@ def test_poisson_replace_one_calibrations_are_the_sgm_at_half_sigma():
 def test_edges_of_float64_never_report_less_than_the_bound():
   # sigma beyond 1e154 (sigma^2 overflows): a positive RDP, never 0.
   for sampling in ("fixed", "shuffle"):
-    rdp = jaxrdp.rdp._sampling.scheme_rdp_f64(
-      sampling, "replace_one", 0.5, 1e155, 10.0, SMALL_ORDERS
-    )
+    event = jaxrdp.events.dpsgd_event(0.5, 1e155, 10.0, sampling=sampling, relation="replace_one")
+    rdp = jaxrdp.rdp._sampling.dpsgd_scheme(event).rdp_f64(0.5, 1e155, 10.0, SMALL_ORDERS)
     assert np.all(np.asarray(rdp) > 0)
   # The Gaussian curve of shuffling is rounded up, and finite where sigma^2 underflows:
   # alpha / (2 sigma^2) at sigma = 1e-154 is 1e308 at order 2, 1.5e308 at 3, inf beyond.

@@ -398,3 +398,46 @@ def test_the_cli_answers_without_tracing_the_order_search(tmp_path):
     "jaxrdp.sweeps._sweep",
   )
   assert not [m for m in modules if m.startswith(unused)]
+
+
+@pytest.mark.parametrize("missing", ["module", "name"])
+@pytest.mark.parametrize("private", ["lib", "config"])
+def test_a_jax_without_a_private_name_makes_the_call_directly(
+  program_dir, monkeypatch, missing, private
+):
+  # The key reads private names of JAX (jax._src.lib.xla_client, jax._src.config's
+  # trace context); a JAX without one (its module, or the name in it) stores and loads
+  # nothing, warns nothing, and gives the direct call's answers.
+  import types
+  import warnings
+
+  real, compile_and_store = sp.import_module, sp._compile_and_store
+
+  def without(path):
+    if path == f"jax._src.{private}":
+      if missing == "module":
+        raise ModuleNotFoundError(f"No module named {path!r}")
+      return types.ModuleType(path)  # the module, without the name
+    return real(path)
+
+  monkeypatch.setattr(sp, "import_module", without)
+  monkeypatch.setattr(sp, "_DEVICE_PARTS", {})  # as in a fresh process
+  monkeypatch.setattr(
+    sp, "_compile_and_store", lambda *a: pytest.fail("compiled for storing without a key")
+  )
+  x, y = np.linspace(0.1, 2.0, 16), np.linspace(-1.0, 1.0, 16)
+  with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    got = _call(x, y)
+    again = _call(x, y)
+  assert caught == []
+  assert list(program_dir.iterdir()) == []  # nothing stored
+  assert not sp._LOADED
+  for out in (got, again):
+    for a, b in zip(out, _direct(x, y)):
+      np.testing.assert_array_equal(a, b)
+  # The names are read through sp._private: with them back, the program is stored.
+  monkeypatch.setattr(sp, "import_module", real)
+  monkeypatch.setattr(sp, "_compile_and_store", compile_and_store)
+  _call(x, y)
+  assert len(list(program_dir.iterdir())) == 1

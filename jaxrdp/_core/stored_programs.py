@@ -32,9 +32,11 @@ topology fingerprint, number of devices), the host's architecture and CPU
 features, ``XLA_FLAGS``, and the source code of the installed jaxrdp package.
 Editing jaxrdp therefore never reuses a program compiled from older code, and a
 cache directory shared by machines of another kind never hands one of them the
-other's machine code. Without a cache directory, inside a trace, or when anything
+other's machine code. Without a cache directory, inside a trace, when anything
 about the stored program fails (a damaged file, a read-only directory, an
-executable that cannot be serialized), the call is made directly.
+executable that cannot be serialized), or with a JAX that lacks a private name the
+key needs (outside the range pyproject.toml declares: :func:`_private`), the call is
+made directly.
 
 Two pitfalls of XLA:CPU that this module avoids (jaxlib 0.10): an executable that
 JAX loaded from its own persistent cache loses machine code when serialized again
@@ -60,6 +62,7 @@ import tempfile
 import threading
 import uuid
 import warnings
+from importlib import import_module
 
 import jax
 import numpy as np
@@ -100,13 +103,31 @@ class _Loaded(dict):
     return list(self)
 
 
-_LOADED = _Loaded()
-try:
-  from jax._src import util as _jax_util
+def _private(module: str, name: str):
+  """``jax._src.<module>.<name>``, a private name of JAX, or None where this JAX has none.
 
-  _jax_util.register_cache(_LOADED, "jaxrdp stored programs")
-except Exception:  # pragma: no cover (a JAX without it: the cache is only bounded)
-  pass
+  jaxrdp is tested with the JAX range that pyproject.toml declares; with another JAX
+  a private name may be gone. Without the names the key needs (the device's client,
+  the trace context) no program is stored and every call is made directly; without
+  the others, less is done (see where each is used).
+  """
+  try:
+    return getattr(import_module(f"jax._src.{module}"), name)
+  except (ImportError, AttributeError):
+    return None
+
+
+class _NoKey(Exception):
+  """This JAX lacks a private name the key needs: the call is made directly."""
+
+
+_LOADED = _Loaded()
+_register_cache = _private("util", "register_cache")
+if _register_cache is not None:  # a JAX without it: the loaded programs are only bounded
+  try:
+    _register_cache(_LOADED, "jaxrdp stored programs")
+  except Exception:  # pragma: no cover
+    pass
 
 _LOCK = threading.Lock()
 _KEY_LOCKS: dict[str, threading.Lock] = {}
@@ -277,8 +298,9 @@ def _device_part(device) -> str:
   """The device and the host, as far as a compiled executable depends on them."""
   part = _DEVICE_PARTS.get(device)
   if part is None:
-    from jax._src.lib import xla_client
-
+    xla_client = _private("lib", "xla_client")
+    if xla_client is None:
+      raise _NoKey("jax._src.lib.xla_client")
     try:  # what JAX's own cache key hashes
       fingerprint = xla_client.get_topology_for_devices([device]).fingerprint()
     except Exception:
@@ -296,13 +318,13 @@ def _trace_context() -> str:
   """JAX's configuration as far as it changes what tracing produces (float64,
   dtype promotion, matmul precision, ...): the part of ``jit``'s own cache key
   that can be written down (objects without a stable text are left out; the
-  default device is keyed apart)."""
-  try:
-    from jax._src import config as jax_config
-
-    values, names = jax_config.trace_context(), jax_config.trace_context_names()
-  except Exception:  # another JAX: the settings jaxrdp itself changes
-    return f"x64={bool(jax.config.jax_enable_x64)}"
+  default device is keyed apart). A JAX without it stores nothing (``_NoKey``): a key
+  that missed a setting could hand back a program traced under another."""
+  trace_context = _private("config", "trace_context")
+  trace_context_names = _private("config", "trace_context_names")
+  if trace_context is None or trace_context_names is None:
+    raise _NoKey("jax._src.config.trace_context")
+  values, names = trace_context(), trace_context_names()
   parts = []
   for name, value in zip(names, values):
     text = repr(value)
@@ -400,13 +422,14 @@ def _no_persistent_cache_writes():
   """A thread-local scope in which JAX writes nothing to its persistent cache
   (where the user turned it on): a program compiled for storing is never looked
   up there again, so an entry would only take space."""
+  import contextlib
+
+  scope = _private("config", "persistent_cache_min_compile_time_secs")
+  if scope is None:  # another JAX: it may write its entry
+    return contextlib.nullcontext()
   try:
-    from jax._src import config as jax_config
-
-    return jax_config.persistent_cache_min_compile_time_secs(float("inf"))
+    return scope(float("inf"))
   except Exception:  # another JAX: it may write its entry
-    import contextlib
-
     return contextlib.nullcontext()
 
 
@@ -507,7 +530,10 @@ def _run_stored(name: str, fn, args: tuple, static: dict, direct):
   if device is None:
     return direct()
   args = _as_arrays(args)
-  key = _key(name, args, static, device)
+  try:
+    key = _key(name, args, static, device)
+  except _NoKey:  # a JAX without a private name the key needs
+    return direct()
   run = _LOADED.get(key)
   from_disk = False
   if run is None:

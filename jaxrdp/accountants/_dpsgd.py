@@ -15,7 +15,7 @@ a Renyi-DP answer becomes an :class:`~jaxrdp.accountants.EpsilonBracket` (``epsi
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
 
 import jax
 import jax.numpy as jnp
@@ -31,6 +31,9 @@ from ..rdp._conversions import DeltaResult, EpsilonResult
 from ..rdp._dpsgd import check_sgm_arguments, sgm_dpsgd
 from ._protocol import Accountant, get_accountant, require_support
 from ._truncation import check_capacity, truncated_poisson_epsilon
+
+if TYPE_CHECKING:  # the tight accountant is imported on first use only
+  from ..pld._accountant import PldDelta, PldEpsilon
 
 __all__ = [
   "dpsgd_epsilon",
@@ -167,6 +170,78 @@ def _with_lower_bound(kind, event, given, result):
   return (EpsilonBracket if kind == "epsilon" else DeltaBracket)(value, order, low)
 
 
+# The overloads say which result comes back (for type checkers; tests/test_typing.py):
+# the Renyi-DP accountant by name gives an EpsilonResult, or an EpsilonBracket for
+# shuffled batches (whose event has a certified lower bound); the tight one by name a
+# PldEpsilon; an accountant object, or a scheme not known until run time, any of them.
+@overload
+def dpsgd_epsilon(
+  q: ArrayLike,
+  sigma: ArrayLike,
+  steps: ArrayLike,
+  delta: ArrayLike,
+  orders: ArrayLike | None = None,
+  *,
+  method: str = "improved",
+  accountant: Literal["rdp"] = "rdp",
+  sampling: Literal["poisson", "fixed", "allocation"] = "poisson",
+  relation: str | None = None,
+  capacity: int | None = None,
+  dataset_size: int | None = None,
+) -> EpsilonResult: ...
+
+
+@overload
+def dpsgd_epsilon(
+  q: ArrayLike,
+  sigma: ArrayLike,
+  steps: ArrayLike,
+  delta: ArrayLike,
+  orders: ArrayLike | None = None,
+  *,
+  method: str = "improved",
+  accountant: Literal["rdp"] = "rdp",
+  sampling: Literal["shuffle"],
+  relation: str | None = None,
+  capacity: int | None = None,
+  dataset_size: int | None = None,
+) -> EpsilonBracket: ...
+
+
+@overload
+def dpsgd_epsilon(
+  q: ArrayLike,
+  sigma: ArrayLike,
+  steps: ArrayLike,
+  delta: ArrayLike,
+  orders: ArrayLike | None = None,
+  *,
+  method: str = "improved",
+  accountant: Literal["pld"],
+  sampling: str = "poisson",
+  relation: str | None = None,
+  capacity: int | None = None,
+  dataset_size: int | None = None,
+) -> PldEpsilon: ...
+
+
+@overload
+def dpsgd_epsilon(
+  q: ArrayLike,
+  sigma: ArrayLike,
+  steps: ArrayLike,
+  delta: ArrayLike,
+  orders: ArrayLike | None = None,
+  *,
+  method: str = "improved",
+  accountant: str | Accountant = "rdp",
+  sampling: str = "poisson",
+  relation: str | None = None,
+  capacity: int | None = None,
+  dataset_size: int | None = None,
+) -> EpsilonResult | EpsilonBracket | PldEpsilon | Any: ...
+
+
 def dpsgd_epsilon(
   q: ArrayLike,
   sigma: ArrayLike,
@@ -269,6 +344,66 @@ def dpsgd_epsilon(
     capacity=capacity,
     dataset_size=dataset_size,
   )
+
+
+@overload
+def dpsgd_delta(
+  q: ArrayLike,
+  sigma: ArrayLike,
+  steps: ArrayLike,
+  epsilon: ArrayLike,
+  orders: ArrayLike | None = None,
+  *,
+  method: str = "improved",
+  accountant: Literal["rdp"] = "rdp",
+  sampling: Literal["poisson", "fixed", "allocation"] = "poisson",
+  relation: str | None = None,
+) -> DeltaResult: ...
+
+
+@overload
+def dpsgd_delta(
+  q: ArrayLike,
+  sigma: ArrayLike,
+  steps: ArrayLike,
+  epsilon: ArrayLike,
+  orders: ArrayLike | None = None,
+  *,
+  method: str = "improved",
+  accountant: Literal["rdp"] = "rdp",
+  sampling: Literal["shuffle"],
+  relation: str | None = None,
+) -> DeltaBracket: ...
+
+
+@overload
+def dpsgd_delta(
+  q: ArrayLike,
+  sigma: ArrayLike,
+  steps: ArrayLike,
+  epsilon: ArrayLike,
+  orders: ArrayLike | None = None,
+  *,
+  method: str = "improved",
+  accountant: Literal["pld"],
+  sampling: str = "poisson",
+  relation: str | None = None,
+) -> PldDelta: ...
+
+
+@overload
+def dpsgd_delta(
+  q: ArrayLike,
+  sigma: ArrayLike,
+  steps: ArrayLike,
+  epsilon: ArrayLike,
+  orders: ArrayLike | None = None,
+  *,
+  method: str = "improved",
+  accountant: str | Accountant = "rdp",
+  sampling: str = "poisson",
+  relation: str | None = None,
+) -> DeltaResult | DeltaBracket | PldDelta | Any: ...
 
 
 def dpsgd_delta(

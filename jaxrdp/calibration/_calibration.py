@@ -145,55 +145,55 @@ def _public(fn, kind, budget_args, fixed, orders, accountant, sampling, relation
   for name, x in fixed.items():
     FIXED_RANGE[name].check(name, x)
   acct, orders = accountant_and_orders(accountant, orders)
-  jitted = _scheme_jitted(kind, sampling, relation, acct, orders)
-  scheme = dict(zip(("sampling", "relation"), resolve_scheme(sampling, relation)))
-  return _solve(kind, jitted, acct, budget, target, given, fixed, orders, scheme)
-
-
-def _scheme_jitted(kind, sampling, relation, acct: Accountant, orders):
-  """The jitted calibration of ``kind`` for a batching scheme and relation.
-
-  The SGM's (Poisson under add/remove) for the default pair; else the scheme's
-  (``jaxrdp.calibration._schemes``) with the pair bound, after the checks that need
-  no compilation: the pair, whether the accountant can account the scheme (its
-  ``supports``, on the scheme's event), and the orders.
-  """
   sampling, relation = resolve_scheme(sampling, relation)
-  require_support(acct, dpsgd_event(0.5, 1.0, 1.0, sampling=sampling, relation=relation))
-  if (sampling, relation) == ("poisson", "add_remove"):
-    return _sgm_calibration.JITS[kind]
-  if sampling == "allocation":
+  event = dpsgd_event(0.5, 1.0, 1.0, sampling=sampling, relation=relation)
+  jitted, on_host = _scheme_jitted(kind, event, acct, orders)
+  scheme = dict(sampling=sampling, relation=relation)
+  return _solve(kind, jitted, acct, budget, target, given, fixed, orders, scheme, on_host)
+
+
+def _scheme_jitted(kind, event, acct: Accountant, orders):
+  """The jitted calibration of ``kind`` for the batching scheme of ``event`` (one DP-SGD
+  run's, :func:`~jaxrdp.events.dpsgd_event`), and whether its answer is searched on the
+  host.
+
+  The SGM's (Poisson under add/remove) for the default scheme; else the scheme's
+  (``jaxrdp.calibration._schemes``) with the scheme bound, after the checks that need no
+  compilation: whether the accountant can account the event (its ``supports``), and the
+  orders. An event with no Renyi-DP scheme of its own (random allocation) has no jitted
+  search: the Poisson answer at the same rate starts the host search (``_solve``), which
+  asks the accountant about the event itself.
+  """
+  require_support(acct, event)
+  scheme = _sampling.dpsgd_scheme(event)
+  if scheme is None:
     if kind == "rate":
       raise NotImplementedError(
         "calibrate_sampling_rate does not take sampling='allocation': its rate is k / t "
         "for a whole number t of steps per epoch; calibrate the noise or the steps"
       )
-    # No jitted search of its own: the Poisson answer at the same rate is the start of
-    # the host search (_solve), which asks the accountant about random allocation.
-    return _sgm_calibration.JITS[kind]
-  _sampling.check_orders_for(sampling, orders_array(orders))
-  return functools.partial(_schemes.JITS[kind], sampling=sampling, relation=relation)
+    return _sgm_calibration.JITS[kind], True
+  if scheme.plain_sgm:
+    return _sgm_calibration.JITS[kind], False
+  scheme.check_orders(orders_array(orders))
+  return functools.partial(_schemes.JITS[kind], scheme=scheme), False
 
 
-def _solve(kind, jitted, acct, budget, target, given, fixed, orders, scheme=None):
+def _solve(kind, jitted, acct, budget, target, given, fixed, orders, scheme=None, on_host=False):
   """One jitted Renyi-DP calibration, refined on the host for another accountant.
 
   ``fixed`` maps the two given DP-SGD parameters, in the jitted function's argument
   order, to their values; ``scheme``: the ``sampling`` and ``relation`` keywords of
-  the refinement's ``dpsgd_epsilon`` calls (``None``: Poisson, add/remove).
+  the refinement's ``dpsgd_epsilon`` calls (``None``: Poisson, add/remove);
+  ``on_host``: the scheme has no jitted Renyi-DP search (random allocation), so its
+  answer is searched on the host, from the Poisson one, with any accountant.
   """
-  on_host = not isinstance(acct, RdpAccountant) or _searched_on_host(scheme)
+  on_host = on_host or not isinstance(acct, RdpAccountant)
   _check_host_accountant(acct, (target, given, *fixed.values()), on_host)
   out = _call(jitted, budget, target, given, *fixed.values(), orders)
   if not on_host:
     return out
   return _refine(kind, acct, out, budget, target, given, fixed, scheme)
-
-
-def _searched_on_host(scheme) -> bool:
-  """Whether the scheme has no jitted Renyi-DP search (random allocation): its answer
-  is searched on the host, from the Poisson one, with any accountant."""
-  return scheme is not None and scheme.get("sampling") == "allocation"
 
 
 def _refine(kind, accountant, out, budget, target, given, fixed, scheme=None):

@@ -13,6 +13,9 @@ the same calibration core (``jaxrdp.calibration._core``):
   scheme's RDP at every order (``jaxrdp.rdp._sampling``) and converts it as
   ``dpsgd_epsilon``/``dpsgd_delta`` do for that scheme.
 
+The scheme is read from the run's event (``jaxrdp.rdp._sampling.dpsgd_scheme``), never
+from the ``sampling`` and ``relation`` strings, which the public functions resolve.
+
 The core needs the value monotone in the parameter; every scheme's RDP is
 non-increasing in sigma and non-decreasing in q and T at each order
 (``jaxrdp.rdp._sampling``, its Monotonicity paragraph), and the conversions are
@@ -28,7 +31,6 @@ import jax
 import jax.numpy as jnp
 
 from ..mechanisms._sampled_without_replacement import effective_noise_multiplier
-from ..rdp._sampling import count_f64, per_step_rdp_f64, scheme_rdp_f64
 from ._core import Evaluator, calibrate
 from ._families import (
   Q_DOMAIN,
@@ -56,27 +58,28 @@ def _scheme_evaluator(budget, rdp_of, given, all_orders, increasing, domain, sta
   return Evaluator(value, increasing, domain, start)
 
 
-def _rho_per_unit(sampling, relation, q):
+def _rho_per_unit(scheme, q):
   """zCDP of one composed curve per unit of 1 / s^2 at q, roughly: a first guess only.
 
   Poisson and fixed-size batches: about q^2 (amplification by sampling); shuffling
-  composes plain Gaussians (rho = 1 / (2 s^2)). The relation halves s."""
-  base = 0.5 if sampling == "shuffle" else q * q
-  return base * (4.0 if relation == "replace_one" else 1.0)
+  composes plain Gaussians (rho = 1 / (2 s^2)). The relation scales s (halves it under
+  replace-one)."""
+  base = q * q if scheme.amplified else 0.5
+  return base / (scheme.noise_scale * scheme.noise_scale)
 
 
-def _noise_impl(target, given, q, steps, all_orders, orders_static, budget, sampling, relation):
-  if sampling == "poisson":  # replace-one: the SGM at sigma / 2
+def _noise_impl(target, given, q, steps, all_orders, orders_static, budget, scheme):
+  if scheme.sgm:  # replace-one: the SGM at sigma / 2
     out = noise_impl(target, given, q, steps, all_orders, orders_static, budget)
-    return out._replace(sigma=2.0 * out.sigma)
+    return out._replace(sigma=out.sigma / scheme.noise_scale)
   cells = prepare_cells(budget, target, given, dict(q=q, steps=steps), all_orders)
   q_s, t_s = cells.fixed
-  count = count_f64(sampling, q_s, t_s)
+  count = scheme.count_f64(q_s, t_s)
   rho = guess_rho(budget, target, given)
-  sigma0 = jnp.clip(jnp.sqrt(count * _rho_per_unit(sampling, relation, q_s) / rho), 0.3, 1e5)
+  sigma0 = jnp.clip(jnp.sqrt(count * _rho_per_unit(scheme, q_s) / rho), 0.3, 1e5)
   ev = _scheme_evaluator(
     budget,
-    lambda s: scheme_rdp_f64(sampling, relation, q_s, s, t_s, all_orders, orders_static),
+    lambda s: scheme.rdp_f64(q_s, s, t_s, all_orders, orders_static),
     cells.given,
     all_orders,
     False,
@@ -87,19 +90,19 @@ def _noise_impl(target, given, q, steps, all_orders, orders_static, budget, samp
   return NoiseCalibration(*calibrate(ev, budget, target, given, cells.active, known))
 
 
-def _rate_impl(target, given, sigma, steps, all_orders, orders_static, budget, sampling, relation):
-  if sampling == "poisson":  # replace-one: the SGM at sigma / 2
-    half = effective_noise_multiplier(sigma, relation)
+def _rate_impl(target, given, sigma, steps, all_orders, orders_static, budget, scheme):
+  if scheme.sgm:  # replace-one: the SGM at sigma / 2
+    half = effective_noise_multiplier(sigma, scheme.relation)
     return rate_impl(target, given, half, steps, all_orders, orders_static, budget)
   cells = prepare_cells(budget, target, given, dict(sigma=sigma, steps=steps), all_orders)
   s_s, t_s = cells.fixed
   q0 = None
-  if sampling == "fixed":  # the shuffle curve is a staircase in q: the default start
-    s_eff = effective_noise_multiplier(s_s, relation)
+  if not scheme.staircase_in_q:  # a staircase in q (shuffling): the default start
+    s_eff = effective_noise_multiplier(s_s, scheme.relation)
     q0 = jnp.clip(s_eff * jnp.sqrt(guess_rho(budget, target, given) / t_s), 1e-8, 1.0)
   ev = _scheme_evaluator(
     budget,
-    lambda q: scheme_rdp_f64(sampling, relation, q, s_s, t_s, all_orders, orders_static),
+    lambda q: scheme.rdp_f64(q, s_s, t_s, all_orders, orders_static),
     cells.given,
     all_orders,
     True,
@@ -110,18 +113,18 @@ def _rate_impl(target, given, sigma, steps, all_orders, orders_static, budget, s
   return SamplingRateCalibration(*calibrate(ev, budget, target, given, cells.active, known))
 
 
-def _steps_impl(target, given, q, sigma, all_orders, orders_static, budget, sampling, relation):
-  if sampling == "poisson":  # replace-one: the SGM at sigma / 2
-    half = effective_noise_multiplier(sigma, relation)
+def _steps_impl(target, given, q, sigma, all_orders, orders_static, budget, scheme):
+  if scheme.sgm:  # replace-one: the SGM at sigma / 2
+    half = effective_noise_multiplier(sigma, scheme.relation)
     return steps_impl(target, given, q, half, all_orders, orders_static, budget)
   cells = prepare_cells(budget, target, given, dict(q=q, sigma=sigma), all_orders)
   q_s, s_s = cells.fixed
   # One curve per cell (per step, or per epoch for shuffling), composed count(T) times.
-  rdp1 = per_step_rdp_f64(sampling, relation, q_s, s_s, all_orders, orders_static)
+  rdp1 = scheme.per_step_rdp_f64(q_s, s_s, all_orders, orders_static)
 
   def value(t, live):
     del live
-    n = count_f64(sampling, q_s, t)[..., None]
+    n = scheme.count_f64(q_s, t)[..., None]
     total = jnp.where(n == 0, 0.0, n * rdp1)
     return rdp_value(budget, total, all_orders, cells.given)
 
@@ -132,10 +135,11 @@ def _steps_impl(target, given, q, sigma, all_orders, orders_static, budget, samp
   return StepsCalibration(*calibrate(ev, budget, target, given, cells.active, known))
 
 
-_STATIC = ("orders_static", "budget", "sampling", "relation")
+_STATIC = ("orders_static", "budget", "scheme")
 
 #: The jitted calibrations by kind, called as ``_calibration._call`` calls the SGM's,
-#: plus the keywords ``sampling`` and ``relation`` (resolved, not the default pair).
+#: plus the keyword ``scheme`` (a ``jaxrdp.rdp._sampling.DpsgdScheme`` read from the
+#: run's event, not the default one).
 JITS = {
   "noise": jax.jit(_noise_impl, static_argnames=_STATIC),
   "rate": jax.jit(_rate_impl, static_argnames=_STATIC),

@@ -19,12 +19,13 @@ the field. Traced invalid values make the accountant's result NaN.
 Adding an event type is a local change: define the dataclass with
 :func:`event_type` (its numeric fields, their valid ranges, its child events),
 and register how each accountant treats it (for the RDP accountant,
-``jaxrdp.rdp._event_curves.register_rdp_rule``).
+``jaxrdp.rdp.register_rdp_rule``, in a module that ``jaxrdp.rdp._rules`` imports).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import sys
 from typing import Any
 
 import jax
@@ -33,6 +34,15 @@ from jax.typing import ArrayLike
 
 from .._core.pytrees import register_dataclass_pytree
 from .._core.validation import check_range
+
+if sys.version_info >= (3, 11):
+  from typing import dataclass_transform
+else:  # Python 3.10: no runtime effect either way (type checkers read the 3.11 branch)
+
+  def dataclass_transform(**kwargs):
+    """Python 3.10 stand-in for ``typing.dataclass_transform``: the decorator unchanged."""
+    return lambda decorator: decorator
+
 
 __all__ = [
   "RELATIONS",
@@ -63,6 +73,9 @@ class Event:
   # beyond their ranges, run by :func:`validate_event` (ValueError naming the field).
 
 
+# ``dataclass_transform`` tells type checkers (pyright, mypy) that the classes this
+# decorates are frozen dataclasses: their constructors take the declared fields only.
+@dataclass_transform(frozen_default=True, eq_default=False)
 def event_type(
   *,
   ranges: dict[str, dict[str, Any]] | None = None,

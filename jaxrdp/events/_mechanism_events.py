@@ -37,7 +37,7 @@ from jax.typing import ArrayLike
 
 from .._core.pytrees import register_dataclass_pytree
 from .._core.validation import check_range, concrete_or_none
-from ._events import Event, event_type
+from ._events import Event, dataclass_transform, event_type
 
 __all__ = [
   "RR_RELATIONS",
@@ -141,6 +141,7 @@ class DiscreteLaplace(Event):
   sensitivity: ArrayLike = 1
 
 
+@dataclass_transform(frozen_default=True, eq_default=False)
 def _meta_event(*, ranges, children=(), meta=("relation",)):
   """Like ``event_type``, with static (non-numeric) fields ``meta``."""
 

@@ -28,7 +28,7 @@ from jax.typing import ArrayLike
 
 from .._core.pytrees import register_dataclass_pytree
 from .._core.validation import check_range
-from ._events import Event, Gaussian, check_relation
+from ._events import Event, Gaussian, check_relation, dataclass_transform
 
 __all__ = ["FixedSizeSampled", "ShuffledEpochs", "check_relation", "FIXED_ADD_REMOVE_ERROR"]
 
@@ -42,6 +42,7 @@ FIXED_ADD_REMOVE_ERROR = (
 )
 
 
+@dataclass_transform(frozen_default=True, eq_default=False)
 def _event_with_relation(*, ranges, children):
   """Like ``event_type``, plus a static ``relation`` field (pytree metadata)."""
 

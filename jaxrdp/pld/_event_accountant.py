@@ -51,8 +51,7 @@ from ..events._lower_bounds import event_delta_lower_bound, event_epsilon_lower_
 from ..events._sampling_events import ShuffledEpochs
 from ..mechanisms._sampled_without_replacement import effective_noise_multiplier
 from ..rdp._event_curves import effective_sigma_f64, gaussian_terms
-from . import _allocation_rule as _allocation_rule  # noqa: F401  (registers its rule)
-from . import _generic
+from . import _rules
 from ._accountant import (
   DEFAULT_RTOL,
   MAX_GRID_SIZE,
@@ -96,12 +95,13 @@ def pld_unsupported(event: Any) -> str | None:
   permute-and-flip (as pure eps-DP), discrete Laplace, mixture-of-Gaussians,
   truncated subsampled Gaussian and non-private events, Poisson-subsampled
   Gaussian or Laplace mechanisms under add/remove, and the event types with a
-  registered rule of the generic path (``_generic.register_generic_rule``: random
-  allocation of Gaussian mechanisms, fixed-size batches under replace-one).
+  registered rule of the generic path (``_generic.register_generic_rule``, all of them
+  loaded by ``_rules``: random allocation of Gaussian mechanisms, fixed-size batches
+  under replace-one).
   """
   if gaussian_unsupported(event) is None:
     return None
-  return _generic.generic_unsupported(event)
+  return _rules.generic_unsupported(event)
 
 
 def gaussian_unsupported(event: Any) -> str | None:
@@ -223,7 +223,7 @@ def _rdp_upper(event, x: float, answer) -> float:
   if not acct.supports(event):
     return np.inf
   with _precision.Float64Scope():
-    if answer is _generic.generic_epsilon:
+    if answer is _rules.generic_epsilon:
       value = acct.epsilon(event, x).epsilon
     else:
       value = acct.delta(event, x).delta
@@ -368,7 +368,7 @@ class PldAccountant:
     shuffled = state.shuffled + ((event,) if _holds_shuffled(event) else ())
     if gaussian_unsupported(event) is None:
       return PldState(state.phases + tuple(event_phases(event)), state.events, shuffled)
-    why = _generic.generic_unsupported(event)
+    why = _rules.generic_unsupported(event)
     if why is not None:
       raise NotImplementedError(f"{PldAccountant.description} cannot account {why}")
     return PldState(state.phases, state.events + (event,), shuffled)
@@ -385,7 +385,7 @@ class PldAccountant:
     if state.events:
       check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
       return PldEpsilon(
-        *_generic_answer(state, delta, _generic.generic_epsilon, self.rtol, self.max_grid_size)
+        *_generic_answer(state, delta, _rules.generic_epsilon, self.rtol, self.max_grid_size)
       )
     if not state.phases:
       check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
@@ -396,7 +396,7 @@ class PldAccountant:
     if state.events:
       check_range("epsilon", epsilon, lower=0.0)
       return PldDelta(
-        *_generic_answer(state, epsilon, _generic.generic_delta, self.rtol, self.max_grid_size)
+        *_generic_answer(state, epsilon, _rules.generic_delta, self.rtol, self.max_grid_size)
       )
     if not state.phases:
       check_range("epsilon", epsilon, lower=0.0)

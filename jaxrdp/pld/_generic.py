@@ -41,7 +41,8 @@ of the delta read, through that factor, for an epsilon; ``1e-15`` absolute for a
 delta) and the true one make trimming cost about ``1e-7 log2(T)`` of delta.
 
 Event types beyond these register a rule (:func:`register_generic_rule`) that gives
-their single-step pairs; random allocation (``_allocation_rule``) does, with parts
+their single-step pairs, in modules that ``_rules`` imports (callers read the path from
+there, so that every rule is loaded); random allocation (``_allocation_rule``) does, with parts
 known through a dominating and a dominated discrete pair (``BracketedAtoms``), for
 which the coupling lower bound below is not used (their upper PMF is not the
 connect-the-dots image of the true loss).
@@ -1027,6 +1028,3 @@ def generic_epsilon(event, delta, rtol, max_grid_size):
 def generic_delta(event, epsilon, rtol, max_grid_size):
   """``(upper, lower)`` delta of a concrete scalar event tree at a float ``epsilon``."""
   return _answer(event, epsilon, rtol, max_grid_size, "delta")
-
-
-from . import _fixed_size_pairs as _fixed_size_pairs  # noqa: E402,F401  (registers its rule)

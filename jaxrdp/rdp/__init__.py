@@ -23,8 +23,8 @@ _NAMES = {
   "rdp_to_epsilon": "._conversions",
   "DEFAULT_ORDERS": "._dpsgd",
   "DP_ACCOUNTING_ORDERS": "._dpsgd",
-  "register_rdp_refusal": "._event_curves",
-  "register_rdp_rule": "._event_curves",
+  "register_rdp_refusal": "._rules",
+  "register_rdp_rule": "._rules",
 }
 
 # The public names: the keys of _NAMES, listed once.
@@ -43,5 +43,5 @@ if TYPE_CHECKING:
   from ._conversions import rdp_to_epsilon as rdp_to_epsilon
   from ._dpsgd import DEFAULT_ORDERS as DEFAULT_ORDERS
   from ._dpsgd import DP_ACCOUNTING_ORDERS as DP_ACCOUNTING_ORDERS
-  from ._event_curves import register_rdp_refusal as register_rdp_refusal
-  from ._event_curves import register_rdp_rule as register_rdp_rule
+  from ._rules import register_rdp_refusal as register_rdp_refusal
+  from ._rules import register_rdp_rule as register_rdp_rule

@@ -40,7 +40,7 @@ from ..rdp._conversions import (
   epsilon_from_rdp_f64,
 )
 from ..rdp._dpsgd import _orders_or_default, sgm_dpsgd
-from ..rdp._event_curves import (
+from ..rdp._rules import (
   as_sgm,
   rdp_curve_f64,
   rdp_unsupported,
@@ -248,7 +248,7 @@ class RdpAccountant:
   def unsupported(self, event: Event) -> str | None:
     """``None`` if this accountant can account ``event``, else the part it cannot (a phrase).
 
-    Read from the registered rules (``jaxrdp.rdp._event_curves.rdp_unsupported``),
+    Read from the registered rules (``jaxrdp.rdp._rules.rdp_unsupported``),
     structural and decided before anything is computed, then from the checks of
     concrete values that have no RDP curve (an ``EpsilonDelta`` with ``delta > 0``).
     """

@@ -8,7 +8,9 @@ orders), traceable in their numeric leaves; invalid traced values give NaN.
 
 A new event type registers its rule with :func:`register_rdp_rule`; what the
 accountant supports is read from the same registry (:func:`rdp_unsupported`), so
-its refusals are generated from the rules that exist.
+its refusals are generated from the rules that exist. This module holds the registry
+and the rules of the core events; the accountant reads the whole set from
+``jaxrdp.rdp._rules``, which imports every module of rules.
 """
 
 from __future__ import annotations
@@ -363,10 +365,3 @@ def as_sgm(event: Event):
   if isinstance(event, PoissonSampled) and isinstance(event.inner, Gaussian):
     return event.q, effective_noise_multiplier(event.inner.sigma, event.relation), steps
   return None
-
-
-# The RDP rules of the fixed-size and shuffled-batch events live with the schemes, and
-# those of the other mechanisms dp_accounting describes in their own module.
-from . import _mechanism_rules as _mechanism_rules  # noqa: E402,F401
-from . import _random_allocation as _random_allocation  # noqa: E402,F401
-from . import _sampling as _sampling  # noqa: E402,F401  (registers their rules)

@@ -30,7 +30,7 @@ from ..events._selection_events import RepeatAndSelect
 from ..mechanisms._kary_randomized_response import replace_one_impl, replace_special_impl
 from ..mechanisms._pure_dp import bounded_range_rdp_impl, pure_dp_rdp_impl
 from ..mechanisms._repeat_and_select import repeat_and_select_impl
-from . import _sampling  # (partly initialised when this module loads: used at call time)
+from . import _sampling
 from ._conversions import delta_from_rdp_f64
 from ._event_curves import (
   rdp_curve_f64,

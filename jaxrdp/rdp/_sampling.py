@@ -1,8 +1,11 @@
 """RDP accounting of DP-SGD for each batching scheme and neighbouring relation.
 
 ``jaxrdp.dpsgd_epsilon``, ``dpsgd_delta``, ``sweep``, the ``calibrate_*`` functions
-and the CLI take ``sampling`` and ``relation``; the default (Poisson,
-add/remove) stays on their own fast path, and every other combination comes here.
+and the CLI take ``sampling`` and ``relation``, which ``jaxrdp.events.dpsgd_event``
+turns into the run's event; :func:`dpsgd_scheme` reads from that event how its RDP is
+composed (a :class:`DpsgdScheme`: the per-step or per-epoch curve and how many of them),
+so no code here tests the strings. The default (Poisson, add/remove) stays on the
+callers' own fast path, and every other combination comes here.
 
 =============  ==============  =========================================================
 sampling       relation        T-step RDP at order alpha (s: effective multiplier)
@@ -59,12 +62,17 @@ smallest normal float, never as 0. The conversions to (epsilon, delta) are those
 
 from __future__ import annotations
 
+import dataclasses
+from typing import ClassVar
+
 import jax.numpy as jnp
 import numpy as np
 
 from .._core import precision as _precision
 from .._core.numerics import TINY, raise_subnormal
 from .._core.validation import concrete_or_none
+from ..events._dpsgd import epochs_of
+from ..events._events import Event, Gaussian, PoissonSampled, SelfComposed
 from ..events._sampling_events import FIXED_ADD_REMOVE_ERROR, FixedSizeSampled, ShuffledEpochs
 from ..mechanisms._sampled_without_replacement import (
   _TRACED_MAX_ORDER,
@@ -77,7 +85,14 @@ from ..mechanisms._sgm import _over_sigma_squared
 from ..mechanisms._sgm import _rdp_f64 as _sgm_rdp_f64
 from ._event_curves import register_rdp_rule
 
-__all__ = ["per_step_rdp_f64", "count_f64", "scheme_rdp_f64", "check_orders_for"]
+__all__ = [
+  "DpsgdScheme",
+  "PoissonSteps",
+  "FixedSizeSteps",
+  "ShuffledEpochScheme",
+  "dpsgd_scheme",
+  "check_wor_orders",
+]
 
 
 def _wor_j_max(orders_static) -> int:
@@ -89,10 +104,10 @@ def _wor_j_max(orders_static) -> int:
   return max(64, -(-top // 64) * 64)
 
 
-def check_orders_for(sampling: str, orders) -> None:
-  """Raises ValueError if concrete ``orders`` exceed what ``sampling`` evaluates."""
+def check_wor_orders(orders) -> None:
+  """Raises ValueError if concrete ``orders`` exceed what the fixed-size bound evaluates."""
   a = concrete_or_none(orders)
-  if sampling == "fixed" and a is not None:  # traced orders above 256 give NaN instead
+  if a is not None:  # traced orders above 256 give NaN instead
     finite = a[np.isfinite(a)]
     if finite.size and finite.max() > WOR_MAX_ORDER:
       raise ValueError(
@@ -129,46 +144,136 @@ def _floored(rdp, q, s):
   return jnp.where(positive & (rdp < TINY), TINY, rdp)
 
 
-def per_step_rdp_f64(sampling, relation, q, sigma, orders, orders_static):
-  """RDP of one step (``"poisson"``, ``"fixed"``) or one epoch (``"shuffle"``): [..., n]."""
+def _rate_and_multiplier(q, sigma, relation):
   # A subnormal rate is read as 0 by XLA; every curve is non-decreasing in q.
   q = raise_subnormal(_precision.as_float64(q))[..., None]
   s = effective_noise_multiplier(_precision.as_float64(sigma), relation)[..., None]
-  orders = _precision.as_float64(orders)
-  if sampling == "poisson":
-    return _sgm_rdp_f64(q, s, orders, orders_static)
-  if sampling == "fixed":
+  return q, s
+
+
+@dataclasses.dataclass(frozen=True)
+class DpsgdScheme:
+  """How the RDP of a DP-SGD run is composed, read from its event (:func:`dpsgd_scheme`).
+
+  One curve per step (or per epoch), :meth:`per_step_rdp_f64`, composed
+  :meth:`count_f64` times. Immutable and hashable: a static argument of jitted code.
+
+  Attributes:
+    relation: the event's neighbouring relation (it sets the effective multiplier).
+    noise_scale: the effective multiplier of ``sigma = 1`` (1, or 1/2 under replace-one).
+  """
+
+  relation: str
+
+  #: Whether the curve is the Sampled Gaussian Mechanism's (Poisson sampling).
+  sgm: ClassVar[bool] = False
+  #: Whether sampling amplifies each step's privacy (about q^2 of the Gaussian's zCDP).
+  amplified: ClassVar[bool] = True
+  #: Whether the RDP is a staircase in q (a whole number of epochs) rather than smooth.
+  staircase_in_q: ClassVar[bool] = False
+
+  @property
+  def noise_scale(self) -> float:
+    return float(effective_noise_multiplier(1.0, self.relation))
+
+  @property
+  def plain_sgm(self) -> bool:
+    """Poisson sampling under add/remove: the Sampled Gaussian Mechanism at sigma itself."""
+    return self.sgm and self.noise_scale == 1.0
+
+  def check_orders(self, orders) -> None:
+    """Raises ValueError if concrete ``orders`` exceed what this scheme evaluates."""
+
+  def per_step_rdp_f64(self, q, sigma, orders, orders_static):
+    """RDP of one step (one epoch for shuffled batches): float64 [..., n]."""
+    raise NotImplementedError
+
+  def count_f64(self, q, steps):
+    """How many times the per-step (per-epoch) curve is composed: T (subnormal T rounded
+    up to the smallest normal float first; XLA reads it as 0)."""
+    return raise_subnormal(_precision.as_float64(steps))
+
+  def count_host(self, q, steps):
+    """:meth:`count_f64` on the host (numpy), for the sweeps."""
+    return steps
+
+  def rdp_f64(self, q, sigma, steps, orders, orders_static=None):
+    """Total RDP of T DP-SGD steps: float64 [..., n]."""
+    q, sigma, steps = _precision.broadcast_float64(q, sigma, steps)
+    rdp1 = self.per_step_rdp_f64(q, sigma, orders, orders_static)
+    count = self.count_f64(q, steps)[..., None]
+    # Zero steps (or zero epochs) spend nothing, even where one would be infinite.
+    return jnp.where(count == 0, 0.0, count * rdp1)
+
+
+@dataclasses.dataclass(frozen=True)
+class PoissonSteps(DpsgdScheme):
+  """Poisson-sampled steps: the Sampled Gaussian Mechanism at the effective multiplier."""
+
+  sgm: ClassVar[bool] = True
+
+  def per_step_rdp_f64(self, q, sigma, orders, orders_static):
+    q, s = _rate_and_multiplier(q, sigma, self.relation)
+    return _sgm_rdp_f64(q, s, _precision.as_float64(orders), orders_static)
+
+
+@dataclasses.dataclass(frozen=True)
+class FixedSizeSteps(DpsgdScheme):
+  """Fixed-size batches drawn without replacement (WBK19 Thm 27, replace-one)."""
+
+  def check_orders(self, orders) -> None:
+    check_wor_orders(orders)
+
+  def per_step_rdp_f64(self, q, sigma, orders, orders_static):
+    q, s = _rate_and_multiplier(q, sigma, self.relation)
+    orders = _precision.as_float64(orders)
     rdp = _wor_rdp_f64(q, s, orders, _wor_tables(), _wor_j_max(orders_static))
     return _floored(rdp, q, s)
-  if sampling == "shuffle":
+
+
+@dataclasses.dataclass(frozen=True)
+class ShuffledEpochScheme(DpsgdScheme):
+  """Shuffled batches: one Gaussian mechanism per example and epoch, ceil(T q) epochs."""
+
+  amplified: ClassVar[bool] = False
+  staircase_in_q: ClassVar[bool] = True
+
+  def per_step_rdp_f64(self, q, sigma, orders, orders_static):
+    q, s = _rate_and_multiplier(q, sigma, self.relation)
+    orders = _precision.as_float64(orders)
     return jnp.broadcast_to(
       _gaussian_rdp_f64(s, orders), jnp.broadcast_shapes(q.shape, s.shape, orders.shape)
     )
-  raise NotImplementedError(f"no per-step Renyi-DP curve program for sampling={sampling!r}")
+
+  def count_f64(self, q, steps):
+    """Started epochs, ceil(T q): a run with T > 0 steps on batches of q > 0 starts at
+    least one, even where T q underflows (subnormal T and q rounded up first)."""
+    steps = raise_subnormal(_precision.as_float64(steps))
+    q = raise_subnormal(_precision.as_float64(q))
+    epochs = jnp.maximum(jnp.ceil(steps * q), 1.0)
+    return jnp.where((steps == 0) | (q == 0), 0.0, epochs)
+
+  def count_host(self, q, steps):
+    return epochs_of(q, steps)
 
 
-def count_f64(sampling, q, steps):
-  """How many times the per-step (per-epoch) curve is composed: T, or ceil(T q) epochs.
+def dpsgd_scheme(event: Event) -> DpsgdScheme | None:
+  """The scheme of a DP-SGD event (:func:`jaxrdp.events.dpsgd_event`), or None.
 
-  Subnormal T (and q) are rounded up to the smallest normal float first (XLA reads
-  them as 0). A shuffled run with T > 0 steps on batches of q > 0 starts at least
-  one epoch, even where T q underflows.
+  ``SelfComposed(PoissonSampled(q, Gaussian))``, ``SelfComposed(FixedSizeSampled(q,
+  Gaussian))`` and ``ShuffledEpochs``: their scheme, with the event's relation. Any
+  other event (random allocation, whose curve depends on the steps per epoch) has no
+  scheme here: it is accounted as an event.
   """
-  steps = raise_subnormal(_precision.as_float64(steps))
-  if sampling != "shuffle":
-    return steps
-  q = raise_subnormal(_precision.as_float64(q))
-  epochs = jnp.maximum(jnp.ceil(steps * q), 1.0)
-  return jnp.where((steps == 0) | (q == 0), 0.0, epochs)
-
-
-def scheme_rdp_f64(sampling, relation, q, sigma, steps, orders, orders_static=None):
-  """Total RDP of T DP-SGD steps of ``sampling`` under ``relation``: float64 [..., n]."""
-  q, sigma, steps = _precision.broadcast_float64(q, sigma, steps)
-  rdp1 = per_step_rdp_f64(sampling, relation, q, sigma, orders, orders_static)
-  count = count_f64(sampling, q, steps)[..., None]
-  # Zero steps (or zero epochs) spend nothing, even where one would be infinite.
-  return jnp.where(count == 0, 0.0, count * rdp1)
+  if isinstance(event, ShuffledEpochs) and isinstance(event.inner, Gaussian):
+    return ShuffledEpochScheme(event.relation)
+  if isinstance(event, SelfComposed):
+    step = event.event
+    if isinstance(step, PoissonSampled) and isinstance(step.inner, Gaussian):
+      return PoissonSteps(step.relation)
+    if isinstance(step, FixedSizeSampled) and isinstance(step.inner, Gaussian):
+      return FixedSizeSteps(step.relation)
+  return None
 
 
 # ------------------------------------------------------------------------------------
@@ -184,7 +289,7 @@ def _fixed_size_sampled(event, orders, orders_static):
   if event.relation != "replace_one":
     raise ValueError(FIXED_ADD_REMOVE_ERROR)
   if orders_static is not None:  # the bound's loop runs up to the largest order
-    check_orders_for("fixed", orders_static.array)
+    check_wor_orders(orders_static.array)
   gamma = raise_subnormal(_leaf(event.gamma))
   s = effective_noise_multiplier(_leaf(event.inner.sigma), event.relation)
   rdp = _wor_rdp_f64(gamma, s, orders, _wor_tables(), _wor_j_max(orders_static))

@@ -20,9 +20,10 @@ from jax.typing import ArrayLike
 from .._core import precision as _precision
 from .._core.validation import COUNT, NOISE_MULTIPLIER, PROBABILITY, StaticArray, check_range
 from ..accountants._protocol import Accountant, accountant_name, get_accountant
-from ..events._dpsgd import resolve_scheme
+from ..events._dpsgd import dpsgd_event, resolve_scheme
 from ..rdp._accountant import RdpAccountant
 from ..rdp._dpsgd import _dpsgd_rdp_f64
+from ..rdp._rules import as_sgm
 from . import _rdp
 
 __all__ = [
@@ -136,8 +137,8 @@ def resolve_risk_accountant(accountant: str | Accountant, sampling: str = "poiss
   from ..pld._event_accountant import PldAccountant  # (the tight accountant is large)
 
   acct = get_accountant(accountant)  # ValueError (name) or TypeError (object)
-  sampling, _ = resolve_scheme(sampling, None)  # an unknown name: the schemes listed
-  if sampling != "poisson":
+  sampling, relation = resolve_scheme(sampling, None)  # an unknown name: the schemes listed
+  if as_sgm(dpsgd_event(0.5, 1.0, 1.0, sampling=sampling, relation=relation)) is None:
     raise ValueError(
       f"sampling={sampling!r} is not supported by the attack-risk functions: they "
       "account Poisson-sampled Gaussian steps under add/remove (sampling='poisson')"

@@ -18,7 +18,6 @@ from jax import lax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from ..mechanisms._sgm import _rdp_f64
-from ..rdp import _sampling
 from ..rdp._conversions import epsilon_from_rdp_f64
 
 # Sharding. Every chunk of cells goes through one jitted SPMD program over a 1-D device
@@ -54,10 +53,11 @@ def _rdp_local(orders, q, sigma, *, orders_static):
   )
 
 
-def _scheme_rdp_local(orders, q, sigma, *, orders_static, sampling, relation):
-  # Another batching scheme or relation (jaxrdp.rdp._sampling): per step, or per epoch.
+def _scheme_rdp_local(orders, q, sigma, *, orders_static, scheme):
+  # Another batching scheme or relation (a jaxrdp.rdp._sampling.DpsgdScheme, read from
+  # the run's event): per step, or per epoch.
   return lax.map(
-    lambda qs: _sampling.per_step_rdp_f64(sampling, relation, qs[0], qs[1], orders, orders_static),
+    lambda qs: scheme.per_step_rdp_f64(qs[0], qs[1], orders, orders_static),
     (q, sigma),
     batch_size=_PAIR_BATCH,
   )

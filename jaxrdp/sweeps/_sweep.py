@@ -43,7 +43,7 @@ from ..accountants._dpsgd import accountant_and_orders, dpsgd_epsilon
 from ..accountants._protocol import accountant_name, require_support
 from ..calibration._calibration import orders_array
 from ..events._dataset import epochs_to_steps
-from ..events._dpsgd import dpsgd_event, epochs_of, resolve_scheme
+from ..events._dpsgd import dpsgd_event, resolve_scheme
 from ..rdp import _sampling
 from ..rdp._accountant import RdpAccountant
 from ..risk._api import dpsgd_advantage, dpsgd_tpr, resolve_risk_accountant
@@ -94,12 +94,15 @@ def _axis(name: str, value, *, lo=None, hi=None, lo_open=False, hi_open=False, i
   return arr
 
 
-def _cells_rdp(q_samp, axes, steps_sd, orders_np, shape, chunk_size, progress, devices, scheme=()):
+def _cells_rdp(
+  q_samp, axes, steps_sd, orders_np, shape, chunk_size, progress, devices, scheme=None
+):
   """The two-stage Renyi-DP sweep of the cells, sharded over `devices`: (epsilon, order).
 
-  `scheme`: `()` for Poisson sampling under add/remove, else the static keywords
-  `(("relation", r), ("sampling", s))` of another scheme's per-step curve; `steps_sd`
-  then holds the number of curves each cell composes (epochs for shuffling).
+  `scheme`: `None` for Poisson sampling under add/remove, else the scheme of the run's
+  event (`jaxrdp.rdp._sampling.DpsgdScheme`, a static argument), whose per-step curve
+  is composed; `steps_sd` then holds the number of curves each cell composes (epochs
+  for shuffling).
   """
   n_samp, n_sigma = q_samp.size, axes["sigma"].size
   n_dur, n_delta = steps_sd.shape[1], axes["delta"].size
@@ -118,12 +121,14 @@ def _cells_rdp(q_samp, axes, steps_sd, orders_np, shape, chunk_size, progress, d
         len1,
         len2,
         [d.id for d in cells.mesh.devices.flat],
-        [str(v) for _, v in scheme],
+        [] if scheme is None else [repr(scheme)],
       )
     )
     orders_dev = cells.replicate(orders_np)
-    orders_static = (("orders_static", StaticArray(orders_np)),)
-    rdp_program = _program(_scheme_rdp_local if scheme else _rdp_local, cells.mesh, 1, 2)
+    static = (("orders_static", StaticArray(orders_np)),)
+    if scheme is not None:
+      static += (("scheme", scheme),)
+    rdp_program = _program(_rdp_local if scheme is None else _scheme_rdp_local, cells.mesh, 1, 2)
     eps_program = _program(_eps_local, cells.mesh, 2, 3)
     # By default one bar per sweep: in a multi-process sweep, process 0's.
     show = chunks2 > 1 and jax.process_index() == 0 if progress is None else progress
@@ -134,7 +139,7 @@ def _cells_rdp(q_samp, axes, steps_sd, orders_np, shape, chunk_size, progress, d
       s_pairs = np.tile(axes["sigma"], n_samp)
       rdp1 = np.empty((n_pairs, orders_np.size))
       _map_chunks(
-        lambda q, s: rdp_program(orders_dev, q, s, static=orders_static + scheme),
+        lambda q, s: rdp_program(orders_dev, q, s, static=static),
         n_pairs,
         len1,
         lambda lo, hi: (
@@ -335,19 +340,18 @@ def sweep(
         f"{np.shape(tpr_at_fpr)}; call jaxrdp.tradeoff_curve for a curve"
       )
     check_range("tpr_at_fpr", tpr_at_fpr, lower=0.0, upper=1.0)
+  event = dpsgd_event(0.5, 1.0, 1.0, sampling=sampling, relation=relation)
+  rdp_scheme = _sampling.dpsgd_scheme(event)  # None: accounted cell by cell, as an event
+  plain_sgm = rdp_scheme is not None and rdp_scheme.plain_sgm
   if wants_risk:
-    if (sampling, relation) != ("poisson", "add_remove"):
+    if not plain_sgm:
       raise ValueError(
         "tpr_at_fpr and advantage account Poisson sampling under add/remove only, got "
         f"sampling={sampling!r}, relation={relation!r}"
       )
     resolve_risk_accountant(acct)  # an accountant the risk readers cannot read: raised now
-  require_support(acct, dpsgd_event(0.5, 1.0, 1.0, sampling=sampling, relation=relation))
-  scheme = (
-    ()
-    if (sampling, relation) == ("poisson", "add_remove")
-    else (("relation", relation), ("sampling", sampling))
-  )
+  require_support(acct, event)
+  scheme = {} if plain_sgm else dict(sampling=sampling, relation=relation)
 
   axes: dict[str, np.ndarray] = {}
   if q is not None:
@@ -369,7 +373,8 @@ def sweep(
     axes["epochs"] = _axis("epochs", epochs, lo=0.0)
   axes["delta"] = _axis("delta", delta, lo=0.0, hi=1.0, lo_open=True, hi_open=True)
   orders_np = orders_array(orders)
-  _sampling.check_orders_for(sampling, orders_np)
+  if rdp_scheme is not None:
+    rdp_scheme.check_orders(orders_np)
 
   samp_shape = q_samp.shape
   n_samp, n_sigma = q_samp.size, axes["sigma"].size
@@ -389,7 +394,7 @@ def sweep(
         )
       ).reshape(n_samp, n_dur)
 
-    if sampling == "allocation" or not isinstance(acct, RdpAccountant):
+    if rdp_scheme is None or not isinstance(acct, RdpAccountant):
       # Random allocation composes one curve per epoch of t = 1 / q steps, whose curve
       # depends on t: every cell is its own event, through dpsgd_epsilon.
       cell_acct = RdpAccountant(orders_np) if isinstance(acct, RdpAccountant) else acct
@@ -401,13 +406,21 @@ def sweep(
         axes["delta"],
         chunk_size,
         progress,
-        dict(scheme),
+        scheme,
       )
     else:
       # Shuffling composes one curve per epoch, ceil(T q) of them; the others one per step.
-      count_sd = epochs_of(q_samp.reshape(-1, 1), steps_sd) if sampling == "shuffle" else steps_sd
+      count_sd = rdp_scheme.count_host(q_samp.reshape(-1, 1), steps_sd)
       eps, order = _cells_rdp(
-        q_samp, axes, count_sd, orders_np, shape, chunk_size, progress, devices, scheme
+        q_samp,
+        axes,
+        count_sd,
+        orders_np,
+        shape,
+        chunk_size,
+        progress,
+        devices,
+        None if plain_sgm else rdp_scheme,
       )
 
   n_samp_dims = len(samp_shape)

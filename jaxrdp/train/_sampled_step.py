@@ -77,7 +77,7 @@ from ..accountants._truncation import truncated_poisson_epsilon
 from ..events._dpsgd import resolve_scheme
 from ..events._events import validate_event
 from ..rdp._accountant import RdpAccountant
-from ..rdp._event_curves import check_rdp_event, rdp_curve_f64
+from ..rdp._rules import check_rdp_event, rdp_curve_f64
 from ._dp_gradient import gather_batch
 from ._samplers import (
   FixedSizeSampler,
