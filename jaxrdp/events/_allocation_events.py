@@ -75,7 +75,11 @@ class RandomAllocation(Event):
   :func:`jaxrdp.mechanisms.random_allocation_rdp`. Tight (``accountant="pld"``): the
   same epochs, each (or each block of ``floor(t / k)`` or ``ceil(t / k)`` steps) a
   dominating and a dominated discrete pair computed in exp space, composed by the
-  generic discrete-PLD path (concrete inputs; ``jaxrdp.pld._allocation_pld``).
+  generic discrete-PLD path (concrete inputs; ``jaxrdp.pld._allocation_pld``). The
+  lower bound is read from pairs one dataset pair realizes over the steps actually
+  run: for ``k = 1`` the epoch pair itself; for ``k > 1`` each epoch's summed outputs
+  (a Gaussian pair: close to the truth at the noise of DP-SGD, a few per cent low at
+  ``sigma`` below 1 with few steps an epoch).
 
   Attributes:
     q: k / t in [0, 1]; t = k / q must be an integer (q = 0: nothing is ever used).
