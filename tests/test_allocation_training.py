@@ -302,6 +302,8 @@ def test_tight_epsilon_of_an_allocation_run_charges_started_epochs_with_truncati
   assert float(got.epsilon) == float(want.epsilon)
   # The lower bound is the run's (T2 + 1 steps), not the two whole epochs'.
   assert float(got.epsilon_lower) < float(want.epsilon_lower)
+  # The truncated run's lower bound is the untruncated run's read at delta plus the
+  # truncation term (jaxrdp.accountants._truncation), so at most the one at delta.
   run = jaxrdp.dpsgd_epsilon(1 / T2, SIGMA, T2 + 1, DELTA, sampling="allocation", accountant="pld")
   assert float(got.epsilon_lower) <= float(run.epsilon_lower)
   plain = jaxrdp.dpsgd_epsilon(

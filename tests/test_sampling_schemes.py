@@ -322,3 +322,21 @@ def test_cli_refuses_another_accountant_with_another_scheme(capsys, monkeypatch)
   # Poisson batches under replace-one: the Renyi-DP accountant's alone.
   assert main(args + ["--relation", "replace_one"]) == 2
   assert "--accountant" in capsys.readouterr().err
+
+
+def test_truncated_poisson_lower_bound_pays_the_truncation_term():
+  # The tight answer is read at a delta' below delta; its lower bound must hold for the
+  # truncated run at delta, so it is read at delta + (1 + e^eps) eta instead: at most
+  # the untruncated lower bound there (independently computed), and below the upper.
+  from jaxrdp.train import truncation_delta
+
+  n, q, steps, sigma, capacity = 1000, 0.05, 300, 2.0, 98
+  eta = truncation_delta(n + 1, q, capacity, steps)
+  assert 1e-3 * DELTA < eta < 0.1 * DELTA
+  res = jaxrdp.dpsgd_epsilon(
+    q, sigma, steps, DELTA, accountant="pld", capacity=capacity, dataset_size=n
+  )
+  d_low = DELTA + (1 + np.exp(float(res.epsilon))) * eta
+  untruncated = jaxrdp.dpsgd_epsilon(q, sigma, steps, d_low, accountant="pld")
+  assert float(res.epsilon_lower) <= float(untruncated.epsilon_lower) * (1 + 1e-9)
+  assert 0 < float(res.epsilon_lower) <= float(res.epsilon)

@@ -47,6 +47,25 @@ def check_capacity(capacity, dataset_size) -> tuple[int, int]:
   return capacity, dataset_size
 
 
+def _truncated_lower(res, epsilon_at, eta, eps, delta):
+  """``res`` with a lower bound of the truncated run's epsilon at ``delta``.
+
+  ``res`` was read at a ``delta' < delta``, so its ``epsilon_lower`` bounds the untruncated
+  run there, which may be above the truncated run's epsilon at ``delta``. The truncated
+  run is within ``eta`` of the untruncated one in total variation per direction, so its
+  ``delta(e) >= delta_untruncated(e) - (1 + e^e) eta``; with ``L`` a lower bound of the
+  untruncated epsilon at ``delta + (1 + e^eps) eta`` (``eps >= L`` the upper bound), the
+  truncated ``delta(e)`` is at least ``delta`` for every ``e < L``: ``L`` is a lower bound.
+  """
+  if not hasattr(res, "epsilon_lower") or eta <= 0:
+    return res
+  d_low = delta + (1.0 + math.exp(min(eps, 700.0))) * eta
+  if not d_low < 1.0:
+    return res._replace(epsilon_lower=0.0 * res.epsilon_lower)
+  low = epsilon_at(d_low).epsilon_lower
+  return res._replace(epsilon_lower=low) if float(low) < float(res.epsilon_lower) else res
+
+
 def truncated_poisson_epsilon(
   epsilon_at: Callable[[float], Any],
   q,
@@ -98,7 +117,7 @@ def truncated_poisson_epsilon(
     if not math.isfinite(eps):
       return res
     if truncated_poisson_delta(eta, eps, d) <= delta:
-      return res
+      return _truncated_lower(res, epsilon_at, eta, eps, delta)
     # Twice the term: the next epsilon (at a smaller delta') is larger, and the
     # margin lets it grow by up to log 2 and still pass the check.
     d = (delta - 2.0 * (1.0 + math.exp(eps)) * eta) * (1.0 - 1e-15)  # below delta, even for eta ~ 0
