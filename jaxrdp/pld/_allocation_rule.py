@@ -41,7 +41,7 @@ import math
 
 import numpy as np
 
-from ..events._allocation_events import RandomAllocation
+from ..events._allocation_events import RandomAllocation, steps_per_epoch
 from ..events._events import Gaussian
 from ..rdp._event_curves import gaussian_terms
 from ._allocation_pld import allocation_epoch_pair
@@ -114,33 +114,29 @@ def _random_allocation_steps(event):
     return [(_symmetric(_NO_LOSS), 1)]
   if sigma == 0:
     return [(_symmetric(_INF_LOSS), 1)]
-  t = round(k / q)
-  if abs(k / q - t) > 1e-9 * t or t < k:
+  t, integral = steps_per_epoch(q, k)
+  if not integral or t < k:
     raise ValueError(
       f"RandomAllocation.q must be selected / t for an integer t >= selected = {k}, got {q!r}"
     )
+  t = int(t)
   epochs = math.ceil(steps / t - 1e-12)
-  m, r = divmod(t, k)
   whole, partial = _realized_epochs(steps, t)
-  if not _EPOCH_SIGMAS[0] <= sigma <= _EPOCH_SIGMAS[1]:
+  in_range = _EPOCH_SIGMAS[0] <= sigma <= _EPOCH_SIGMAS[1]
+  if in_range and k == 1 and partial == 0:
+    return [(_block_parts(sigma, t), epochs)]  # the lower pair is the epoch's own
+  # Upper-bound entries (no realized part), then lower-bound ones (no upper part).
+  upper_only = _symmetric(_NO_LOSS)
+  if in_range:
+    m, r = divmod(t, k)
+    blocks = [(m, epochs * (k - r)), (m + 1, epochs * r)]
+    out = [({**_block_parts(sigma, b), "realized": upper_only}, n) for b, n in blocks if n > 0]
+  else:
     # Outside the epoch pair's range: each epoch is dominated by its k Gaussian
     # mechanisms (no amplification; the accountant also takes the Renyi-DP bound where
     # it is tighter), and the lower bound sums each epoch's outputs.
-    gauss = {**_gauss_pairs(sigma, 1.0), "realized": _symmetric(_NO_LOSS)}
-    out = [(gauss, epochs * k)]
-    for realized, count in _realized_steps(sigma, t, k, whole, partial, epoch_pair=False):
-      out.append(({**_symmetric(_NO_LOSS), "realized": realized}, count))
-    return out
-  if k == 1 and partial == 0:
-    return [(_block_parts(sigma, t), epochs)]  # the lower pair is the epoch's own
-  # The blocked epochs give the upper bound only; the realized pairs the lower bound.
-  upper_only = _symmetric(_NO_LOSS)
-  out = []
-  if k - r > 0:
-    out.append(({**_block_parts(sigma, m), "realized": upper_only}, epochs * (k - r)))
-  if r > 0:
-    out.append(({**_block_parts(sigma, m + 1), "realized": upper_only}, epochs * r))
-  for realized, count in _realized_steps(sigma, t, k, whole, partial):
+    out = [({**_gauss_pairs(sigma, 1.0), "realized": upper_only}, epochs * k)]
+  for realized, count in _realized_steps(sigma, t, k, whole, partial, epoch_pair=in_range):
     out.append(({**_symmetric(_NO_LOSS), "realized": realized}, count))
   return out
 
