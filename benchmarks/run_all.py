@@ -53,6 +53,7 @@ SCRIPTS = (
   ),
   Script("compare_accountants.py", (), "compare_accountants.json", "prv-accountant (optional)"),
   Script("bench_pld.py", (), "bench_pld.json"),
+  Script("bench_pld_grad.py", (), "bench_pld_grad.json"),
   Script(
     "bench_pld_calibration.py",
     ("--json", "benchmarks/results/bench_pld_calibration_cpu.json"),

@@ -186,6 +186,18 @@ def performance_table() -> str:
     "bench_pld_calibration_cpu.json",
   )
 
+  d = load("bench_pld_grad.json")
+  row(
+    "derivative of the tight epsilon in sigma (MNIST), `jax.grad` called eagerly, "
+    f"within {sci(d['relative_error'])} of a central difference",
+    f"{seconds(d['grad_s'])} (first call {seconds(d['first_grad_s'])}; under `jax.jit` "
+    f"{seconds(d['jit_grad_s'])}, compile {seconds(d['jit_grad_compile_s'])})",
+    f"the tight epsilon itself {seconds(d['forward_s'])}",
+    f"{d['grad_in_forward_calls']:.1f} forward calls",
+    "bench_pld_grad.py",
+    "bench_pld_grad.json",
+  )
+
   r = load("bench_risk.json")
   coarse, default, ratio = r["grid_atol_1e-4"], r["grid"], r["ratio"]
   row(

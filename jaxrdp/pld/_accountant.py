@@ -26,7 +26,7 @@ from .._core.stored_programs import stored_jit
 from .._core.validation import check_range, is_concrete
 from ..events._events import Composed, Gaussian, PoissonSampled, SelfComposed
 from ..rdp._accountant import RdpAccountant
-from . import _single_step
+from . import _derivative, _single_step
 from ._driver import MIN_GRID_SIZE, TRACED_GRID_SIZE, combine, compose_rows, directions_of_rows
 
 __all__ = [
@@ -313,7 +313,50 @@ def _run(phases, target, mode, rtol, grid_size, max_grid_size, memory_limit):
     return up, low
 
   # The lower bounds are rounded down, the upper ones up, when cast to float32.
-  return _precision.elementwise_float64(kernel, tuple(leaves), down=(False, True))
+  return _precision.elementwise_float64(
+    _implicit_derivative(kernel, mode, options), tuple(leaves), down=(False, True)
+  )
+
+
+def _implicit_derivative(kernel, mode, options):
+  """``kernel`` (leaves of the phases, then the target) with the derivative of
+  :mod:`._derivative`: the implicit function at the read point, not a pass back through
+  the composition. A concrete read point (an eager ``jax.grad``) is planned on the host
+  like any concrete call; a traced one runs on the static grid."""
+
+  @jax.custom_jvp
+  def answer(*args):
+    return kernel(*args)
+
+  @answer.defjvp
+  def answer_jvp(primals, tangents):
+    up, low = kernel(*primals)
+    if all(is_concrete(x) for x in primals):
+      prepared = jax.tree_util.tree_map(np.asarray, _prepare_rows(tuple(primals), mode))
+    else:
+      prepared = _prepare(*primals, mode=mode)
+    q, sigma, steps, tgt, edges, invalid, _ = prepared
+    shape = jnp.shape(up)
+    gq, gs, gt = _derivative.answer_partials(
+      q, sigma, steps, tgt, jnp.reshape(up, -1), mode, options
+    )
+    fixed = edges.nothing | edges.floored | edges.capped
+
+    def coefficient(g):
+      # (on the coefficients, not on the tangent: a NaN there reaches a transposed grad)
+      return jnp.where(invalid, jnp.nan, jnp.where(fixed, 0.0, g))
+
+    partials = [g for j in range(q.shape[1]) for g in (gq[:, j], gs[:, j], None)] + [gt]
+    total = jnp.zeros(q.shape[0], jnp.result_type(up))
+    for g, t in zip(partials, tangents):
+      t = jnp.asarray(t)
+      if g is None or t.dtype == jax.dtypes.float0:  # steps, or an integer argument
+        continue
+      total = total + coefficient(g) * jnp.broadcast_to(t, shape).reshape(-1).astype(total.dtype)
+    total = total.reshape(shape)
+    return (up, low), (total, total)
+
+  return answer
 
 
 def pld_epsilon(

@@ -24,7 +24,14 @@ from .._core import precision as _precision
 from .._core.validation import is_concrete
 from . import _kernel
 
-__all__ = ["combine", "compose_rows", "directions_of_rows", "TRACED_GRID_SIZE", "MIN_GRID_SIZE"]
+__all__ = [
+  "combine",
+  "compose_rows",
+  "directions_of_rows",
+  "delta_partials_of_rows",
+  "TRACED_GRID_SIZE",
+  "MIN_GRID_SIZE",
+]
 
 # Grid size used when the arguments are traced (inside jit/vmap/grad) and no
 # grid_size is given: the automatic choice needs concrete values.
@@ -156,17 +163,16 @@ def _batched(q, sigma, steps, tgt, is_add, mode, n, memory_limit):
       )
       for i in range(0, rows, chunk)
     ]
-    up, low, ok, _, _ = (jnp.concatenate(parts)[:size] for parts in zip(*outs))
-  else:
-    up, low, ok, _, _ = _kernel.run_jobs(q, sigma, steps, tgt, is_add, mode, n, chunk)
-    up, low, ok = up[:size], low[:size], ok[:size]
-  return up, low, ok
+    return tuple(jnp.concatenate(parts)[:size] for parts in zip(*outs))
+  out = _kernel.run_jobs(q, sigma, steps, tgt, is_add, mode, n, chunk)
+  return tuple(x[:size] for x in out)
 
 
 def _both_directions(q, sigma, steps, tgt, mode, n, memory_limit):
-  """Both directions of every row on one FFT length ``n``: ``(2, size)`` results."""
+  """Both directions of every row on one FFT length ``n``: the jobs' outputs, each
+  ``(2, size, ...)``."""
   out = _batched(*_each_direction(q, sigma, steps, tgt), mode, n, memory_limit)
-  return tuple(x.reshape(2, q.shape[0]) for x in out)
+  return tuple(x.reshape((2, q.shape[0]) + x.shape[1:]) for x in out)
 
 
 def _run_jobs(jobs, q, sigma, steps, tgt, plans, mode, memory_limit, double_word=False):
@@ -180,6 +186,7 @@ def _run_jobs(jobs, q, sigma, steps, tgt, plans, mode, memory_limit, double_word
   upper and lower bounds, ok, the slope of ``-log delta`` at the answer, and
   the FFT round-off's share of delta there (see :func:`_kernel.job_epsilon`).
   ``double_word`` composes in double-word arithmetic (``sizes`` powers of two).
+  Mode ``"partials"`` returns ``(2 P + 2, jobs)`` (see :func:`_kernel.run_job`).
   """
   rows, is_add, sizes = jobs
   q, sigma, steps, tgt = (np.asarray(x) for x in (q, sigma, steps, tgt))
@@ -191,11 +198,10 @@ def _run_jobs(jobs, q, sigma, steps, tgt, plans, mode, memory_limit, double_word
     row, a, n_b = job
     return np.asarray(_kernel.run_job(row, bool(a), mode, int(n_b), phases, double_word))
 
-  per_job = (
-    _BYTES_PER_POINT * int(np.max(sizes)) * phases * (_DOUBLE_WORD_BYTES if double_word else 1)
-  )
+  scale = _DOUBLE_WORD_BYTES if double_word else _PARTIALS_MEMORY if mode == "partials" else 1
+  per_job = _BYTES_PER_POINT * int(np.max(sizes)) * phases * scale
   outs = _host_map(one, list(zip(packed, is_add, sizes)), min(_WORKERS, memory_limit // per_job))
-  return np.stack(outs, axis=1).reshape(5, -1)
+  return np.stack(outs, axis=1)
 
 
 # The add direction is first run on an FFT this many times shorter: its answer
@@ -390,7 +396,42 @@ def directions_of_rows(q, sigma, steps, tgt, mode, options):
     return _per_row_sizes(
       q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, grid_size is None, memory_limit
     )
-  return _both_directions(q, sigma, steps, tgt, mode, n, memory_limit)
+  return _both_directions(q, sigma, steps, tgt, mode, n, memory_limit)[:3]
+
+
+def delta_partials_of_rows(q, sigma, steps, eps, options):
+  """Upper bound of delta at ``eps`` and its derivatives, per row, in the direction where
+  it is larger: ``(delta (size,), d/dq (size, P), d/dsigma (size, P), d/deps (size,))``.
+
+  Concrete rows are planned on the host (delta mode at ``eps``, as :func:`pld_delta`
+  plans them) and run one job per direction; traced rows run on the static grid.
+  For ``q = 1`` the two directions agree and the add direction is not run.
+  """
+  rtol, grid_size, max_grid_size, memory_limit = options
+  n, plans, _ = _grid_sizes(q, sigma, steps, eps, "delta", rtol, grid_size, max_grid_size)
+  phases = q.shape[1]
+  if plans is None:
+    both = _both_directions(q, sigma, steps, eps, "partials", n, memory_limit // _PARTIALS_MEMORY)
+    add = both[0][1] > both[0][0]
+    return tuple(jnp.where(add.reshape(add.shape + (1,) * (x.ndim - 2)), x[1], x[0]) for x in both)
+  size = q.shape[0]
+  rows = np.arange(size)
+  asym = np.nonzero(~np.all(np.asarray(q) >= 1.0, axis=-1))[0]
+  jobs = (
+    np.concatenate([rows, asym]),
+    np.concatenate([np.zeros(size, bool), np.ones(asym.size, bool)]),
+    np.concatenate([n[0], n[1][asym]]),
+  )
+  res = _run_jobs(jobs, q, sigma, steps, eps, plans, "partials", memory_limit)
+  out, add = res[:, :size], res[:, size:]
+  larger = add[0] > out[0, asym]
+  out[:, asym[larger]] = add[:, larger]
+  return out[0], out[1 : 1 + phases].T, out[1 + phases : 1 + 2 * phases].T, out[-1]
+
+
+# Working memory of a derivative job (reverse mode keeps the forward's intermediates),
+# relative to a forward job.
+_PARTIALS_MEMORY = 4
 
 
 def combine(up2, low2, ok2, mode):

@@ -21,6 +21,7 @@ from . import _compose, _discretize, _grid, _read, _tradeoff_read
 __all__ = [
   "job_epsilon",
   "job_delta",
+  "job_delta_partials",
   "job_tradeoff",
   "batch_plan_tradeoff",
   "run_tradeoff_job",
@@ -306,6 +307,25 @@ def job_delta(q, sigma, steps, epsilon, is_add, *, n, pl=None, double_word=False
   return up, jnp.clip(low, 0.0, up), epsilon >= c["lo"], jnp.zeros_like(up), share
 
 
+def job_delta_partials(q, sigma, steps, epsilon, is_add, *, n, pl=None):
+  """``(delta, d/dq, d/dsigma, d/depsilon)``: one direction's upper bound of delta at
+  ``epsilon`` and its derivatives (``(P,)`` for the phases' rates and noises).
+
+  The grid (plan, spacing, support points) is held fixed, so these are the
+  derivatives of the discretized curve, which approach the true ones as the grid
+  refines. ``_derivative`` turns them into the derivative of epsilon (the implicit
+  function at the read point). One reverse pass through one delta job: no search, no
+  lower bound.
+  """
+
+  def upper(q, sigma, eps):
+    c, _, _ = _curves(q, sigma, steps, eps, is_add, "delta", n, pl)
+    return _read.delta_upper(c, eps)[0]
+
+  value, (dq, ds, de) = jax.value_and_grad(upper, argnums=(0, 1, 2))(q, sigma, epsilon)
+  return value, dq, ds, de
+
+
 # Failure probability (absolute) of the coupling in the trade-off lower bounds.
 _ETA_TRADEOFF = 1e-10
 
@@ -447,9 +467,13 @@ def run_job(row, is_add, mode, n, phases, double_word=False):
 
   Returns ``(5,)``: upper and lower bounds, ok, slope, and the round-off share
   (see :func:`job_epsilon`, :func:`job_delta`); ``double_word`` composes in
-  double-word arithmetic (``n`` a power of two).
+  double-word arithmetic (``n`` a power of two). Mode ``"partials"`` returns
+  ``(2 P + 2,)``: :func:`job_delta_partials` flattened.
   """
   q, sigma, steps, target, pl = _unpack(row, phases)
+  if mode == "partials":
+    out = job_delta_partials(q, sigma, steps, target, is_add, n=n, pl=pl)
+    return jnp.concatenate([jnp.atleast_1d(x) for x in out])
   fn = job_epsilon if mode == "epsilon" else job_delta
   return jnp.stack(fn(q, sigma, steps, target, is_add, n=n, pl=pl, double_word=double_word))
 
@@ -457,6 +481,6 @@ def run_job(row, is_add, mode, n, phases, double_word=False):
 @functools.partial(jax.jit, static_argnames=("mode", "n", "chunk"))
 def run_jobs(q, sigma, steps, target, is_add, mode, n, chunk):
   """All jobs of a batch (``(B, P)`` phases, ``(B,)`` targets and directions), ``chunk`` at a time."""
-  fn = job_epsilon if mode == "epsilon" else job_delta
+  fn = {"epsilon": job_epsilon, "delta": job_delta, "partials": job_delta_partials}[mode]
   one = functools.partial(fn, n=n)
   return jax.lax.map(lambda a: one(*a), (q, sigma, steps, target, is_add), batch_size=chunk)
