@@ -4,7 +4,12 @@ The library itself never touches these flags; test_precision.py checks the
 x64-disabled behaviour in a subprocess.
 """
 
+import collections
+import datetime
+import json
 import os
+import pathlib
+import platform
 import shutil
 import subprocess
 import sys
@@ -81,90 +86,93 @@ jax.config.update("jax_enable_x64", True)
 # The mpmath oracle lives beside the tests.
 sys.path.insert(0, os.path.dirname(__file__))
 
-# Heaviest files first (per-file totals of `pytest --durations` in a full run of the
-# suite on the 2-core machine, 2026-12-03; mostly XLA compilation, and the subprocess
-# checks; test_dpsgd just before test_grad_x64_off, see below). pytest-xdist's
-# --dist loadfile (--no-loadscope-reorder) hands whole files to the two workers
-# in collection order, so that a file's module fixtures run once and its programs
-# compile once; starting with the long ones keeps one worker from finishing
-# minutes after the other (the short files at the end fill the gaps). The
-# persistent cache above lets a file read back what another file compiled before
-# it: test_dpsgd compiles the scalar epsilon and delta searches that
-# test_grad_x64_off's subprocess then reads for its finite differences.
-_HEAVY_FIRST = (
-  "test_fixed_size_pld.py",
-  "test_additive_delta.py",
-  "test_shuffle_bracket.py",
-  "test_domain_soundness.py",
-  "test_cli.py",
-  "test_doctests.py",
-  "test_dpsgd.py",
-  "test_grad_x64_off.py",
-  "test_calibration.py",
-  "test_risk.py",
-  "test_risk_cli.py",
-  "test_docs_build.py",
-  "test_pld_api.py",
-  "test_sgm.py",
-  "test_pld_exact.py",
-  "test_pld_few_steps.py",
-  "test_kernel_table.py",
-  "test_readme.py",
-  "test_allocation_calibration.py",
-  "test_sampling_schemes.py",
-  "test_precision.py",
-  "test_sweep.py",
-  "test_training.py",
-  "test_bench_scripts.py",
-  "test_soundness.py",
-  "test_tight_epsilon.py",
-  "test_stored_programs.py",
-  "test_batch_size.py",
-  "test_pld_double_word.py",
-  "test_allocation_pld.py",
-  "test_pld_robustness.py",
-  "test_accuracy.py",
-  "test_regression_guard.py",
-  "test_events.py",
-  "test_rdp_curves.py",
-  "test_quadrature_layouts.py",
-  "test_pld_accuracy.py",
-  "test_accountant.py",
-  "test_oracle.py",
-  "test_pld_calibration.py",
-  "test_sgm_single_step.py",
-  "test_wor_rdp.py",
-  "test_sampled_step.py",
-)
+# Tests are marked slow by their measured cost: ``tests/durations.json`` holds each
+# test's seconds (setup, call and teardown) in a full run of the suite on the 2-core
+# machine, written by ``python -m pytest --write-durations``. A test that took more
+# than SLOW_SECONDS there is marked slow, and ``python -m pytest -m "not slow"`` (the
+# loop to run while working) leaves it out. A test not in the file counts as fast
+# until the file is rewritten; an unmarked test that takes more than UNMARKED_LIMIT
+# fails the run (see pytest_sessionfinish), so the marks stay true.
+DURATIONS_FILE = pathlib.Path(__file__).with_name("durations.json")
+SLOW_SECONDS = 1.0
+UNMARKED_LIMIT = 15.0
 
 
-# The integration tests: the documentation build, the notebooks, the README's blocks,
-# the benchmark scripts, the training runs and everything that starts subprocesses.
-# ``python -m pytest -m "not slow"`` leaves them out (the fast unit run); the README's
-# command runs everything.
-_SLOW_FILES = {
-  "test_bench_scripts.py",
-  "test_cli.py",
-  "test_docs_build.py",
-  "test_doctests.py",
-  "test_grad_x64_off.py",
-  "test_layers.py",
-  "test_precision.py",
-  "test_readme.py",
-  "test_stored_programs.py",
-  "test_sweep_distributed.py",
-  "test_training.py",
-  "test_typing.py",
-}
+def recorded_durations():
+  """``{nodeid: seconds}`` of the committed durations file (empty without one)."""
+  try:
+    return json.loads(DURATIONS_FILE.read_text())["tests"]
+  except FileNotFoundError:
+    return {}
+
+
+def _file_of(nodeid):
+  return nodeid.split("::", 1)[0]
+
+
+def pytest_addoption(parser):
+  parser.addoption(
+    "--write-durations",
+    action="store_true",
+    help=f"write every test's measured seconds to {DURATIONS_FILE.name} at the end of the run",
+  )
 
 
 def pytest_collection_modifyitems(config, items):
   del config
-  rank = {name: i for i, name in enumerate(_HEAVY_FIRST)}
-  items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: file order kept
+  recorded = recorded_durations()
+  per_file = collections.Counter()
+  for nodeid, seconds in recorded.items():
+    per_file[_file_of(nodeid)] += seconds
+  # Heaviest files first: pytest-xdist's --dist loadfile (--no-loadscope-reorder)
+  # hands whole files to the two workers in collection order, so that a file's
+  # module fixtures run once and its programs compile once; starting with the long
+  # ones keeps one worker from finishing minutes after the other.
+  items.sort(key=lambda item: -per_file[_file_of(item.nodeid)])  # stable: file order kept
   for item in items:
-    if item.path.name in _SLOW_FILES:
+    if recorded.get(item.nodeid, 0.0) > SLOW_SECONDS:
       item.add_marker(pytest.mark.slow)
+
+
+_measured = collections.Counter()
+_unmarked = set()
+
+
+def pytest_runtest_logreport(report):
+  """The controlling process sums each test's phases (the workers' reports reach it)."""
+  _measured[report.nodeid] += report.duration
+  if "slow" not in report.keywords:
+    _unmarked.add(report.nodeid)
+
+
+def pytest_sessionfinish(session, exitstatus):
+  config = session.config
+  if hasattr(config, "workerinput") or not _measured:
+    return
+  if config.getoption("--write-durations"):
+    tests = {k: round(v, 3) for k, v in sorted(_measured.items())}
+    DURATIONS_FILE.write_text(
+      json.dumps(
+        {
+          "measured": f"{datetime.date.today().isoformat()}, {platform.machine()}, "
+          f"{os.cpu_count()} cores, python -m pytest --write-durations",
+          "tests": tests,
+        },
+        indent=1,
+      )
+      + "\n"
+    )
+  over = sorted(
+    (round(s, 1), k) for k, s in _measured.items() if k in _unmarked and s > UNMARKED_LIMIT
+  )
+  if over and exitstatus == 0:
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    lines = "\n".join(f"  {s:6.1f} s  {k}" for s, k in over)
+    sys.stderr.write(
+      f"\nTests not marked slow took more than {UNMARKED_LIMIT:g} s; measure the suite "
+      f"again (python -m pytest --write-durations) and commit {DURATIONS_FILE.name}:\n"
+      f"{lines}\n"
+    )
 
 
 @pytest.fixture(autouse=True, scope="module")
