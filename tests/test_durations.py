@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import conftest
 
-# ``python -m pytest -m "not slow"`` on two workers, in seconds of test time: two
-# minutes each, less the start (collection, the workers' imports) and the compilations
-# that a slow test made for a fast one in a full run.
+# The recorded test time of the tests not marked slow, in seconds: two workers at 90 s.
+# This bounds what the file records, not the fast loop's wall time, which is longer
+# (fast tests compile programs that slow ones compiled for them in a full run; see
+# DEVELOPMENT.md).
 FAST_BUDGET = 2 * 90.0
 
 
