@@ -74,18 +74,40 @@ def delta_of(q, sigma, steps, eps):
   return _recompute(_DELTA, "delta", q, sigma, steps, eps)
 
 
+def _kwargs(name, by_delta, grid):
+  q, steps, delta, eps, sigma = grid
+  budget = (
+    dict(target_delta=delta, epsilon=eps) if by_delta else dict(target_epsilon=eps, delta=delta)
+  )
+  if name == "calibrate_noise":
+    return dict(budget, q=q, steps=steps)
+  if name == "calibrate_steps":
+    return dict(budget, q=q, sigma=sigma)
+  return dict(budget, sigma=sigma, steps=steps)
+
+
+@pytest.fixture(scope="module")
+def calibrated(grid):
+  """``calibrated(name, by_delta)``: the calibration of the grid, computed once (each
+  takes seconds to run at the suite's XLA level) for its budget checks and for
+  test_plain_jit_vmap_agree."""
+  done = {}
+
+  def get(name, by_delta):
+    if (name, by_delta) not in done:
+      done[name, by_delta] = getattr(jaxrdp, name)(**_kwargs(name, by_delta, grid))
+    return done[name, by_delta]
+
+  return get
+
+
 # --------------------------------------------------------------------------------------
 # calibrate_noise
 
 
-@pytest.fixture(scope="module")
-def noise(grid):
+def test_noise_meets_budget_and_is_tight(grid, calibrated):
   q, steps, delta, eps, _ = grid
-  return jaxrdp.calibrate_noise(eps, delta, q, steps)
-
-
-def test_noise_meets_budget_and_is_tight(grid, noise):
-  q, steps, delta, eps, _ = grid
+  noise = calibrated("calibrate_noise", False)
   ok = np.asarray(noise.feasible)
   sigma = np.asarray(noise.sigma)
   assert ok.sum() >= N - 2
@@ -127,19 +149,16 @@ def test_noise_monotone_mnist_and_degenerate():
   # 1e-4 is below the floor of the order-wise conversion; the total-variation rule
   # (epsilon = 0 where delta >= sqrt(1 - exp(-RDP))) can still meet it with enough
   # noise. Either way no sigma is returned that misses the budget.
-  assert (
-    np.isnan(sigma[-1])
-    or float(jaxrdp.dpsgd_epsilon(q[-1], sigma[-1], steps[-1], delta[-1]).epsilon) <= 1e-4
-  )
+  assert np.isnan(sigma[-1]) or eps_of(q[-1], sigma[-1], steps[-1], delta[-1]) <= 1e-4
 
 
 # --------------------------------------------------------------------------------------
 # calibrate_noise, delta budget
 
 
-def test_noise_delta_budget_meets_budget_and_is_tight(grid):
+def test_noise_delta_budget_meets_budget_and_is_tight(grid, calibrated):
   q, steps, delta, eps, _ = grid
-  res = jaxrdp.calibrate_noise(q=q, steps=steps, target_delta=delta, epsilon=eps)
+  res = calibrated("calibrate_noise", True)
   ok = np.asarray(res.feasible)
   sigma = np.asarray(res.sigma)
   assert ok.sum() >= N - 2
@@ -152,9 +171,9 @@ def test_noise_delta_budget_meets_budget_and_is_tight(grid):
 # calibrate_steps
 
 
-def test_steps_largest_integer(grid):
+def test_steps_largest_integer(grid, calibrated):
   q, _, delta, eps, sigma = grid
-  res = jaxrdp.calibrate_steps(eps, delta, q, sigma)
+  res = calibrated("calibrate_steps", False)
   ok = np.asarray(res.feasible)
   steps = np.asarray(res.steps)
   assert 3 <= ok.sum() < N  # both kinds occur in this draw
@@ -187,9 +206,9 @@ def test_steps_closed_form_and_degenerate():
   assert np.mean(got == expected) > 0.9
 
 
-def test_steps_delta_budget(grid):
+def test_steps_delta_budget(grid, calibrated):
   q, _, delta, eps, sigma = grid
-  res = jaxrdp.calibrate_steps(q=q, sigma=sigma, target_delta=delta, epsilon=eps)
+  res = calibrated("calibrate_steps", True)
   steps = np.asarray(res.steps)
   ok = np.asarray(res.feasible) & np.isfinite(steps)
   assert ok.sum() >= 3
@@ -224,9 +243,9 @@ def test_sampling_rate_largest(grid):
   assert np.all(np.isnan(q[~ok]))
 
 
-def test_sampling_rate_delta_budget(grid):
+def test_sampling_rate_delta_budget(grid, calibrated):
   _, steps, delta, eps, sigma = grid
-  res = jaxrdp.calibrate_sampling_rate(sigma=sigma, steps=steps, target_delta=delta, epsilon=eps)
+  res = calibrated("calibrate_sampling_rate", True)
   q = np.asarray(res.q)
   ok = np.asarray(res.feasible) & (q < 1)
   assert ok.sum() >= 5
@@ -238,24 +257,12 @@ def test_sampling_rate_delta_budget(grid):
 # Transformations, recompilation, validation.
 
 
-def _kwargs(name, by_delta, grid):
-  q, steps, delta, eps, sigma = grid
-  budget = (
-    dict(target_delta=delta, epsilon=eps) if by_delta else dict(target_epsilon=eps, delta=delta)
-  )
-  if name == "calibrate_noise":
-    return dict(budget, q=q, steps=steps)
-  if name == "calibrate_steps":
-    return dict(budget, q=q, sigma=sigma)
-  return dict(budget, sigma=sigma, steps=steps)
-
-
 FIELDS = {"calibrate_noise": "sigma", "calibrate_steps": "steps", "calibrate_sampling_rate": "q"}
 
 
 @pytest.mark.parametrize("by_delta", [False, True], ids=["epsilon_budget", "delta_budget"])
 @pytest.mark.parametrize("name", ["calibrate_noise", "calibrate_steps", "calibrate_sampling_rate"])
-def test_plain_jit_vmap_agree(name, by_delta, grid):
+def test_plain_jit_vmap_agree(name, by_delta, grid, calibrated):
   fn = getattr(jaxrdp, name)
   field = FIELDS[name]
   kwargs = {k: jnp.asarray(a) for k, a in _kwargs(name, by_delta, grid).items()}
@@ -265,7 +272,7 @@ def test_plain_jit_vmap_agree(name, by_delta, grid):
   def positional(*a):
     return fn(**dict(zip(keys, a)))
 
-  full = fn(**kwargs)
+  full = calibrated(name, by_delta)  # fn(**kwargs), the plain call
   # Eight of the N cells, four feasible and four not where there are: a vmapped
   # calibration runs every cell until the slowest has converged (20 s for N cells
   # of calibrate_sampling_rate under jit of vmap at the suite's XLA level, 5 s for 8).
@@ -289,15 +296,16 @@ def test_plain_jit_vmap_agree(name, by_delta, grid):
       np.testing.assert_allclose(np.asarray(res.sigma)[1:], plain[1:], rtol=1e-12, equal_nan=True)
 
 
+_FLOAT32_ARGS = (2.0, 1e-5, 0.01, 1.0)  # target epsilon, delta, q, sigma
 _FLOAT32_SCRIPT = """
 import numpy as np, jax, jax.numpy as jnp, jaxrdp
 assert not jax.config.jax_enable_x64
-args32 = [np.float32(x) for x in (2.0, 1e-5, 0.01, 1.0)]
-exact = jaxrdp.calibrate_steps(*[float(x) for x in args32])  # the same inputs, in float64
+args32 = [np.float32(x) for x in {args!r}]
+exact_steps, exact_epsilon = {exact!r}  # the same inputs, in float64
 res = jax.jit(jaxrdp.calibrate_steps)(*args32)
 assert res.steps.dtype == jnp.float32, res.steps.dtype
-assert float(res.steps) <= float(exact.steps), (res.steps, exact.steps)
-assert float(res.epsilon) >= float(exact.epsilon), (res.epsilon, exact.epsilon)
+assert float(res.steps) <= exact_steps, (res.steps, exact_steps)
+assert float(res.epsilon) >= exact_epsilon, (res.epsilon, exact_epsilon)
 print("FLOAT32-OK")
 """
 
@@ -305,13 +313,20 @@ print("FLOAT32-OK")
 def test_float32_callers_get_safe_rounding():
   # Under a float32 jit (x64 off, as by default) the results are float32, rounded so
   # that the budget still holds: steps and q down, sigma and epsilon up. A fresh
-  # interpreter, since the test session runs with x64 on.
-  assert "FLOAT32-OK" in run_fresh_python(_FLOAT32_SCRIPT)
+  # interpreter, since the test session runs with x64 on. The float64 answer for the
+  # same (float32) inputs is computed here, at the N cells every call of this file
+  # uses (its program is compiled already), not in the fresh interpreter.
+  inputs = cells(*[float(np.float32(x)) for x in _FLOAT32_ARGS])
+  exact = jaxrdp.calibrate_steps(*inputs)
+  exact = (float(exact.steps[0]), float(exact.epsilon[0]))
+  assert np.isfinite(exact).all() and exact[0] >= 1
+  script = _FLOAT32_SCRIPT.format(args=_FLOAT32_ARGS, exact=exact)
+  assert "FLOAT32-OK" in run_fresh_python(script)
 
 
-def test_same_shape_does_not_recompile(grid):
+def test_same_shape_does_not_recompile(grid, calibrated):
   q, steps, delta, eps, _ = grid
-  jaxrdp.calibrate_noise(eps, delta, q, steps)
+  calibrated("calibrate_noise", False)  # jaxrdp.calibrate_noise(eps, delta, q, steps)
   before = _sgm_calibration._noise_jit._cache_size()
   jaxrdp.calibrate_noise(eps * 1.1, delta, q, steps * 2)
   assert _sgm_calibration._noise_jit._cache_size() == before

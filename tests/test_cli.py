@@ -41,6 +41,23 @@ def run(argv, capsys):
   return code, out, err
 
 
+def cells(*values):
+  """float64 columns of equal length, as the command passes its grid's cells to the
+  library: reference values computed at those shapes reuse the programs the command
+  compiled (most checks here compare with one cell or the four of a 2 x 2 grid)."""
+  return [np.asarray(v, dtype=np.float64).reshape(-1) for v in np.broadcast_arrays(*values)]
+
+
+def library_epsilon(q, sigma, steps, delta, **kwargs):
+  """jaxrdp.dpsgd_epsilon at the command's shapes (see ``cells``)."""
+  return np.asarray(jaxrdp.dpsgd_epsilon(*cells(q, sigma, steps, delta), **kwargs).epsilon)
+
+
+def library_delta(q, sigma, steps, epsilon, **kwargs):
+  """jaxrdp.dpsgd_delta at the command's shapes (see ``cells``)."""
+  return np.asarray(jaxrdp.dpsgd_delta(*cells(q, sigma, steps, epsilon), **kwargs).delta)
+
+
 def test_epsilon_mnist_table_and_json(capsys):
   code, out, err = run(["epsilon", *MNIST_Q], capsys)
   assert code == 0 and err == ""
@@ -71,8 +88,9 @@ def test_epsilon_grid_csv(capsys):
   assert code == 0
   rows = list(csv.DictReader(io.StringIO(out)))
   assert len(rows) == 4
-  ref = jaxrdp.dpsgd_epsilon(float(rows[3]["q"]), float(rows[3]["sigma"]), 100, 1e-5)
-  assert float(rows[3]["epsilon"]) == pytest.approx(float(ref.epsilon), rel=1e-13)
+  ref = library_epsilon([float(r["q"]) for r in rows], [float(r["sigma"]) for r in rows], 100, 1e-5)
+  for row, eps in zip(rows, ref):
+    assert float(row["epsilon"]) == pytest.approx(float(eps), rel=1e-13)
 
 
 def test_delta_command(capsys):
@@ -100,7 +118,7 @@ def test_calibrate_sigma_steps_and_batch(capsys):
   assert code == 0
   (rec,) = json.loads(out)
   assert rec["sigma"] == pytest.approx(1.1, rel=1e-3) and rec["feasible"] == 1
-  eps = float(jaxrdp.dpsgd_epsilon(rec["q"], rec["sigma"], 14063, 1e-5).epsilon)
+  (eps,) = library_epsilon(rec["q"], rec["sigma"], 14063, 1e-5)
   assert eps <= 2.597
 
   code, out, _ = run(
@@ -348,11 +366,12 @@ def test_printed_calibration_keeps_the_budget(argv, solve, capsys):
   if "epochs" in row and solve == "steps":
     assert Fraction(row["epochs"]) <= Fraction(steps * int(row["batch_size"]), n)
   if by_delta:
-    value = float(jaxrdp.dpsgd_delta(float(q), sigma, steps, 1.0, accountant=accountant).delta)
+    (value,) = library_delta(float(q), sigma, steps, 1.0, accountant=accountant)
     target, printed = float(row["target_delta"]), Fraction(row["delta"])
   else:
-    value = float(jaxrdp.dpsgd_epsilon(float(q), sigma, steps, 1e-5, accountant=accountant).epsilon)
+    (value,) = library_epsilon(float(q), sigma, steps, 1e-5, accountant=accountant)
     target, printed = float(row["target_epsilon"]), Fraction(row["epsilon"])
+  value = float(value)
   assert value <= target, (solve, row, value)
   # The achieved value is printed rounded up (it is computed at the unrounded
   # parameter, where the budget is spent a little faster than at the printed one).
@@ -368,8 +387,9 @@ def test_sweep_tables_round_epsilon_up(capsys):
   # The grid has cells that rounding to nearest would print below their value.
   assert any(Fraction(f"{x:.4g}") < Fraction(float(x)) for x in eps.ravel())
   table = res.table()
+  # The library's own answer, one cell at a time at the command's one-cell shapes.
   grid = np.meshgrid(q, sigma, steps, indexing="ij")
-  ref = np.asarray(jaxrdp.dpsgd_epsilon(*grid, 1e-5).epsilon)  # the library's own answer
+  ref = np.vectorize(lambda *cell: library_epsilon(*cell, 1e-5)[0])(*grid)
   code, out, err = run(
     ["sweep", "--q", *map(str, q), "--sigma", *map(str, sigma), "--steps", *map(str, steps)]
     + ["--no-files", "--no-progress"],

@@ -1,7 +1,15 @@
-"""dpsgd_epsilon: golden values, dp_accounting cross-check, the order search."""
+"""dpsgd_epsilon: golden values, dp_accounting cross-check, the order search.
+
+The exhaustive oracles of the order search (every order evaluated, a compilation
+per grid and shape) are stored in tests/data/dpsgd_reference.json by
+tests/make_dpsgd_reference.py, which also defines the configurations they belong to.
+"""
+
+import json
 
 import jax
 import jax.numpy as jnp
+import make_dpsgd_reference as ref
 import numpy as np
 import pytest
 from helpers import central_difference, variants
@@ -39,67 +47,93 @@ def test_mnist_example_both_conversions():
   assert round(float(classic.epsilon), 2) == 3.01
 
 
-# One broadcast grid, q x sigma x steps x delta (540 cells, integer steps), searched once
-# for the dp_accounting comparison, the monotonicity and the edge cells below.
-GRID_Q = np.array([0.0, 1e-3, 0.01, 0.05, 0.1])
-GRID_SIGMA = np.array([0.0, 0.6, 0.9, 1.0, 1.5, 3.0])
-GRID_STEPS = np.array([0, 1, 10, 100, 1000, 10000])
-GRID_DELTA = np.array([1e-3, 1e-5, 1e-7])
+@pytest.fixture(scope="module")
+def reference():
+  with open(ref.PATH) as f:
+    stored = json.load(f)
+  # Stored for these configurations (else: rerun tests/make_dpsgd_reference.py).
+  assert stored["config"] == json.loads(json.dumps(ref.config()))
+  return stored
+
+
+# One broadcast grid, q x sigma x steps x delta (1008 cells, integer steps), searched once
+# for the exhaustive and dp_accounting comparisons, the monotonicity and the edge cells
+# below.
+GRID_Q, GRID_SIGMA, GRID_STEPS, GRID_DELTA = (
+  np.array(v) for v in (ref.GRID_Q, ref.GRID_SIGMA, ref.GRID_STEPS, ref.GRID_DELTA)
+)
+
+
+def cell(q, sigma, steps, delta):
+  """The grid's index of a cell, by value."""
+  return tuple(
+    list(axis).index(v)
+    for axis, v in zip((GRID_Q, GRID_SIGMA, GRID_STEPS, GRID_DELTA), (q, sigma, steps, delta))
+  )
 
 
 @pytest.fixture(scope="module")
-def grid_epsilon():
-  res = jaxrdp.dpsgd_epsilon(
+def grid_search():
+  return jaxrdp.dpsgd_epsilon(
     GRID_Q[:, None, None, None],
     GRID_SIGMA[None, :, None, None],
     GRID_STEPS[None, None, :, None],
     GRID_DELTA[None, None, None, :],
   )
-  return np.asarray(res.epsilon)
+
+
+@pytest.fixture(scope="module")
+def grid_epsilon(grid_search):
+  return np.asarray(grid_search.epsilon)
 
 
 def test_never_looser_than_dp_accounting(grid_epsilon):
   qs, ss = [1e-3, 0.01, 0.05, 0.1], [0.6, 0.9, 1.5, 3.0]
-  t, d = list(GRID_STEPS).index(1000), list(GRID_DELTA).index(1e-5)
   for q in qs:
     for s in ss:
-      ours = grid_epsilon[list(GRID_Q).index(q), list(GRID_SIGMA).index(s), t, d]
+      ours = grid_epsilon[cell(q, s, 1000, 1e-5)]
       theirs = _dpa_epsilon(q, s, 1000, 1e-5)
       assert np.isfinite(ours)
       # dp_accounting itself rounds by up to ~3e-12 relative (checked with mpmath).
       assert ours <= theirs * (1 + 1e-10)
 
 
-def test_order_search_equals_exhaustive_minimum():
-  # The search evaluates few orders exactly; it must return the exact grid minimum.
-  q = np.geomspace(1e-4, 0.2, 6)[:, None]
-  s = np.linspace(0.5, 4.0, 6)[None, :]
-  orders = jaxrdp.DEFAULT_ORDERS
-  searched = jaxrdp.dpsgd_epsilon(q, s, 5000, 1e-6)
-  rdp = jaxrdp.mechanisms.sgm_rdp(q[..., None], s[..., None], orders) * 5000
-  exhaustive = jaxrdp.rdp_to_epsilon(rdp, orders, 1e-6)
-  np.testing.assert_allclose(searched.epsilon, exhaustive.epsilon, rtol=1e-12)
-  # Traced orders take the exhaustive path.
-  traced = jax.jit(lambda o: jaxrdp.dpsgd_epsilon(q, s, 5000, 1e-6, orders=o))(orders)
-  np.testing.assert_allclose(traced.epsilon, exhaustive.epsilon, rtol=1e-12)
+def test_order_search_equals_exhaustive_minimum(grid_search, reference):
+  # The search evaluates few orders exactly; it must return the exact grid minimum
+  # (oracle: every order evaluated, stored) on every live cell of the grid: q from 1e-4
+  # to 0.2, sigma from 0.5 to 4, 1 to 10^4 steps, delta from 1e-3 to 1e-7.
+  want_eps = np.array(reference["grid"]["epsilon"])
+  want_order = np.array(reference["grid"]["order"])
+  live = (slice(1, None), slice(1, None), slice(1, None))  # q > 0, sigma > 0, steps > 0
+  np.testing.assert_allclose(np.asarray(grid_search.epsilon)[live], want_eps, rtol=1e-12)
+  np.testing.assert_array_equal(np.asarray(grid_search.order)[live], want_order)
+  # Traced orders take the exhaustive path (the q x sigma plane at 1000 steps, 1e-5).
+  q, s = GRID_Q[1:, None], GRID_SIGMA[None, 1:]
+  t, d = list(GRID_STEPS[1:]).index(1000), list(GRID_DELTA).index(1e-5)
+  traced = jax.jit(lambda o: jaxrdp.dpsgd_epsilon(q, s, 1000, 1e-5, orders=o))(
+    jaxrdp.DEFAULT_ORDERS
+  )
+  np.testing.assert_allclose(traced.epsilon, want_eps[:, :, t, d], rtol=1e-12)
+  np.testing.assert_array_equal(traced.order, want_order[:, :, t, d])
 
 
 def test_edges_and_broadcasting(grid_epsilon):
   # q = 0 spends nothing (even at sigma = 0), 0 steps spend nothing, sigma = 0 with
   # q > 0 and steps > 0 is infinite; everything else is finite, in one batch.
   eps = grid_epsilon
-  assert eps.shape == (5, 6, 6, 3)
+  assert eps.shape == (7, 8, 6, 3)
   assert np.all(eps[0] == 0.0)
   assert np.all(eps[:, :, 0] == 0.0)
   assert np.all(np.isinf(eps[1:, 0, 1:]))
   assert np.all((eps[1:, 1:, 1:] >= 0.0) & np.isfinite(eps[1:, 1:, 1:]))
-  assert 0.0 < eps[2, 3, 3, 1] < np.inf  # q = 0.01, sigma = 1, 100 steps, delta = 1e-5
+  assert 0.0 < eps[cell(0.01, 1.0, 100, 1e-5)] < np.inf
 
 
 def test_monotone_in_steps_and_delta(grid_epsilon):
   # q = 0.01, sigma = 1: epsilon rises with the steps at every delta, and as delta
   # falls at every number of steps; over the whole grid it never falls.
-  eps = grid_epsilon[2, 3, 1:]  # steps 1 .. 10000 by delta
+  i, j = list(GRID_Q).index(0.01), list(GRID_SIGMA).index(1.0)
+  eps = grid_epsilon[i, j, 1:]  # steps 1 .. 10000 by delta
   assert np.all(np.diff(eps, axis=0) > 0)
   assert np.all(np.diff(eps, axis=1) > 0)
   live = grid_epsilon[1:, 1:]  # q > 0, sigma > 0
@@ -151,24 +185,27 @@ def test_batched_search_equals_one_row_at_a_time():
     assert eps <= ref * (1 + 1e-12) and eps >= 0.99 * ref
 
 
-@pytest.mark.parametrize("orders", [np.linspace(1.05, 40, 256), np.linspace(1.5, 20, 4000)])
-def test_dense_order_grid_is_still_the_exact_minimum(orders):
+@pytest.mark.parametrize("name", sorted(ref.DENSE))
+def test_dense_order_grid_is_still_the_exact_minimum(name, reference):
   # Closely spaced orders can leave many in contention: the search runs until none
   # is left (203 quadratures for q = 0.001, sigma = 0.98 on the 4000-order grid,
   # where the epsilon curve is flat around its minimum), never stopping early with
-  # a looser value.
-  q, s = np.array([0.05, 0.001]), np.array([0.8, 0.98])
-  got = jaxrdp.dpsgd_epsilon(q, s, 1000, 1e-5, orders=orders)
-  rdp = jaxrdp.mechanisms.sgm_rdp(q[:, None], s[:, None], orders) * 1000
-  want = jaxrdp.rdp_to_epsilon(rdp, orders, 1e-5)
-  np.testing.assert_allclose(got.epsilon, want.epsilon, rtol=1e-12)
-  np.testing.assert_array_equal(got.order, want.order)
+  # a looser value. Oracle: every order evaluated (stored).
+  orders = ref.dense_orders(name)
+  q, s = np.array(ref.DENSE_Q), np.array(ref.DENSE_SIGMA)
+  got = jaxrdp.dpsgd_epsilon(q, s, ref.DENSE_STEPS, ref.DENSE_DELTA, orders=orders)
+  want = reference["dense"][name]
+  np.testing.assert_allclose(got.epsilon, want["epsilon"], rtol=1e-12)
+  np.testing.assert_array_equal(got.order, want["order"])
   if orders.size == 4000:
     with jax.enable_x64(True):
       # Jitted: op by op, the search dispatches hundreds of small programs (~20 s).
+      # Without the bound for sigmas below the quadrature's domain (small_sigma=False),
+      # as dpsgd_epsilon compiles the search for these sigmas (>= 0.1): a smaller program.
+      steps, delta = jnp.full(2, float(ref.DENSE_STEPS)), jnp.full(2, ref.DENSE_DELTA)
       search = jax.jit(
-        lambda q, s: jaxrdp.rdp._order_search.min_epsilon_over_orders(
-          q, s, jnp.full(2, 1000.0), jnp.full(2, 1e-5), orders, "improved"
+        lambda q, s: _order_search.min_epsilon_over_orders(
+          q, s, steps, delta, orders, "improved", small_sigma=False
         )
       )
       res = search(jnp.asarray(q), jnp.asarray(s))
@@ -197,36 +234,35 @@ def test_search_estimate_is_the_cubic_through_the_nearest_known_points():
   assert est[8] == 0.5 * (lower[8] + upper[8])
 
 
-def test_floors_from_more_noise_prune_without_changing_the_minimum():
+def test_floors_from_more_noise_prune_without_changing_the_minimum(reference):
   # What a search at more noise learnt bounds log A from below at less noise
   # (log A_alpha falls with sigma). The second search must still give the exact
   # minimum over all orders (oracle: the minimum over every order of log A computed
-  # directly), with fewer quadratures; its table must bound log A from below.
+  # directly, stored), with fewer quadratures; its table must bound log A from below
+  # (oracle: log A at every point of the table, stored).
   orders = jaxrdp.DEFAULT_ORDERS
   shape = (4, 4)
-  q = np.broadcast_to(np.geomspace(1e-3, 0.1, 4)[:, None], shape)
-  s = np.broadcast_to(np.linspace(0.7, 3.0, 4)[None, :], shape)
+  rise = ref.FLOORS["rise"]
+  q = np.broadcast_to(np.array(ref.FLOORS["q"])[:, None], shape)
+  s = np.broadcast_to(np.array(ref.FLOORS["sigma"])[None, :], shape)
   coarse, others = _order_search._point_sets(orders)
   points = np.sort(np.concatenate([coarse, others]))
+  stored = reference["floors"]
+  np.testing.assert_array_equal(points, stored["points"])
   with jax.enable_x64(True):
-    steps, delta = jnp.full(shape, 1e4), jnp.full(shape, 1e-5)
+    steps, delta = jnp.full(shape, ref.FLOORS["steps"]), jnp.full(shape, ref.FLOORS["delta"])
     search = jax.jit(
       lambda s, floor: _order_search.min_epsilon_over_orders(
         jnp.asarray(q), s, steps, delta, orders, "improved", None, floor
       )
     )
-    above = search(jnp.asarray(s * (1 + 1e-4)), None)
+    above = search(jnp.asarray(s * (1 + rise)), None)
     plain = search(jnp.asarray(s), None)
     floored = search(jnp.asarray(s), above.table)
-    log_a = jax.jit(lambda s: jaxrdp.mechanisms.sgm_log_a(q[..., None], s[..., None], points))
-    exact_above = np.asarray(log_a(jnp.asarray(s * (1 + 1e-4))))
-    exact_here = np.asarray(log_a(jnp.asarray(s)))
-  in_grid = np.isin(points, orders)
-  rdp = 1e4 * exact_here[..., in_grid] / (points[in_grid] - 1)
-  want = jaxrdp.rdp_to_epsilon(rdp, points[in_grid], 1e-5)
+  exact_above = np.array(stored["log_a_above"])
   for res in (plain, floored):
-    np.testing.assert_allclose(res.epsilon, want.epsilon, rtol=1e-12)
-    np.testing.assert_array_equal(res.order, want.order)
+    np.testing.assert_allclose(res.epsilon, stored["epsilon"], rtol=1e-12)
+    np.testing.assert_array_equal(res.order, stored["order"])
     assert bool(jnp.all(res.exact))
   assert int(jnp.sum(floored.evaluations)) < 0.6 * int(jnp.sum(plain.evaluations))
   table = np.asarray(above.table)
