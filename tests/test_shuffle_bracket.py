@@ -10,7 +10,9 @@ hockey-stick divergence of the lower bound's pair of output distributions, by a 
 quadrature (t = 2) and by Monte Carlo over several epochs, which no valid lower bound
 built from that pair may exceed; a simulation of the mechanism itself (permutation,
 batches with a short last one) for the closed-form event probabilities; the bound's
-events in mpmath (tests/shuffle_oracle.py); dp_accounting for Poisson sampling.
+events in mpmath (tests/shuffle_oracle.py); dp_accounting for Poisson sampling. The
+values of those that take seconds are stored (tests/data/shuffle_reference.json, written
+by tests/make_shuffle_reference.py from tests/shuffle_oracle.py and dp_accounting).
 """
 
 from __future__ import annotations
@@ -66,112 +68,133 @@ def test_lower_below_upper_on_a_small_grid():
   assert np.all(np.asarray(pld.epsilon) <= eps[1, :, 1])
 
 
-def _on_grid(call, q, sigma, steps, blocks):
-  """``call(q, sigma, steps)`` over the grid q x sigma x steps (1-D arrays, axes 0 to 2),
-  assembled from calls on the sub-grids ``blocks``: (q indices, steps indices) pairs,
-  each with all of sigma, that must partition the grid.
+# The lower bound pads each cell's complete epochs to a power of two (its bucket), and a
+# concrete call evaluates its cells in groups of buckets
+# (``jaxrdp.mechanisms._shuffle_lower_bound._epoch_groups``), each group one compiled
+# program of its own flat size and top bucket; a call of one group runs at its own
+# shape. Compilation is most of these tests' time, so the cell lists below are built
+# to land on programs compiled once for the file: test_lower_below_upper_on_a_small_grid's
+# grid evaluates its cells as a group of 16 padded to 32 epochs and one of 2 padded to
+# 256, and so do the add/remove lists here (16 cells of at most 30 complete epochs, one
+# of them above 16, then 2 of 129 to 256); the tight accountant's calls take the same
+# cells, so its lower bound reuses the Renyi-DP call's programs. The tight accountant
+# itself compiles one program per FFT length (``jaxrdp.pld._driver._sizes``): its cells
+# are chosen among those of few lengths (8192 for up to 4 epochs, 32768 for 30 epochs at
+# sigma 0.3 or 61 at 1.1, 98304 for 250 epochs at sigma 0.3 or 0.8), and replace-one at
+# 2 sigma is the Gaussian of add/remove at sigma, the same lengths again.
+TINY = 256 / 60000  # MNIST's q: t = 235 batches per epoch, n / B = 234.375 not an integer
 
-  The shuffled lower bound pads each cell's count statistic to a power of two of
-  complete epochs; a concrete call groups its cells by that bucket itself
-  (``jaxrdp.mechanisms._shuffle_lower_bound._epoch_groups``), so the grids below are
-  one block each (separate blocks compile no fewer programs). Each block is itself a
-  broadcast 3-D grid of the one-call function. Returns the result's type and its
-  fields as arrays of the grid's shape.
-  """
-  shape = (len(q), len(sigma), len(steps))
-  count = np.zeros(shape, int)
-  kinds, fields = set(), {}
-  for qi, ti in blocks:
-    cells = np.ix_(qi, range(len(sigma)), ti)
-    res = call(q[qi][:, None, None], sigma[None, :, None], steps[ti][None, None, :])
-    kinds.add(type(res))
-    count[cells] += 1
-    for name, value in res._asdict().items():
-      value = np.asarray(value)
-      assert value.shape == (len(qi), len(sigma), len(ti)), (name, value.shape)
-      fields.setdefault(name, np.full(shape, np.nan))[cells] = value
-  assert np.all(count == 1), count  # every cell of the grid, once
-  (kind,) = kinds
-  return kind, fields
+# (q, sigma, steps): every q (t = 1, 2, 10 and 235 batches per epoch) and sigma (0.3:
+# epsilon in the thousands, 0.8, 2.0), 0 (steps below an epoch), 1, 2, 3, 4, 30 and 250
+# complete epochs; the first 16 are one group (at most 30 epochs), the last 2 another.
+# One cell of one step (no complete epoch), solved by the tight accountant in closed
+# form: one program for that one row, the one of the one-step cell of
+# test_one_batch_per_epoch_is_the_gaussian_and_the_bracket_closes.
+_GRID = [
+  (1.0, 0.3, 2),  # one step on the whole dataset per epoch: the Gaussian mechanism
+  (1.0, 0.8, 4),
+  (1.0, 2.0, 3),
+  (1.0, 0.3, 30),
+  (0.5, 2.0, 4),
+  (0.5, 0.3, 7),
+  (0.5, 0.3, 60),
+  (0.5, 0.8, 7),
+  (0.1, 0.8, 40),
+  (0.1, 2.0, 20),
+  (0.1, 0.8, 30),
+  (0.1, 0.3, 300),
+  (TINY, 0.3, 235),  # exactly one complete epoch (234.375 steps, and a short batch)
+  (TINY, 2.0, 30),  # no complete epoch: the trivial lower bound
+  (TINY, 0.8, 500),  # 2 complete epochs of 235 steps
+  (TINY, 2.0, 500),
+  (1.0, 0.3, 250),  # hundreds of epochs
+  (0.5, 0.8, 500),
+]
+
+
+def _on_cells(call, cells):
+  """``call(*columns)`` on a flat list of cells (tuples of equal length: q, sigma, steps
+  and possibly the epsilon or delta given), as 1-D columns: one call of the one-call
+  function. Returns the result's type and its fields as arrays of one value per cell."""
+  res = call(*(np.array(col, np.float64) for col in zip(*cells)))
+  fields = {}
+  for name, value in res._asdict().items():
+    value = np.asarray(value)
+    assert value.shape == (len(cells),), (name, value.shape)
+    fields[name] = value
+  return type(res), fields
 
 
 @pytest.mark.slow
 def test_lower_below_upper_on_a_grid_both_accountants():
-  q = np.array([1.0, 0.5, 0.1, 256 / 60000])
-  sigma = np.array([0.3, 0.8, 2.0])
-  steps = np.array([1.0, 7.0, 30.0, 500.0])
-  # Complete epochs (q, steps): at most 30 for steps <= 30; 500 and 250 (q = 1, 0.5),
-  # 50 and 2 (q = 0.1, 256 / 60000) at 500 steps. One call: the lower bound groups the
-  # cells by bucket (8: 33 cells, 64: 9, 512: 6), three compilations as the three
-  # blocks of (steps <= 30), (q >= 0.5, 500 steps), (q <= 0.1, 500 steps) took, with
-  # less padding (those blocks padded the 36 cells of steps <= 30 to 32 epochs).
-  blocks = [([0, 1, 2, 3], [0, 1, 2, 3])]
-  kind, res = _on_grid(
-    lambda *a: jaxrdp.dpsgd_epsilon(*a, 1e-5, sampling="shuffle"), q, sigma, steps, blocks
-  )
+  kind, res = _on_cells(lambda *a: jaxrdp.dpsgd_epsilon(*a, 1e-5, sampling="shuffle"), _GRID)
   assert kind is EpsilonBracket
   eps, low = res["epsilon"], res["epsilon_lower"]
-  assert eps.shape == low.shape == (4, 3, 4)
   assert np.all(np.isfinite(low)) and np.all(low >= 0)
   assert np.all(low <= eps), np.argwhere(low > eps)
   # Some cells are far from trivial: the bracket is informative.
-  assert np.sum(low > 0.5 * eps) >= 8
-  # The tight accountant (each configuration is a composition of its own: a smaller
-  # grid), whose upper bound is the lower of the two. One call: the lower bound groups
-  # the cells by bucket of complete epochs itself (7 steps: 7, 0 and 0 epochs; 500
-  # steps: 500, 50 and 2), two compilations where the two blocks of 7 and 500 steps
-  # took three; each cell's bound equals that of the Renyi-DP grid's call.
-  sub = np.ix_([0, 2, 3], [0, 2], [1, 3])
-  kind, pld = _on_grid(
-    lambda *a: jaxrdp.dpsgd_epsilon(*a, 1e-5, sampling="shuffle", accountant="pld"),
-    q[[0, 2, 3]],
-    sigma[[0, 2]],
-    steps[[1, 3]],
-    [([0, 1, 2], [0, 1])],
+  assert np.sum(low > 0.5 * eps) >= 12
+  # The tight accountant on the same cells (each a composition of its own), whose upper
+  # bound is the lower of the two, and whose lower bound is the event's, as above.
+  kind, pld = _on_cells(
+    lambda *a: jaxrdp.dpsgd_epsilon(*a, 1e-5, sampling="shuffle", accountant="pld"), _GRID
   )
   assert kind is jaxrdp.pld.PldEpsilon
   up, low_pld = pld["epsilon"], pld["epsilon_lower"]
-  np.testing.assert_array_equal(low_pld, low[sub])
-  assert np.all(low_pld <= up) and np.all(up <= eps[sub])
-  assert isinstance(jaxrdp.dpsgd_epsilon(0.1, 1.0, 50, 1e-5, sampling="shuffle"), EpsilonBracket)
+  np.testing.assert_array_equal(low_pld, low)
+  assert np.all(low_pld <= up) and np.all(up <= eps)
+  # A scalar call (2 complete epochs: the program of the scalar calls of 2 epochs below).
+  assert isinstance(jaxrdp.dpsgd_epsilon(0.1, 1.0, 20, 1e-5, sampling="shuffle"), EpsilonBracket)
+
+
+# Replace-one: the add/remove grid's first 16 cells at twice sigma (the same Gaussians for
+# the tight accountant), then 250 complete epochs at t = 1 and 2 (a group padded to 256).
+_GRID_REPLACE = [(q, 2 * s, n) for q, s, n in _GRID[:16]] + [(1.0, 0.6, 250), (0.5, 1.6, 500)]
+# (q, sigma, steps, epsilon) for delta, both epsilons: the first 12 cells (0, 1, 2, 3, 10
+# and 30 complete epochs, sigma 0.3 to 3; delta from 4e-33 to near 1) are those of the
+# tight accountant too (one step in closed form, the others of one FFT length, 65536);
+# the last 2, 250 epochs, where delta is 1 or nearly so, the Renyi-DP accountant's alone
+# (at sigma 0.5 the tight one needs a grid beyond its cap).
+_DELTA_CELLS = [
+  (1.0, 0.5, 1, 0.5),
+  (1.0, 1.0, 1, 4.0),
+  (1.0, 3.0, 30, 0.5),
+  (1.0, 1.0, 30, 4.0),
+  (0.1, 0.3, 30, 0.5),
+  (0.1, 0.4, 100, 4.0),
+  (0.1, 0.5, 1, 4.0),
+  (0.1, 1.0, 7, 0.5),
+  (TINY, 0.3, 500, 0.5),
+  (TINY, 0.4, 2350, 4.0),
+  (TINY, 0.5, 30, 0.5),
+  (TINY, 3.0, 1, 4.0),
+  (1.0, 0.5, 250, 0.5),
+  (1.0, 3.0, 250, 4.0),
+]
 
 
 @pytest.mark.slow
 def test_lower_below_upper_replace_one_and_delta():
-  q = np.array([1.0, 0.1, 256 / 60000])
-  sigma = np.array([0.5, 1.0, 3.0])
-  steps = np.array([1.0, 30.0, 500.0])
-  # Complete epochs (q, steps): at most 30 for steps <= 30; 500, 50 and 2 at 500 steps.
-  # One call: the lower bound groups the cells by bucket (4: 18 cells, 64: 6, 512: 3),
-  # three compilations a kind as the blocks (steps <= 30), (q = 1, 500 steps),
-  # (q <= 0.1, 500 steps) took, with less padding (18 cells padded to 32 epochs there).
-  blocks = [([0, 1, 2], [0, 1, 2])]
-  for accountant in ("rdp", "pld"):
-    if accountant == "pld":
-      # (epsilons in the hundreds need a larger grid than the tight accountant's
-      # default cap, which it says by a warning)
-      sigma, steps, blocks = sigma[1:], steps[:2], [([0, 1, 2], [0, 1])]
-    kw = dict(sampling="shuffle", accountant=accountant)
-    _, res = _on_grid(
-      lambda *a: jaxrdp.dpsgd_epsilon(*a, 1e-5, relation="replace_one", **kw),
-      q,
-      sigma,
-      steps,
-      blocks,
+  kw = dict(sampling="shuffle", relation="replace_one")
+  _, rdp = _on_cells(lambda *a: jaxrdp.dpsgd_epsilon(*a, 1e-5, **kw), _GRID_REPLACE)
+  eps, low = rdp["epsilon"], rdp["epsilon_lower"]
+  assert np.all(np.isfinite(low)) and np.all(low >= 0) and np.all(low <= eps)
+  assert np.sum(low > 0.5 * eps) >= 7
+  kind, pld = _on_cells(
+    lambda *a: jaxrdp.dpsgd_epsilon(*a, 1e-5, accountant="pld", **kw), _GRID_REPLACE[:16]
+  )
+  assert kind is jaxrdp.pld.PldEpsilon
+  np.testing.assert_array_equal(pld["epsilon_lower"], low[:16])
+  assert np.all(pld["epsilon_lower"] <= pld["epsilon"]) and np.all(pld["epsilon"] <= eps[:16])
+  for accountant, cells in (("rdp", _DELTA_CELLS), ("pld", _DELTA_CELLS[:12])):
+    kind, d = _on_cells(
+      lambda *a: jaxrdp.dpsgd_delta(*a, sampling="shuffle", accountant=accountant), cells
     )
-    assert np.all(res["epsilon_lower"] <= res["epsilon"])
-    for eps in (0.5, 4.0):
-      kind, d = _on_grid(
-        lambda *a: jaxrdp.dpsgd_delta(*a, eps, **kw),
-        q,
-        sigma,
-        steps,
-        blocks,
-      )
-      assert kind is (DeltaBracket if accountant == "rdp" else jaxrdp.pld.PldDelta)
-      low, up = d["delta_lower"], d["delta"]
-      assert np.all((0 <= low) & (low <= up) & (up <= 1)), accountant
-  assert isinstance(jaxrdp.dpsgd_delta(0.1, 1.0, 50, 1.0, sampling="shuffle"), DeltaBracket)
+    assert kind is (DeltaBracket if accountant == "rdp" else jaxrdp.pld.PldDelta)
+    low, up = d["delta_lower"], d["delta"]
+    assert np.all((0 <= low) & (low <= up) & (up <= 1)), accountant
+  # A scalar call.
+  assert isinstance(jaxrdp.dpsgd_delta(0.5, 1.0, 2, 1.0, sampling="shuffle"), DeltaBracket)
 
 
 @pytest.mark.parametrize(
@@ -182,66 +205,86 @@ def test_one_batch_per_epoch_is_the_gaussian_and_the_bracket_closes(relation, mu
   # q = 1: every epoch is one step on the whole dataset, the Gaussian mechanism
   # (sensitivity 1, or 2 under replace-one). One epoch: the cube event is the optimal
   # threshold test, so lower = exact = tight upper; E epochs: the Gaussian at
-  # sigma / sqrt(E) is the truth, above the count statistic's bound.
+  # sigma / sqrt(E) is the truth, above the count statistic's bound. One call for 1 and 4
+  # epochs (the lower bound's program of 2 cells padded to 4 epochs, that of the
+  # divergence test's epsilon call and, under add/remove, of
+  # test_lower_below_upper_on_a_small_grid's tight call).
   sigma, delta = 1.3, 1e-5
-  one = jaxrdp.dpsgd_epsilon(
-    1.0, sigma, 1, delta, sampling="shuffle", relation=relation, accountant="pld"
+  res = jaxrdp.dpsgd_epsilon(
+    1.0, sigma, np.array([1.0, 4.0]), delta, sampling="shuffle", relation=relation, accountant="pld"
   )
+  (one_up, four_up), (one_low, four_low) = np.asarray(res.epsilon), np.asarray(res.epsilon_lower)
   exact = gaussian_epsilon(mu_per_sigma / sigma, delta)
-  assert float(one.epsilon_lower) <= exact * (1 + 1e-12)
-  assert float(one.epsilon_lower) == pytest.approx(exact, rel=1e-9)
-  assert exact <= float(one.epsilon) <= exact * (1 + 2e-5)
-  four = jaxrdp.dpsgd_epsilon(
-    1.0, sigma, 4, delta, sampling="shuffle", relation=relation, accountant="pld"
-  )
+  assert one_low <= exact * (1 + 1e-12)
+  assert one_low == pytest.approx(exact, rel=1e-9)
+  assert exact <= one_up <= exact * (1 + 2e-5)
   exact4 = gaussian_epsilon(mu_per_sigma * 2 / sigma, delta)
-  assert exact4 <= float(four.epsilon) <= exact4 * (1 + 2e-5)
-  assert 0.5 * exact4 < float(four.epsilon_lower) <= exact4
+  assert exact4 <= four_up <= exact4 * (1 + 2e-5)
+  assert 0.5 * exact4 < four_low <= exact4
 
 
 def test_tight_upper_bound_is_the_gaussian_composed_per_started_epoch():
   # E = ceil(T q) started epochs, each one Gaussian mechanism per example: the tight
   # accountant's epsilon is the exact Gaussian's at sigma / sqrt(E) (to its rtol), below
-  # the Renyi-DP bound.
+  # the Renyi-DP bound. Arrays of one cell, as the command line's columns: the lower
+  # bound's program is the one test_cli_prints_both runs, and the PLD's job the same.
   q, sigma, steps, delta = 256 / 60000, 1.1, 14063, 1e-5
-  pld = jaxrdp.dpsgd_epsilon(q, sigma, steps, delta, sampling="shuffle", accountant="pld")
-  rdp = jaxrdp.dpsgd_epsilon(q, sigma, steps, delta, sampling="shuffle")
+  cell = (np.array([q]), np.array([sigma]), np.array([float(steps)]))
+  pld = jaxrdp.dpsgd_epsilon(*cell, delta, sampling="shuffle", accountant="pld")
+  rdp = jaxrdp.dpsgd_epsilon(*cell, delta, sampling="shuffle")
+  ((pld_up, pld_low), (rdp_up, rdp_low)) = (
+    (float(x[0]) for x in (r.epsilon, r.epsilon_lower)) for r in (pld, rdp)
+  )
   epochs = math.ceil(steps * q)
   assert epochs == 61
   exact = gaussian_epsilon(math.sqrt(epochs) / sigma, delta)
-  assert exact <= float(pld.epsilon) <= exact * (1 + 2e-5)
-  assert float(pld.epsilon) < float(rdp.epsilon)
+  assert exact <= pld_up <= exact * (1 + 2e-5)
+  assert pld_up < rdp_up
   # Both report the same certified lower bound (the event's): 59 complete epochs of 235.
-  assert float(pld.epsilon_lower) == float(rdp.epsilon_lower)
-  want = shuffle_epsilon_lower_bound(sigma, 235, delta, 59)
-  assert float(rdp.epsilon_lower) == float(want)
-  assert 6.84 < float(rdp.epsilon_lower) < 6.86
+  assert pld_low == rdp_low
+  want = shuffle_epsilon_lower_bound(*(np.array([x]) for x in (sigma, 235.0, delta, 59.0)))
+  assert rdp_low == float(want[0])
+  assert 6.84 < rdp_low < 6.86
 
 
 def test_steps_to_complete_epochs():
   sigma, delta = 1.0, 1e-5
-  # B divides n (q = 1/10 exactly: t = 10); 99 steps are 9 complete epochs, 100 are 10.
-  res = jaxrdp.dpsgd_epsilon(
-    0.1, sigma, np.array([5.0, 10.0, 99.0, 100.0]), delta, sampling="shuffle"
+  # One call of 16 cells (the program of the grids' group of 16 cells padded to 32
+  # epochs). Runs (q, steps, B, n): B divides n (q = 1/10 exactly: t = 10; 99 steps are 9
+  # complete epochs, 100 are 10); B does not (t = ceil(234.375) = 235); one batch per
+  # epoch. Then zero steps or q = 0 (nothing released), and no noise.
+  runs = [(0.1, k, 1, 10) for k in (5, 10, 99, 100, 299, 300)]
+  runs += [(256 / 60000, k, 256, 60000) for k in (234, 235, 469, 470, 7050)]
+  runs += [(1.0, k, 1, 1) for k in (1, 30)]
+  q = np.array([r[0] for r in runs] + [0.0, 0.1, 0.1])
+  steps = np.array([r[1] for r in runs] + [10, 0, 10], np.float64)
+  res = jaxrdp.dpsgd_epsilon(q, np.array([sigma] * 15 + [0.0]), steps, delta, sampling="shuffle")
+  low, up = np.asarray(res.epsilon_lower), np.asarray(res.epsilon)
+  # In integers: t = ceil(n / B) batches per epoch, floor(T / t) complete epochs and
+  # ceil(T B / n) started ones.
+  t = np.array([-(-n // b) for _, _, b, n in runs])
+  complete = np.array([k // ti for (_, k, _, _), ti in zip(runs, t)])
+  started = np.array([-(-k * b // n) for _, k, b, n in runs])
+  np.testing.assert_array_equal(complete, [0, 1, 9, 10, 29, 30, 0, 1, 1, 2, 30, 1, 30])
+  # The lower bound is the kernel's at the complete epochs (one call of the same shape,
+  # the last three cells stand-ins), and 0 before the first complete epoch.
+  want = shuffle_epsilon_lower_bound(
+    np.full(16, sigma),
+    np.concatenate([t, np.ones(3)]).astype(np.float64),
+    np.full(16, delta),
+    np.concatenate([np.maximum(complete, 1), np.ones(3)]).astype(np.float64),
   )
-  want = shuffle_epsilon_lower_bound(sigma, 10, delta, np.array([1.0, 1.0, 9.0, 10.0]))
-  low = np.asarray(res.epsilon_lower)
-  assert low[0] == 0.0  # less than one complete epoch: the trivial bound
-  np.testing.assert_array_equal(low[1:], np.asarray(want)[1:])
+  done = complete >= 1
+  np.testing.assert_array_equal(low[:13][done], np.asarray(want)[:13][done])
+  np.testing.assert_array_equal(low[:13][~done], 0.0)
   # The upper bound is unchanged: ceil(T q) started epochs without amplification.
-  for steps, epochs in ((5.0, 1), (99.0, 10), (100.0, 10)):
-    up = jaxrdp.dpsgd_epsilon(0.1, sigma, steps, delta, sampling="shuffle").epsilon
-    ref = jaxrdp.epsilon_from_event(ShuffledEpochs(epochs, Gaussian(sigma)), delta).epsilon
-    assert float(up) == float(ref)
+  ref = jaxrdp.epsilon_from_event(ShuffledEpochs(started, Gaussian(sigma)), delta).epsilon
+  np.testing.assert_array_equal(up[:13], np.asarray(ref))
   # Zero steps or q = 0: nothing released, both bounds 0.
-  zero = jaxrdp.dpsgd_epsilon(
-    np.array([0.0, 0.1]), sigma, np.array([10.0, 0.0]), delta, sampling="shuffle"
-  )
-  np.testing.assert_array_equal(np.asarray(zero.epsilon_lower), [0.0, 0.0])
-  np.testing.assert_array_equal(np.asarray(zero.epsilon), [0.0, 0.0])
+  np.testing.assert_array_equal(low[13:15], [0.0, 0.0])
+  np.testing.assert_array_equal(up[13:15], [0.0, 0.0])
   # No noise: the outputs tell the datasets apart, epsilon = inf.
-  free = jaxrdp.dpsgd_epsilon(0.1, 0.0, 10, delta, sampling="shuffle")
-  assert math.isinf(float(free.epsilon_lower)) and math.isinf(float(free.epsilon))
+  assert math.isinf(low[15]) and math.isinf(up[15])
 
 
 def test_the_closed_form_event_probabilities_match_the_mechanism():
@@ -261,32 +304,41 @@ def test_the_closed_form_event_probabilities_match_the_mechanism():
   "relation, q_mean", [("add_remove", 1), pytest.param("replace_one", 0, marks=pytest.mark.slow)]
 )
 def test_the_lower_bound_never_exceeds_the_true_divergence_of_its_pair(relation, q_mean):
-  # t = 2 batches, one epoch: the exact divergence of the pair by quadrature.
-  for sigma, eps in ((0.8, 0.5), (1.5, 0.2)):
-    ev = ShuffledEpochs(1, Gaussian(sigma), relation, batches_per_epoch=2)
-    low = float(event_delta_lower_bound(ev, eps))
-    exact = oracle.pair_delta_t2(sigma, eps, q_mean)
-    assert 0.9 * exact < low <= exact + 1e-9, (low, exact)
-    # and the events' value itself, in mpmath
-    assert low == pytest.approx(
-      float(oracle.delta_lower_bound(sigma, 2, eps, q_mean=q_mean)), rel=1e-9
-    )
-  # Two epochs of t = 3, a fresh permutation each: Monte Carlo over the product pair.
-  ev = ShuffledEpochs(2, Gaussian(0.8), relation, batches_per_epoch=3)
-  low = float(event_delta_lower_bound(ev, 1.0))
-  mc, se = oracle.pair_delta_monte_carlo(0.8, 3, 1.0, 2, q_mean, n=100_000)
-  assert low <= mc + 5 * se
-  assert low == pytest.approx(
-    float(oracle.delta_lower_bound_epochs(0.8, 3, 1.0, 2, q_mean=q_mean)), rel=1e-9
-  )
+  # Sigma 0.8: two epochs of t = 3 batches, a fresh permutation each, and four of t = 2.
+  # Their epsilon lower bounds for delta 0.1 (one call: the program of 2 cells padded to 4
+  # epochs of test_one_batch_per_epoch_is_the_gaussian_and_the_bracket_closes), then the
+  # delta lower bounds of five events in one call: both at their epsilon lower bound; t =
+  # 2 and one epoch at (sigma, epsilon) = (0.8, 0.5) and (1.5, 0.2); the two epochs at
+  # epsilon 1.
+  sigma = np.array([0.8, 0.8, 0.8, 1.5, 0.8])
+  epochs, t = np.array([2.0, 4.0, 1.0, 1.0, 2.0]), np.array([3.0, 2.0, 2.0, 2.0, 3.0])
+  pair = ShuffledEpochs(epochs[:2], Gaussian(sigma[:2]), relation, batches_per_epoch=t[:2])
+  eps = np.array([*np.asarray(event_epsilon_lower_bound(pair, 0.1)), 0.5, 0.2, 1.0])
+  events = ShuffledEpochs(epochs, Gaussian(sigma), relation, batches_per_epoch=t)
+  low = np.asarray(event_delta_lower_bound(events, eps))
   # epsilon and delta agree: at the epsilon lower bound for delta, the delta bound is delta.
-  eps_low = float(event_epsilon_lower_bound(ev, 0.1))
-  assert float(event_delta_lower_bound(ev, eps_low)) == pytest.approx(0.1, rel=1e-6)
+  np.testing.assert_allclose(low[:2], 0.1, rtol=1e-6)
+  # The oracles' values (stored: tests/make_shuffle_reference.py).
+  ref = _reference()["pair"][relation]
+  assert ref["q_mean"] == q_mean
+  # t = 2, one epoch: the exact divergence of the pair by quadrature.
+  for i, point in enumerate(ref["t2"], start=2):
+    assert (point["sigma"], point["epsilon"]) == (sigma[i], eps[i])
+    exact = point["quadrature"]
+    assert 0.9 * exact < low[i] <= exact + 1e-9, (low[i], exact)
+    # and the events' value itself, in mpmath
+    assert low[i] == pytest.approx(float(point["mpmath"]), rel=1e-9)
+  # Two epochs of t = 3: Monte Carlo over the product pair.
+  two = ref["epochs"]
+  assert (two["sigma"], two["t"], two["epsilon"], two["epochs"]) == (0.8, 3, eps[4], 2)
+  assert low[4] <= two["monte_carlo"] + 5 * two["standard_error"]
+  assert low[4] == pytest.approx(float(two["mpmath"]), rel=1e-9)
 
 
 def test_the_tight_accountant_never_reports_the_gaussian_lower_bound_for_shuffling():
+  # (2 complete epochs: the lower bound's program of the other scalar calls of 2 epochs)
   acct = PldAccountant()
-  shuffled = ShuffledEpochs(3, Gaussian(1.0), batches_per_epoch=50)
+  shuffled = ShuffledEpochs(2, Gaussian(1.0), batches_per_epoch=50)
   poisson = SelfComposed(PoissonSampled(0.02, Gaussian(1.0)), 100)
   alone = acct.epsilon(shuffled, 1e-5)
   both = acct.epsilon(Composed((shuffled, poisson)), 1e-5)
@@ -297,9 +349,9 @@ def test_the_tight_accountant_never_reports_the_gaussian_lower_bound_for_shuffli
   state = acct.compose(acct.compose(acct.init(), poisson), shuffled)
   assert float(acct.get_epsilon(state, 1e-5).epsilon_lower) == own
   # Without batches_per_epoch no bound is known: 0, never the Gaussian's.
-  unknown = acct.epsilon(ShuffledEpochs(3, Gaussian(1.0)), 1e-5)
+  unknown = acct.epsilon(ShuffledEpochs(2, Gaussian(1.0)), 1e-5)
   assert float(unknown.epsilon_lower) == 0.0 and float(unknown.epsilon) > 0
-  assert event_epsilon_lower_bound(ShuffledEpochs(3, Gaussian(1.0)), 1e-5) is None
+  assert event_epsilon_lower_bound(ShuffledEpochs(2, Gaussian(1.0)), 1e-5) is None
   # Other events keep the engine's own lower bound.
   plain = acct.epsilon(poisson, 1e-5)
   assert 0 < float(plain.epsilon_lower) <= float(plain.epsilon)
@@ -313,8 +365,9 @@ def test_tight_calibration_of_shuffled_epochs_keeps_its_budget():
   tight = float(jaxrdp.calibrate_noise(3.0, 1e-5, 0.01, 1000, accountant="pld", **kw).sigma)
   rdp = float(jaxrdp.calibrate_noise(3.0, 1e-5, 0.01, 1000, **kw).sigma)
   assert 0 < tight <= rdp
-  back = jaxrdp.dpsgd_epsilon(0.01, tight, 1000, 1e-5, accountant="pld", **kw)
-  assert float(back.epsilon) <= 3.0
+  # (sigma as an array of one cell: the lower bound's program of the calibration's own calls)
+  back = jaxrdp.dpsgd_epsilon(0.01, np.array([tight]), 1000, 1e-5, accountant="pld", **kw)
+  assert float(back.epsilon[0]) <= 3.0
   # Poisson at the same sigma is far below: the calibration did not solve for Poisson.
   assert float(jaxrdp.dpsgd_epsilon(0.01, tight, 1000, 1e-5, accountant="pld").epsilon) < 1.0
 
@@ -329,14 +382,18 @@ def test_cli_prints_both(capsys, monkeypatch):
   header, row = out[1].split(), out[3].split()
   assert header[-3:] == ["epsilon", "order", "epsilon_lower"]
   cells = dict(zip(header, row))
-  res = jaxrdp.dpsgd_epsilon(256 / 60000, 1.1, 14063, 1e-5, sampling="shuffle")
+  # The same cell as an array of one, as the command's columns (the same programs).
+  res = jaxrdp.dpsgd_epsilon(
+    *(np.array([x]) for x in (256 / 60000, 1.1, 14063.0)), 1e-5, sampling="shuffle"
+  )
+  up, low = float(res.epsilon[0]), float(res.epsilon_lower[0])
   # Rounded to 5 digits: the upper bound up, the lower bound down.
-  assert cells["epsilon"] == "57.653" and float(res.epsilon) <= 57.653
-  assert cells["epsilon_lower"] == "6.8485" and float(res.epsilon_lower) >= 6.8485
+  assert cells["epsilon"] == "57.653" and up <= 57.653
+  assert cells["epsilon_lower"] == "6.8485" and low >= 6.8485
   assert main([*args, "--json", "--accountant", "pld"]) == 0
   (record,) = json.loads(capsys.readouterr().out)
-  assert record["epsilon_lower"] == float(res.epsilon_lower)
-  assert record["epsilon_lower"] < record["epsilon"] < float(res.epsilon)
+  assert record["epsilon_lower"] == low
+  assert record["epsilon_lower"] < record["epsilon"] < up
   assert main(["delta", *args[1:], "--epsilon", "20", "--csv"]) == 0
   lines = capsys.readouterr().out.splitlines()
   head = lines[0].split(",")
@@ -350,28 +407,27 @@ def test_the_figure_script_numbers_against_references():
   # delta = 1e-6, the comparison of Chua et al. 2024 (arXiv:2403.17673). The paper's
   # text quotes no values of its figure, so its numbers are checked against
   # references here: the lower bound's events in mpmath, the exact Gaussian mechanism
-  # (the upper bound of one epoch), and dp_accounting's PLD for Poisson sampling.
-  from dp_accounting import pld
-
+  # (the upper bound of one epoch), and dp_accounting's PLD for Poisson sampling (the
+  # first and last stored: tests/make_shuffle_reference.py).
   result = json.loads((ROOT / "benchmarks" / "results" / "shuffle_bracket.json").read_text())
+  ref = _reference()["figure"]
   one = result["one_epoch"]
-  assert (one["steps"], one["delta"]) == (1000, 1e-6)
-  for i in (4, 14, 24):  # sigma = 0.5, 1.0, 1.5
+  assert (one["steps"], one["delta"]) == (ref["steps"], ref["delta"]) == (1000, 1e-6)
+  for i, point in zip((4, 14, 24), ref["points"], strict=True):  # sigma = 0.5, 1.0, 1.5
     sigma = one["sigmas"][i]
-    low = float(oracle.epsilon_lower_bound(sigma, 1000, 1e-6))
+    assert sigma == point["sigma"]
+    low = float(point["shuffle_lower_mpmath"])
     assert one["shuffle_lower"][i] == pytest.approx(low, rel=1e-9)
     exact = gaussian_epsilon(1 / sigma, 1e-6)
     assert exact <= one["shuffle_upper"][i] <= exact * (1 + 2e-5)
-    ref = (
-      pld.privacy_loss_distribution.from_gaussian_mechanism(
-        sigma, sampling_prob=1e-3, value_discretization_interval=1e-4
-      )
-      .self_compose(1000)
-      .get_epsilon_for_delta(1e-6)
-    )
-    assert one["poisson"][i] == pytest.approx(ref, rel=2e-3)
+    assert one["poisson"][i] == pytest.approx(point["poisson_dp_accounting"], rel=2e-3)
   # The gap: at sigma = 0.8 shuffling's epsilon is at least 10 times Poisson's.
   assert one["shuffle_lower"][10] > 10 * one["poisson"][10]
+
+
+def _reference():
+  """The oracles' values (tests/make_shuffle_reference.py writes them)."""
+  return json.loads((ROOT / "tests" / "data" / "shuffle_reference.json").read_text())
 
 
 def _figure_reference():

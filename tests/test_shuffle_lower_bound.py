@@ -1,16 +1,19 @@
 """The lower bound on shuffled DP-SGD's epsilon (Chua et al. 2024, arXiv:2403.17673).
 
 References: the paper's cube-event bound maximized in 40-digit mpmath
-(tests/shuffle_oracle.py); the exact Gaussian mechanism (one batch per epoch, where the
-bound is tight, and an upper bound on shuffling); dp_accounting's PLD accountant for
-Poisson sampling (the comparison the paper's first figure draws).
+(tests/shuffle_oracle.py; its values stored in tests/data/shuffle_reference.json by
+tests/make_shuffle_reference.py); the exact Gaussian mechanism (one batch per epoch,
+where the bound is tight, and an upper bound on shuffling); dp_accounting's PLD
+accountant for Poisson sampling (the comparison the paper's first figure draws).
 """
+
+import json
+import os
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from shuffle_oracle import delta_lower_bound, epsilon_lower_bound
 
 from jaxrdp.mechanisms import (
   analytic_gaussian_delta,
@@ -19,18 +22,26 @@ from jaxrdp.mechanisms import (
 )
 
 
+def _mpmath_cases(kind, given):
+  """``(sigma, t, given, mpmath value)`` arrays of the stored single-epoch references
+  (tests/data/shuffle_reference.json: the oracle's values, by tests/make_shuffle_reference.py)."""
+  with open(os.path.join(os.path.dirname(__file__), "data", "shuffle_reference.json")) as f:
+    cases = json.load(f)["single_epoch"][kind]
+  return tuple(np.array([c[k] for c in cases]) for k in ("sigma", "t", given)) + (
+    np.array([float(c["mpmath"]) for c in cases]),
+  )
+
+
 def test_single_epoch_against_mpmath():
-  cases = [(0.5, 1000, 1e-6), (2.0, 100, 1e-5), (0.8, 10, 1e-3)]
-  s, t, d = (np.array(x) for x in zip(*cases))
+  s, t, d, want = _mpmath_cases("epsilon", "delta")
+  assert s.tolist() == [0.5, 2.0, 0.8] and t.tolist() == [1000, 100, 10]
   got = np.asarray(shuffle_epsilon_lower_bound(s, t, d))
-  want = np.array([float(epsilon_lower_bound(*c)) for c in cases])
   # A lower bound of a maximum found by search: never above it, and within 1e-10.
   assert np.all(got <= want * (1 + 1e-15)), got - want
   np.testing.assert_allclose(got, want, rtol=1e-10)
-  cases = [(0.5, 1000, 2.0), (1.0, 1000, 1.0), (2.0, 100, 0.1), (1.3, 1, 0.5)]
-  s, t, e = (np.array(x) for x in zip(*cases))
+  s, t, e, want = _mpmath_cases("delta", "epsilon")
+  assert s.tolist() == [0.5, 1.0, 2.0, 1.3] and t.tolist() == [1000, 1000, 100, 1]
   got = np.asarray(shuffle_delta_lower_bound(s, t, e))
-  want = np.array([float(delta_lower_bound(*c)) for c in cases])
   assert np.all(got <= want)
   np.testing.assert_allclose(got, want, rtol=1e-9)
   # t = 1 (last case): N(2, s^2) against N(1, s^2), where threshold events are optimal:
@@ -72,7 +83,8 @@ def test_shuffling_gap_against_poisson():
   from dp_accounting import pld
 
   sig = np.array([0.5, 0.6, 0.8])
-  lb = np.asarray(shuffle_epsilon_lower_bound(sig, 1000, 1e-6))
+  # (t and delta as arrays of the same shape: the program of test_single_epoch_against_mpmath)
+  lb = np.asarray(shuffle_epsilon_lower_bound(sig, np.full(3, 1000), np.full(3, 1e-6)))
   pois = np.array(
     [
       pld.privacy_loss_distribution.from_gaussian_mechanism(
@@ -99,9 +111,12 @@ def test_validation_and_tracing():
   with pytest.raises(TypeError, match="^reshuffle"):
     shuffle_delta_lower_bound(1.0, 10, 1.0, reshuffle=1)
   # Under jit and vmap (persistent shuffling: no static epoch count needed).
+  # (the reference: arrays of three, the program of test_single_epoch_against_mpmath)
   f = jax.jit(jax.vmap(lambda s: shuffle_epsilon_lower_bound(s, 1000, 1e-6, 4, reshuffle=False)))
-  got = np.asarray(f(jnp.array([1.0, 2.0])))
-  want = np.asarray(shuffle_epsilon_lower_bound(np.array([0.5, 1.0]), 1000, 1e-6))
+  got = np.asarray(f(jnp.array([1.0, 2.0, 1.6])))
+  want = np.asarray(
+    shuffle_epsilon_lower_bound(np.array([0.5, 1.0, 0.8]), np.full(3, 1000), np.full(3, 1e-6))
+  )
   np.testing.assert_allclose(got, want, rtol=1e-12)
 
 
@@ -134,11 +149,13 @@ def test_a_mixed_grid_is_evaluated_by_epoch_bucket(monkeypatch):
   assert slb._epoch_groups((sigma, 50, epochs, 1e-5), False) is None
   assert slb._epoch_groups((sigma, 50, jnp.asarray(epochs), 1e-5), True) is not None
 
-  # Each cell's value is that of the cell alone, bit for bit.
+  # Each cell's value is that of the cell alone, bit for bit (each cell a call of its own,
+  # as arrays of one cell: the groups of one cell above are the same programs).
   got = np.asarray(shuffle_epsilon_lower_bound(sigma, 50, 1e-5, epochs))
   assert got.shape == (2, 2) and got.dtype == np.float64 and np.all(got > 0)
   alone = [
-    float(shuffle_epsilon_lower_bound(s, 50, 1e-5, e)) for s, e in zip(sigma.flat, epochs.flat)
+    float(shuffle_epsilon_lower_bound(*(np.array([x], np.float64) for x in (s, 50, 1e-5, e)))[0])
+    for s, e in zip(sigma.flat, epochs.flat)
   ]
   np.testing.assert_array_equal(got.ravel(), alone)
   # A second call of the same grid compiles nothing new.
