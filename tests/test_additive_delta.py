@@ -132,17 +132,18 @@ def test_truncated_batches_agree_with_the_host_search_and_are_sound():
   # The term: the overflow probability of n + 1 examples, per step, times the steps.
   eta = jaxrdp.train.truncation_delta(N + 1, Q, CAP, STEPS)
   assert float(state.eta) == pytest.approx(eta, rel=1e-9) and float(state.log_survival) == 0.0
-  np.testing.assert_allclose(
-    state.rdp, STEPS * np.asarray(jaxrdp.mechanisms.sgm_rdp(Q, SIGMA, np.asarray(ACCT.orders)))
-  )
+  orders = np.asarray(ACCT.orders)
+  curve = STEPS * np.asarray(jaxrdp.mechanisms.sgm_rdp(Q, SIGMA, orders))
+  np.testing.assert_allclose(state.rdp, curve)
   got = float(ACCT.get_epsilon(state, 1e-5).epsilon)
   host = jaxrdp.dpsgd_epsilon(Q, SIGMA, STEPS, 1e-5, capacity=CAP, dataset_size=N)
   assert got == pytest.approx(float(host.epsilon), rel=1e-9)
   untruncated = float(jaxrdp.dpsgd_epsilon(Q, SIGMA, STEPS, 1e-5).epsilon)
   assert got > untruncated
   assert float(ACCT.get_delta(state, got).delta) <= 1e-5
-  # delta(eps) = delta_rdp(eps) + (1 + e^eps) eta, rounded up.
-  d_rdp = float(jaxrdp.dpsgd_delta(Q, SIGMA, STEPS, 2.0).delta)
+  # delta(eps) = delta_rdp(eps) + (1 + e^eps) eta, rounded up; delta_rdp converted from
+  # the untruncated run's curve (rdp_to_delta, whose program an earlier test compiled).
+  d_rdp = float(jaxrdp.rdp_to_delta(curve, orders, 2.0).delta)
   want = d_rdp + (1 + np.exp(2.0)) * eta
   assert want <= float(ACCT.get_delta(state, 2.0).delta) <= want * (1 + 1e-9)
   tight = jaxrdp.epsilon_from_event(event, 1e-5, accountant="pld")
@@ -194,52 +195,83 @@ def test_grids_jit_and_grad():
   assert g < 0 and g == pytest.approx(fd, rel=1e-4)
 
 
+# One step of the scans below: a Sampled Gaussian step and an (epsilon, delta) step.
+STEP = Composed((SGM, EpsilonDelta(0.01, 1e-9)))
+
+
+def _steps_at_once(state, k):
+  """``state`` after ``k`` steps ``STEP``, composed at once: the Sampled Gaussian run with
+  one (epsilon, delta) step beside it (the program test_epsilon_delta_beside... compiled),
+  then the other ``k - 1`` (epsilon, delta) steps (that of the exact-composition test)."""
+  state = ACCT.compose(state, Composed((SelfComposed(SGM, k), EpsilonDelta(0.01, 1e-9))))
+  return ACCT.compose(state, SelfComposed(EpsilonDelta(0.01, 1e-9), k - 1))
+
+
 def test_scan_from_an_additive_state_equals_the_composition():
-  step = Composed((SGM, EpsilonDelta(0.01, 1e-9)))
-  want = ACCT.get_epsilon(ACCT.compose(ACCT.init(), SelfComposed(step, 300)), 1e-5)
+  want = ACCT.get_epsilon(_steps_at_once(ACCT.init(), 300), 1e-5)
   state, _ = jax.lax.scan(
-    lambda s, _: (ACCT.compose(s, step), None), ACCT.init(additive=True), None, length=300
+    lambda s, _: (ACCT.compose(s, STEP), None), ACCT.init(additive=True), None, length=300
   )
   assert float(ACCT.get_epsilon(state, 1e-5).epsilon) == pytest.approx(
     float(want.epsilon), rel=1e-12
   )
   assert float(state.log_survival) == pytest.approx(300 * np.log1p(-1e-9), rel=1e-12)
-  # A fresh state without terms keeps the tree it always had.
-  assert jax.tree.structure(ACCT.init()) == jax.tree.structure(ACCT.compose(ACCT.init(), SGM))
+  # A fresh state without terms keeps the tree it always had (a property of the trace:
+  # jax.eval_shape compiles nothing).
+  composed = jax.eval_shape(lambda: ACCT.compose(ACCT.init(), SGM))
+  assert jax.tree.structure(ACCT.init()) == jax.tree.structure(composed)
   assert ACCT.init(additive=True).has_additive and not ACCT.init().has_additive
 
 
 def test_a_float64_carry_with_x64_off_is_rounded_up_and_keeps_its_type():
+  # With x64 off, in a fresh interpreter: 1000 steps scanned from a fresh state (SGM)
+  # and from an additive one (STEP), both carries in one scan (one program to compile;
+  # each carry is its own). The exact epsilons of the same 1000 steps composed at once
+  # are this process's (float64: the float32 answers must not be below them), from
+  # programs that earlier tests compiled (the Sampled Gaussian search of
+  # test_truncated_batches..., and _steps_at_once).
   code = """
       import jax, jaxrdp
       from jaxrdp.events import *
       assert not jax.config.jax_enable_x64
       acct = jaxrdp.RdpAccountant()
-      for step, add in [(PoissonSampled(0.01, Gaussian(1.0)), False),
-                        (Composed((PoissonSampled(0.01, Gaussian(1.0)), EpsilonDelta(0.01, 1e-9))), True)]:
-        exact = float(acct.get_epsilon(acct.compose(acct.init(), SelfComposed(step, 1000)), 1e-5).epsilon)
-        s, _ = jax.lax.scan(lambda s, _: (acct.compose(s, step), None), acct.init(additive=add), None, length=1000)
-        got = float(acct.get_epsilon(s, 1e-5).epsilon)
-        print(got / exact - 1)
+      steps = [PoissonSampled(0.01, Gaussian(1.0)),
+               Composed((PoissonSampled(0.01, Gaussian(1.0)), EpsilonDelta(0.01, 1e-9)))]
+      init = (acct.init(additive=False), acct.init(additive=True))
+      body = lambda states, _: (tuple(acct.compose(s, e) for s, e in zip(states, steps)), None)
+      states, _ = jax.lax.scan(body, init, None, length=1000)
+      for s in states:
+        print(float(acct.get_epsilon(s, 1e-5).epsilon))
   """
   out = subprocess.run(
     [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, timeout=600
   )
   assert out.returncode == 0, out.stderr
-  for rel in map(float, out.stdout.split()):
+  got = [float(x) for x in out.stdout.split()]
+  exact = [
+    float(jaxrdp.epsilon_from_event(SelfComposed(SGM, 1000), 1e-5).epsilon),
+    float(ACCT.get_epsilon(_steps_at_once(ACCT.init(), 1000), 1e-5).epsilon),
+  ]
+  assert len(got) == len(exact), out.stdout
+  for g, e in zip(got, exact):
+    rel = g / e - 1
     assert 0.0 <= rel <= 1000 * 2.0**-23, rel
 
 
 def test_checkpoints_keep_the_terms_and_old_ones_still_load():
-  step = Composed((SGM, EpsilonDelta(0.01, 1e-9), TruncatedSubsampledGaussian(N, Q, CAP, SIGMA)))
-  state = ACCT.compose(ACCT.init(), SelfComposed(step, 10))
+  # Ten steps of a Sampled Gaussian, an (epsilon, delta) step and a truncated batch
+  # (composed from programs that earlier tests compiled).
+  trunc = TruncatedSubsampledGaussian(N, Q, CAP, SIGMA)
+  state = _steps_at_once(ACCT.compose(ACCT.init(), SelfComposed(trunc, 10)), 10)
+  assert float(state.log_survival) < 0.0 < float(state.eta)
   d = json.loads(json.dumps(state_to_dict(state)))
   assert d["format"] == "jaxrdp.AccountantState/2"
   back = state_from_dict(d, expected_orders=ACCT.orders)
   for name in ("rdp", "log_survival", "eta"):
     assert np.array_equal(np.asarray(getattr(back, name)), np.asarray(getattr(state, name)))
   assert float(ACCT.get_epsilon(back, 1e-5).epsilon) == float(ACCT.get_epsilon(state, 1e-5).epsilon)
-  old = state_to_dict(ACCT.compose(ACCT.init(), SGM))
+  # A state without terms (a Gaussian's curve: no Sampled Gaussian kernel to compile).
+  old = state_to_dict(ACCT.compose(ACCT.init(), Gaussian(1.0)))
   assert old["format"] == "jaxrdp.AccountantState/1" and not state_from_dict(old).has_additive
   for name, bad in (("log_survival", 1e-3), ("eta", -1e-3)):
     with pytest.raises(ValueError, match=f"saved {name}"):

@@ -104,6 +104,141 @@ def _draw(seed, n):
   return q, sigma, eps, delta
 
 
+# Where e^epsilon leaves float64: the cases that used to collapse to 709.78 or 0.
+_LARGE = [
+  # (q, sigma, epsilon, delta)
+  (1.0, 0.03, 696.0, 1e-5),
+  (1.0, 0.024, 800.0, 1e-5),
+  (1.0, 0.0245818, 800.0, 1e-10),
+  (1.0, 0.0245818, 1000.0, 0.1),
+  (1.0, 0.0245818, 709.9, 0.5),
+  (0.5, 0.02, 710.0, 0.3),
+  (0.01, 0.02, 709.0, 1e-3),
+  (0.9, 0.015, 2000.0, 1e-12),
+]
+
+
+def _gaussian_rows():
+  """q = 1 compositions (``test_gaussian_compositions_are_gaussian_dp``): ``(q, sigma,
+  steps, eps, delta)``, eps around the truth at delta."""
+  rng = np.random.default_rng(35)
+  n = 7
+  sigma = _log_uniform(rng, 0.05, 50.0, n)
+  steps = np.round(_log_uniform(rng, 2.0, 2000.0, n))
+  delta = _log_uniform(rng, 1e-12, 0.3, n)
+  sigma[:3], steps[:3], delta[:3] = [0.5, 0.3, 0.2], [300.0, 40.0, 100.0], [1e-4, 1e-6, 1e-9]
+  mu = np.sqrt(steps) / sigma
+  eps = np.array([float(_gdp_epsilon(d, m)) for d, m in zip(delta, mu)]) * rng.uniform(0.5, 1.5, n)
+  return np.ones(n), sigma, steps, eps, delta
+
+
+# The configuration of _gaussian_rows beyond the PLD grid (epsilon 3.5e5, where the
+# tight accountant falls back to the Renyi-DP bound): the only one it warns about.
+_BEYOND_GRID = 5
+
+
+def _rows(acct):
+  """``{group: (q, sigma, steps, eps, delta)}``: every Sampled Gaussian run ``acct`` answers here.
+
+  ``one_step``: ``_draw(34)`` (40 configurations for Renyi DP, 16 for PLD), then
+  ``_LARGE``; ``gauss``: :func:`_gaussian_rows`; ``edges``: q = 0, a subnormal q and
+  zero steps; ``huge``: delta at epsilon 1e308 (PLD only; no delta given).
+  """
+  q, sigma, eps, delta = (
+    np.concatenate([a, np.array(b, float)])
+    for a, b in zip(_draw(seed=34, n=16 if acct == "pld" else 40), zip(*_LARGE))
+  )
+  edge_q = np.array([0.0, 5e-324, 1e-310, 0.01, 0.01])
+  edge_steps = np.array([100.0, 100.0, 100.0, 0.0, 100.0])
+  return {
+    "one_step": (q, sigma, np.ones(q.size), eps, delta),
+    "gauss": _gaussian_rows(),
+    "edges": (edge_q, np.ones(5), edge_steps, np.ones(5), np.full(5, 1e-5)),
+    "huge": (
+      np.array([0.01, 1.0]),
+      np.array([1.0, 0.5]),
+      np.full(2, 100.0),
+      np.full(2, 1e308),
+      None,
+    ),
+  }
+
+
+def _ask(acct, rows, query, quiet=True):
+  """Upper and lower bounds (zeros where there is none) of the rows ``[(q, sigma, steps,
+  eps, delta)]``, joined into one ``query`` ("epsilon" or "delta") of ``SelfComposed(
+  PoissonSampled(q, Gaussian(sigma)), steps)``: a list of ``(up, low)`` in the order of
+  ``rows``. ``quiet``: a RuntimeWarning is an error; else ignored (the PLD accountant
+  warns where it falls back to a looser certified bound)."""
+  q, sigma, steps = (np.concatenate([r[i] for r in rows]) for i in range(3))
+  given = np.concatenate([r[4 if query == "epsilon" else 3] for r in rows])
+  event = SelfComposed(PoissonSampled(q, Gaussian(sigma)), steps)
+  ask = jaxrdp.epsilon_from_event if query == "epsilon" else jaxrdp.delta_from_event
+  with warnings.catch_warnings():
+    warnings.simplefilter("error" if quiet else "ignore", RuntimeWarning)
+    res = ask(event, given, accountant=acct)
+  up = np.asarray(res[0])
+  low = np.asarray(res[1]) if acct == "pld" else np.zeros(up.shape)
+  ends = np.cumsum([r[0].size for r in rows])[:-1]
+  return list(zip(np.split(up, ends), np.split(low, ends)))
+
+
+def _answer(acct):
+  """``{group: (up_e, low_e, up_d, low_d)}`` for the row groups of :func:`_rows` (None
+  where a group is not asked), from as few calls as the checks allow."""
+  rows = _rows(acct)
+  got = {"epsilon": {}, "delta": {}}
+  if acct == "rdp":
+    for query, names in (
+      ("epsilon", ["one_step", "gauss"]),
+      ("delta", ["one_step", "gauss", "edges"]),
+    ):
+      got[query].update(zip(names, _ask(acct, [rows[k] for k in names], query)))
+    # The edges' epsilon is asked alone: with no sigma below the quadrature's verified
+    # domain the search is compiled without the small-sigma bound (the program most
+    # callers run), as it was before the rows were joined.
+    (got["epsilon"]["edges"],) = _ask(acct, [rows["edges"]], "epsilon")
+  else:
+    gauss = rows["gauss"]
+    calm = np.arange(gauss[0].size) != _BEYOND_GRID
+    part = lambda mask: tuple(c[mask] for c in gauss)  # noqa: E731
+    for query, names in (
+      ("epsilon", ["one_step", "edges"]),
+      ("delta", ["one_step", "edges", "huge"]),
+    ):
+      *parts, calm_part = _ask(acct, [rows[k] for k in names] + [part(calm)], query)
+      got[query].update(zip(names, parts))
+      (loud_part,) = _ask(acct, [part(~calm)], query, quiet=False)
+      up, low = np.empty(calm.size), np.empty(calm.size)
+      (up[calm], low[calm]), (up[~calm], low[~calm]) = calm_part, loud_part
+      got[query]["gauss"] = (up, low)
+  none = (None, None)
+  return {k: (*got["epsilon"].get(k, none), *got["delta"].get(k, none)) for k in rows}, rows
+
+
+@pytest.fixture(scope="module")
+def answers():
+  """``answers(acct)``: ``(answers, rows)`` of :func:`_answer`, computed once per module.
+
+  Every Sampled Gaussian run of this file is answered here, a few calls per accountant
+  and query, so that each program the accountants compile for them (the Renyi-DP
+  order search, the tight accountant's closed form for one step, its jobs, its
+  Renyi-DP fallback) compiles once for the file, not once per test: compilation,
+  not arithmetic, is what these checks cost. A configuration's answer does not
+  depend on the batch it comes in. One step is ``steps = 1`` of a
+  ``SelfComposed(PoissonSampled(...))``, the count both accountants give a lone
+  ``PoissonSampled``.
+  """
+  cache = {}
+
+  def get(acct):
+    if acct not in cache:
+      cache[acct] = _answer(acct)
+    return cache[acct]
+
+  return get
+
+
 def _results(acct, event, delta, eps):
   with warnings.catch_warnings():
     # The PLD accountant warns where it falls back to a looser certified bound.
@@ -140,33 +275,21 @@ def _check(label, up_e, low_e, up_d, low_d, true_e, true_d):
 
 
 @pytest.mark.parametrize("accountant", ["rdp", "pld"])
-def test_one_step_over_the_whole_domain(accountant):
-  q, sigma, eps, delta = _draw(seed=34, n=16 if accountant == "pld" else 40)
-  event = PoissonSampled(q, Gaussian(sigma))
-  got = _results(accountant, event, delta, eps)
+def test_one_step_over_the_whole_domain(accountant, answers):
+  got, rows = answers(accountant)
+  n = 16 if accountant == "pld" else 40
+  q, sigma, _, eps, delta = (c[:n] for c in rows["one_step"])
   true_e = [_one_step_epsilon(d, a, s) for d, a, s in zip(delta, q, sigma)]
   true_d = [_one_step_delta(e, a, s) for e, a, s in zip(eps, q, sigma)]
-  _check(accountant, *got, true_e, true_d)
-
-
-# Where e^epsilon leaves float64: the cases that used to collapse to 709.78 or 0.
-_LARGE = [
-  # (q, sigma, epsilon, delta)
-  (1.0, 0.03, 696.0, 1e-5),
-  (1.0, 0.024, 800.0, 1e-5),
-  (1.0, 0.0245818, 800.0, 1e-10),
-  (1.0, 0.0245818, 1000.0, 0.1),
-  (1.0, 0.0245818, 709.9, 0.5),
-  (0.5, 0.02, 710.0, 0.3),
-  (0.01, 0.02, 709.0, 1e-3),
-  (0.9, 0.015, 2000.0, 1e-12),
-]
+  _check(accountant, *(x[:n] for x in got["one_step"]), true_e, true_d)
 
 
 @pytest.mark.parametrize("accountant", ["rdp", "pld"])
-def test_one_step_beyond_exp_overflow(accountant):
-  q, sigma, eps, delta = (np.array(c) for c in zip(*_LARGE))
-  got = _results(accountant, PoissonSampled(q, Gaussian(sigma)), delta, eps)
+def test_one_step_beyond_exp_overflow(accountant, answers):
+  got, rows = answers(accountant)
+  n = len(_LARGE)
+  q, sigma, _, eps, delta = (c[-n:] for c in rows["one_step"])
+  got = [x[-n:] for x in got["one_step"]]
   true_e = [_one_step_epsilon(d, a, s) for d, a, s in zip(delta, q, sigma)]
   true_d = [_one_step_delta(e, a, s) for e, a, s in zip(eps, q, sigma)]
   _check(accountant, *got, true_e, true_d)
@@ -177,18 +300,12 @@ def test_one_step_beyond_exp_overflow(accountant):
 
 
 @pytest.mark.parametrize("accountant", ["rdp", "pld"])
-def test_gaussian_compositions_are_gaussian_dp(accountant):
+def test_gaussian_compositions_are_gaussian_dp(accountant, answers):
   """q = 1: T steps are exactly mu-GDP, also where epsilon is in the hundreds."""
-  rng = np.random.default_rng(35)
-  n = 7
-  sigma = _log_uniform(rng, 0.05, 50.0, n)
-  steps = np.round(_log_uniform(rng, 2.0, 2000.0, n))
-  delta = _log_uniform(rng, 1e-12, 0.3, n)
-  sigma[:3], steps[:3], delta[:3] = [0.5, 0.3, 0.2], [300.0, 40.0, 100.0], [1e-4, 1e-6, 1e-9]
+  got, rows = answers(accountant)
+  _, sigma, steps, eps, delta = rows["gauss"]
+  got = got["gauss"]
   mu = np.sqrt(steps) / sigma
-  eps = np.array([float(_gdp_epsilon(d, m)) for d, m in zip(delta, mu)]) * rng.uniform(0.5, 1.5, n)
-  event = SelfComposed(PoissonSampled(1.0, Gaussian(sigma)), steps)
-  got = _results(accountant, event, delta, eps)
   true_e = [_gdp_epsilon(d, m) for d, m in zip(delta, mu)]
   true_d = [_gdp_delta(e, m) for e, m in zip(eps, mu)]
   _check(accountant, *got, true_e, true_d)
@@ -198,6 +315,7 @@ def test_gaussian_compositions_are_gaussian_dp(accountant):
     te = np.array(true_e, float)
     held = te < 1e4
     assert np.all(got[0][held] <= te[held] * (1 + 1e-5) + 1e-9), got[0] / te - 1
+    assert not held[_BEYOND_GRID]
 
 
 def _laplace_delta(eps, scale):
@@ -247,22 +365,19 @@ def test_other_mechanisms_rdp_bound_above_truth(mechanism):
   _check(mechanism, *got, true_e, true_d)
 
 
-def test_edges_answer_consistently():
+def test_edges_answer_consistently(answers):
   """q = 0, a subnormal q and zero steps: both accountants answer, never NaN."""
-  q = np.array([0.0, 5e-324, 1e-310, 0.01, 0.01])
-  steps = np.array([100.0, 100.0, 100.0, 0.0, 100.0])
   for acct in ("rdp", "pld"):
-    e = jaxrdp.dpsgd_epsilon(q, 1.0, steps, 1e-5, accountant=acct)
-    assert not np.any(np.isnan(np.asarray(e.epsilon))), (acct, e)
+    eps, _, delta, _ = answers(acct)[0]["edges"]
+    assert not np.any(np.isnan(eps)), (acct, eps)
     # Nothing released, or a rate so small that delta(0) << 1e-5: epsilon is 0.
-    np.testing.assert_array_equal(np.asarray(e.epsilon)[:4], 0.0)
-    d = jaxrdp.dpsgd_delta(q, 1.0, steps, 1.0, accountant=acct)
-    assert np.all(np.isfinite(np.asarray(d.delta))), (acct, d)
-    assert np.all(np.asarray(d.delta)[[0, 3]] == 0.0), (acct, d)
+    np.testing.assert_array_equal(eps[:4], 0.0)
+    assert np.all(np.isfinite(delta)), (acct, delta)
+    assert np.all(delta[[0, 3]] == 0.0), (acct, delta)
 
 
-def test_huge_epsilon_gives_a_finite_delta():
+def test_huge_epsilon_gives_a_finite_delta(answers):
   """Tight delta at epsilon 1e308: at most the Renyi-DP delta there (0), never NaN."""
-  d = jaxrdp.dpsgd_delta([0.01, 1.0], [1.0, 0.5], 100, 1e308, accountant="pld")
-  np.testing.assert_array_equal(np.asarray(d.delta), 0.0)
-  np.testing.assert_array_equal(np.asarray(d.delta_lower), 0.0)
+  _, _, delta, delta_lower = answers("pld")[0]["huge"]
+  np.testing.assert_array_equal(delta, 0.0)
+  np.testing.assert_array_equal(delta_lower, 0.0)
