@@ -86,24 +86,38 @@ jax.config.update("jax_enable_x64", True)
 # The mpmath oracle lives beside the tests.
 sys.path.insert(0, os.path.dirname(__file__))
 
-# Tests are marked slow by their measured cost: ``tests/durations.json`` holds each
-# test's seconds (setup, call and teardown) in a full run of the suite on the 2-core
-# machine, written by ``python -m pytest --write-durations``. A test that took more
-# than SLOW_SECONDS there is marked slow, and ``python -m pytest -m "not slow"`` (the
-# loop to run while working) leaves it out. A test not in the file counts as fast
-# until the file is rewritten; an unmarked test that takes more than UNMARKED_LIMIT
+# Tests are marked slow by their measured cost. ``tests/durations.json`` holds each
+# test's seconds (setup, call and teardown) in two runs on the 2-core machine, written
+# by ``--write-durations``: "full", a run of the whole suite, and "fast", a run of the
+# fast loop (``-m "not slow"``). A test is marked slow when either records more than
+# SLOW_SECONDS for it, and ``python -m pytest -m "not slow"`` (the loop to run while
+# working) leaves it out. The fast run's table is needed because a test that is cheap
+# in a full run often reads a program, or a module fixture, that a slow test paid for
+# before it: without the slow tests it pays itself. A test in neither table counts as
+# fast until one is rewritten; an unmarked test that takes more than UNMARKED_LIMIT
 # fails the run (see pytest_sessionfinish), so the marks stay true.
 DURATIONS_FILE = pathlib.Path(__file__).with_name("durations.json")
 SLOW_SECONDS = 1.0
 UNMARKED_LIMIT = 15.0
+FAST_LOOP = "not slow"
+
+
+def recorded_tables():
+  """``{"full": {nodeid: seconds}, "fast": {...}}`` of the committed durations file."""
+  try:
+    stored = json.loads(DURATIONS_FILE.read_text())
+  except FileNotFoundError:
+    return {"full": {}, "fast": {}}
+  return {run: stored.get(run, {}).get("tests", {}) for run in ("full", "fast")}
 
 
 def recorded_durations():
-  """``{nodeid: seconds}`` of the committed durations file (empty without one)."""
-  try:
-    return json.loads(DURATIONS_FILE.read_text())["tests"]
-  except FileNotFoundError:
-    return {}
+  """``{nodeid: seconds}``: the larger of a test's two recorded times (what marks it)."""
+  tables = recorded_tables()
+  both = dict(tables["full"])
+  for nodeid, seconds in tables["fast"].items():
+    both[nodeid] = max(seconds, both.get(nodeid, 0.0))
+  return both
 
 
 def _file_of(nodeid):
@@ -114,7 +128,9 @@ def pytest_addoption(parser):
   parser.addoption(
     "--write-durations",
     action="store_true",
-    help=f"write every test's measured seconds to {DURATIONS_FILE.name} at the end of the run",
+    help=f"record every test's measured seconds in {DURATIONS_FILE.name} at the end of "
+    f'the run: the "full" table for a run of the whole suite, the "fast" table for '
+    f'-m "{FAST_LOOP}"',
   )
 
 
@@ -122,7 +138,7 @@ def pytest_collection_modifyitems(config, items):
   del config
   recorded = recorded_durations()
   per_file = collections.Counter()
-  for nodeid, seconds in recorded.items():
+  for nodeid, seconds in recorded_tables()["full"].items():
     per_file[_file_of(nodeid)] += seconds
   # Heaviest files first: pytest-xdist's --dist loadfile (--no-loadscope-reorder)
   # hands whole files to the two workers in collection order, so that a file's
@@ -132,6 +148,42 @@ def pytest_collection_modifyitems(config, items):
   for item in items:
     if recorded.get(item.nodeid, 0.0) > SLOW_SECONDS:
       item.add_marker(pytest.mark.slow)
+
+
+def _write_durations(config, measured):
+  """Record ``measured`` in the table of this run's kind, keeping the other table.
+
+  A run of the whole suite replaces the "full" table; a run of some test files (paths
+  given, no ``-m``) updates their entries in it, as measured alone. A fast-loop run
+  updates the "fast" table test by test: a test it leaves out (marked slow by an
+  earlier fast run) keeps its entry, so the marks converge over repeated fast runs. Any
+  other selection (``-k``, another ``-m``) is refused.
+  """
+  markexpr = config.getoption("markexpr") or ""
+  whole = config.args_source == pytest.Config.ArgsSource.TESTPATHS  # no paths given
+  if config.getoption("keyword") or markexpr not in ("", FAST_LOOP) or (markexpr and not whole):
+    sys.stderr.write(
+      f"\n--write-durations records the whole suite, some test files, or the whole "
+      f'-m "{FAST_LOOP}" loop; this run selected tests otherwise and was not recorded.\n'
+    )
+    return
+  run = "fast" if markexpr == FAST_LOOP else "full"
+  try:
+    stored = json.loads(DURATIONS_FILE.read_text())
+  except FileNotFoundError:
+    stored = {}
+  previous = stored.get(run, {})
+  tests = {} if run == "full" and whole else dict(previous.get("tests", {}))
+  tests.update({k: round(v, 3) for k, v in measured.items()})
+  note = (
+    f"{datetime.date.today().isoformat()}, {platform.machine()}, {os.cpu_count()} cores, "
+    "python -m pytest" + (f' -m "{FAST_LOOP}"' if run == "fast" else "") + " --write-durations"
+  )
+  if not whole:
+    files = sorted({_file_of(k) for k in measured})
+    note = previous.get("measured", "") + f"; {note} {' '.join(files)}"
+  stored[run] = {"measured": note, "tests": dict(sorted(tests.items()))}
+  DURATIONS_FILE.write_text(json.dumps(stored, indent=1) + "\n")
 
 
 _measured = collections.Counter()
@@ -150,18 +202,7 @@ def pytest_sessionfinish(session, exitstatus):
   if hasattr(config, "workerinput") or not _measured:
     return
   if config.getoption("--write-durations"):
-    tests = {k: round(v, 3) for k, v in sorted(_measured.items())}
-    DURATIONS_FILE.write_text(
-      json.dumps(
-        {
-          "measured": f"{datetime.date.today().isoformat()}, {platform.machine()}, "
-          f"{os.cpu_count()} cores, python -m pytest --write-durations",
-          "tests": tests,
-        },
-        indent=1,
-      )
-      + "\n"
-    )
+    _write_durations(config, _measured)
   over = sorted(
     (round(s, 1), k) for k, s in _measured.items() if k in _unmarked and s > UNMARKED_LIMIT
   )
