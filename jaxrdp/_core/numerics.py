@@ -232,6 +232,9 @@ def expm1_minus_x(x, expm1_x=None):
   return jnp.where(small, 0.5 * xs * xs * series, big - xm)
 
 
+#: The unit round-off of float64 (round to nearest): |fl(x) - x| <= UNIT_ROUNDOFF |x|.
+UNIT_ROUNDOFF = 2.0**-53
+
 #: The smallest positive normal float64 (2.2250738585072014e-308).
 TINY = float(np.finfo(np.float64).tiny)
 _SUBNORMAL_BITS = 1 << 52  # bit patterns 1 .. 2^52 - 1 are the positive subnormals

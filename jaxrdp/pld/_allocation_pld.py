@@ -73,11 +73,12 @@ import math
 
 import numpy as np
 
+from jaxrdp._core.numerics import UNIT_ROUNDOFF
+
 from ._single_plds import Atoms, _erfc
 
 __all__ = ["EpochPair", "allocation_epoch_pair"]
 
-_U = 2.0**-53
 # P-mass of one coordinate above Y_max (per epoch, sent to +inf in the upper bound).
 _TAIL = 1e-16
 # Wrap-around mass tolerated per epoch.
@@ -141,18 +142,20 @@ def _cell_masses(b, sc, with_split=False):
     hi_side = w[:-1] >= 0
     m = np.where(hi_side, up[:-1] - up[1:], dn[1:] - dn[:-1])
     big = np.where(hi_side, up[:-1], dn[1:])
-    out.append([np.maximum(m, 0.0), 8.0 * _U * big])
+    out.append([np.maximum(m, 0.0), 8.0 * UNIT_ROUNDOFF * big])
   width = hi - lo
   # Where both tails are small the CDF differences are already accurate (their error is
   # the smaller tail's 8 u): Gauss-Legendre only where a tail exceeds 1e-6.
-  tails = np.maximum(out[0][1], out[1][1]) / (8.0 * _U)
+  tails = np.maximum(out[0][1], out[1][1]) / (8.0 * UNIT_ROUNDOFF)
   gl = np.isfinite(lo) & np.isfinite(hi) & (width <= _GL_WIDTH) & (tails > 1e-6)
   idx = np.nonzero(gl)[0]
   split = None
   if with_split:
     with np.errstate(invalid="ignore", over="ignore"):
       sp = np.clip((out[1][0] - b[:-1] * out[0][0]) / (b[1:] - b[:-1]), 0.0, out[0][0])
-      sp_err = out[1][1] + b[:-1] * out[0][1] + 4.0 * _U * (out[1][0] + b[:-1] * out[0][0])
+      sp_err = (
+        out[1][1] + b[:-1] * out[0][1] + 4.0 * UNIT_ROUNDOFF * (out[1][0] + b[:-1] * out[0][0])
+      )
       sp_err = sp_err / (b[1:] - b[:-1])
     split = [np.where(np.isfinite(sp), sp, 0.0), np.where(np.isfinite(sp_err), sp_err, 0.0)]
   for start in range(0, idx.size, 1 << 16):
@@ -162,14 +165,14 @@ def _cell_masses(b, sc, with_split=False):
     dens = np.exp(-0.5 * zz * zz) * (half[:, None] * _GL_W[None, :] / math.sqrt(2.0 * math.pi))
     q = dens.sum(axis=1)
     p = (dens * np.exp(sc * zz - 0.5 * sc * sc)).sum(axis=1)
-    out[0][0][k], out[0][1][k] = q, 64.0 * _U * q
-    out[1][0][k], out[1][1][k] = p, 64.0 * _U * p
+    out[0][0][k], out[0][1][k] = q, 64.0 * UNIT_ROUNDOFF * q
+    out[1][0][k], out[1][1][k] = p, 64.0 * UNIT_ROUNDOFF * p
     if with_split:
       a = b[:-1][k]
       sp = (dens * (a[:, None] * np.expm1(sc * (zz - lo[k][:, None])))).sum(axis=1)
       sp = sp / (b[1:][k] - a)
       split[0][k] = np.minimum(sp, q)
-      split[1][k] = 64.0 * _U * sp
+      split[1][k] = 64.0 * UNIT_ROUNDOFF * sp
   (q, eq), (p, ep) = out
   if with_split:
     return q, p, eq, ep, split[0], split[1]
@@ -331,7 +334,7 @@ def _sum_pmf(p, t, n, weights, with_fewer=False):
   if t == 1:
     return x, xp, 0.0, 0.0
   t = float(t)
-  g = (1.0 + 10.0 * _U) ** (math.ceil(math.log2(n)) + 2.0) - 1.0
+  g = (1.0 + 10.0 * UNIT_ROUNDOFF) ** (math.ceil(math.log2(n)) + 2.0) - 1.0
   c, cp = np.fft.rfft(x), np.fft.rfft(xp)
   l1, l1p = ((1.0 + g) * float(np.sum(np.abs(v))) for v in (x, xp))
   dc, dcp = g * l1, g * l1p
@@ -346,7 +349,7 @@ def _sum_pmf(p, t, n, weights, with_fewer=False):
     mp = np.minimum(np.abs(cp) + dcp, dcp + l1p)
     prop_q = t * dc * m_tm1  # dc m^(t-1) + m (t - 1) m^(t-2) dc
     prop_p = dcp * m_tm1 + mp * (t - 1.0) * dc * m_tm2
-  rel = math.expm1((t - 1.0) * math.log1p(math.sqrt(5.0) * _U)) * (1.0 + 1e-6)
+  rel = math.expm1((t - 1.0) * math.log1p(math.sqrt(5.0) * UNIT_ROUNDOFF)) * (1.0 + 1e-6)
   tiny = 4.0 * t * 2.0**-1074
   q, eq = _inverse(total_q, prop_q, rel, tiny, n, g)
   pm, ep = _inverse(total_p, prop_p, rel, tiny, n, g)
@@ -354,7 +357,7 @@ def _sum_pmf(p, t, n, weights, with_fewer=False):
     return q, pm, eq, ep
   if t == 2.0:  # the sum of one index: p itself
     return q, pm, eq, ep, x, 0.0
-  rel_f = math.expm1((t - 2.0) * math.log1p(math.sqrt(5.0) * _U)) * (1.0 + 1e-6)
+  rel_f = math.expm1((t - 2.0) * math.log1p(math.sqrt(5.0) * UNIT_ROUNDOFF)) * (1.0 + 1e-6)
   with np.errstate(under="ignore", over="ignore"):
     prop_f = (t - 1.0) * dc * m_tm2
   q_f, e_f = _inverse(power, prop_f, rel_f, tiny, n, g)
@@ -383,8 +386,10 @@ class _Large:
     self.g, self.w, self.l1, self.first = g[keep], w[keep], float(l1), float(first)
     self.at_inf, self.p_q, self.p_p = float(at_inf), float(p_q), float(p_p)
     # Upper bounds on the true total mass and first moment.
-    self.mass = float(np.sum(self.w)) * (1.0 + 4.0 * _U * self.w.size) + self.l1
-    self.mean = float(np.sum(self.w * self.g)) * (1.0 + 4.0 * _U * self.w.size) + self.first
+    self.mass = float(np.sum(self.w)) * (1.0 + 4.0 * UNIT_ROUNDOFF * self.w.size) + self.l1
+    self.mean = (
+      float(np.sum(self.w * self.g)) * (1.0 + 4.0 * UNIT_ROUNDOFF * self.w.size) + self.first
+    )
 
 
 def _upper_lattice(sc, h, big_j, y_max):
@@ -506,7 +511,7 @@ def _first_cell(sc, h):
       lo = mid
     else:
       hi = mid
-    if hi - lo <= 4.0 * _U * hi:
+    if hi - lo <= 4.0 * UNIT_ROUNDOFF * hi:
       break
   b = 0.5 * (lo + hi)
   m = _low_mean(b, sc)
@@ -522,7 +527,7 @@ def _cell_means(q, p, eq, ep, aim):
   qq = np.where(pos, q, 1.0)
   r = np.where(pos, p / qq, 0.0)
   d = np.where(pos[:-1], r[:-1] - aim, 0.0)
-  r_err = np.where(pos, (ep + r * eq) / qq + 4.0 * _U * r, np.inf)
+  r_err = np.where(pos, (ep + r * eq) / qq + 4.0 * UNIT_ROUNDOFF * r, np.inf)
   return r, d, r_err
 
 
@@ -630,7 +635,7 @@ def _lower_large(sc, b_n, y_max):
   pos = q > 0
   qq = np.where(pos, q, 1.0)
   r = np.where(pos, p / qq, 0.0)
-  r_err = np.where(pos, (ep + r * eq) / qq + 4.0 * _U * r, 0.0)
+  r_err = np.where(pos, (ep + r * eq) / qq + 4.0 * UNIT_ROUNDOFF * r, 0.0)
   v_rm = np.maximum(bl[:-1], r - r_err)
   v_ad = np.minimum(bl[1:-1], (r + r_err)[:-1])
   return {
@@ -729,8 +734,11 @@ def _upper_pair(sc, h, big_j, y_max, t):
   err1_q = t * (ex * large.mass + x_mass * large.l1)
   err1_p = ex * (x_top * large.mass + large.mean) + x_mass * (x_top * large.l1 + large.first)
   err = {
-    "remove": ep + 1.01 * (first + (t - 1) * l1) + 1.01 * err1_p + 4.0 * _U * float(tot1 @ q1) / t,
-    "add": eq + 1.01 * t * l1 + 1.01 * err1_q + 4.0 * _U * float(np.sum(q1)),
+    "remove": ep
+    + 1.01 * (first + (t - 1) * l1)
+    + 1.01 * err1_p
+    + 4.0 * UNIT_ROUNDOFF * float(tot1 @ q1) / t,
+    "add": eq + 1.01 * t * l1 + 1.01 * err1_q + 4.0 * UNIT_ROUNDOFF * float(np.sum(q1)),
   }
   return atoms, err
 
@@ -772,7 +780,7 @@ def _lower_pair(cells, name, h, t):
     err += 1.01 * (
       ex * (x_top * large.mass + large.mean) + x_mass * (x_top * large.l1 + large.first)
     )
-    err += 4.0 * _U * float(np.abs(tot1) @ q1) / t
+    err += 4.0 * UNIT_ROUNDOFF * float(np.abs(tot1) @ q1) / t
     return Atoms(
       np.concatenate([np.log(s[keep]), np.log(s1[keep1])]),
       np.concatenate([pmass[keep], (q1 * s1)[keep1]]),
@@ -782,7 +790,7 @@ def _lower_pair(cells, name, h, t):
   wq_x = _WrapBound(pm, t - 1)(n)[0] if larges is not None else 0.0
   err = eq + wq + 1.01 * t * l1
   err += 1.01 * t * (ex * large.mass + x_mass * large.l1 + wq_x * large.mass)
-  err += 4.0 * _U * float(np.sum(q1))
+  err += 4.0 * UNIT_ROUNDOFF * float(np.sum(q1))
   return Atoms(np.concatenate([-np.log(s), -np.log(s1)]), np.concatenate([y, q1])), err
 
 

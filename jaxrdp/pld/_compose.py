@@ -40,11 +40,11 @@ import math
 import jax
 import jax.numpy as jnp
 
+from jaxrdp._core.numerics import UNIT_ROUNDOFF
+
 from . import _double_word
 
 __all__ = ["compose", "compose_double_word"]
-
-_U = 2.0**-53
 
 
 def _power(c, t, dc, l1, g, n, weight):
@@ -58,7 +58,7 @@ def _power(c, t, dc, l1, g, n, weight):
   s = jnp.sum(t * logm, axis=-2)  # (..., K')
   prop = jnp.sum(t * dc * jnp.exp(s[..., None, :] - logm), axis=-2)
   abs_log = jnp.sum(t * (1.0 + jnp.abs(jnp.where(nonzero, logc, 0.0))), axis=-2)
-  power = 4.0 * _U * (1.0 + abs_log) * jnp.abs(total)
+  power = 4.0 * UNIT_ROUNDOFF * (1.0 + abs_log) * jnp.abs(total)
   e = prop + power
   size = jnp.abs(total) + e  # bound on the computed spectrum's magnitude
   err_inf = (jnp.sum(weight * e, axis=-1) + g * jnp.sum(weight * size, axis=-1)) / n
@@ -101,7 +101,7 @@ def compose(x, steps, n: int):
     (index ``k`` is the loss ``origin + k d`` modulo ``n d``) and bounds on its
     round-off error in every bin and in Euclidean norm ``(...)``.
   """
-  g = (1.0 + 10.0 * _U) ** (math.ceil(math.log2(n)) + 2.0) - 1.0
+  g = (1.0 + 10.0 * UNIT_ROUNDOFF) ** (math.ceil(math.log2(n)) + 2.0) - 1.0
   c = jnp.fft.rfft(x, n=n, axis=-1)  # (..., P, K)
   k = c.shape[-1]
   t = steps[..., None]
@@ -176,7 +176,7 @@ def compose_double_word(x, steps, n: int):
   g = _double_word.bound_stages(n)
   zero = jnp.zeros_like(x)
   c = _double_word.fft(((x, zero), (zero, zero)))
-  l1 = (1.0 + 2.0 * n * _U) * jnp.sum(x, axis=-1, keepdims=True)  # (P, 1)
+  l1 = (1.0 + 2.0 * n * UNIT_ROUNDOFF) * jnp.sum(x, axis=-1, keepdims=True)  # (P, 1)
   ops = n * math.log2(n) * _double_word.TINY
   dc = g * l1 + ops
   t = steps[:, None]
@@ -186,13 +186,13 @@ def compose_double_word(x, steps, n: int):
     total = _double_word.cmul(total, jax.tree_util.tree_map(lambda v, j=j: v[j], powered))
   re = total[0][0] + total[0][1]
   im = total[1][0] + total[1][1]
-  absc = (1.0 + 4.0 * _U) * jnp.hypot(c[0][0] + c[0][1], c[1][0] + c[1][1])
+  absc = (1.0 + 4.0 * UNIT_ROUNDOFF) * jnp.hypot(c[0][0] + c[0][1], c[1][0] + c[1][1])
   logm = jnp.log(jnp.minimum(absc + dc, dc + l1))  # (P, n)
   s = jnp.sum(t * logm, axis=0)  # (n,) bound on log |computed c|^T products
   prop = jnp.sum(t * dc * jnp.exp(s[None, :] - logm), axis=0)
   rel = _double_word.MUL_ERROR * (jnp.sum(2.0 * steps + 2.0 * _STEP_BITS) + p)
   e = prop + rel * jnp.exp(s) + 2.0 * _STEP_BITS * p * _double_word.TINY
-  size = (1.0 + 4.0 * _U) * jnp.hypot(re, im) + e
+  size = (1.0 + 4.0 * UNIT_ROUNDOFF) * jnp.hypot(re, im) + e
   y = _double_word.fft(total, inverse=True)
   r = (y[0][0] + y[0][1]) / n
   err_inf = (jnp.sum(e) + g * jnp.sum(size)) / n + ops

@@ -27,25 +27,25 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core.validation import is_concrete
-from ..mechanisms import _sgm_single_step
+from . import _single_step
 from ._driver import delta_partials_of_rows
 
 __all__ = ["answer_partials"]
 
 
-def _one_step_log_partials(q, sigma, eps):
+def _one_step_log_partials(q, sigma, eps, family):
   """``log delta`` of one step (closed form, larger direction) and its derivatives in
   ``(q, sigma, eps)``, rows ``(B,)``."""
 
   def log_delta(q, sigma, eps):
-    return _sgm_single_step._log_delta_kernel(eps, q, sigma, "max")
+    return _single_step.log_delta_max(eps, q, sigma, family)
 
   grad = jax.vmap(jax.value_and_grad(log_delta, argnums=(0, 1, 2)))
   value, (dq, ds, de) = grad(q, sigma, eps)
   return value, dq, ds, de
 
 
-def answer_partials(q, sigma, steps, target, answer, mode, options):
+def answer_partials(q, sigma, steps, target, answer, mode, options, families):
   """Partial derivatives of the answers of rows of phases: ``(d/dq (B, P), d/dsigma
   (B, P), d/dtarget (B,))``.
 
@@ -59,17 +59,18 @@ def answer_partials(q, sigma, steps, target, answer, mode, options):
   point = jnp.where(usable, answer if eps_mode else target, 1.0)
   if is_concrete(point):
     point = np.asarray(point)
-  _, dq, ds, de = delta_partials_of_rows(q, sigma, steps, point, options)
+  _, dq, ds, de = delta_partials_of_rows(q, sigma, steps, point, options, families)
   if eps_mode:
     # d epsilon = (d delta_target - D_q dq - D_sigma dsigma) / D_eps, with D_eps < 0.
     slope = jnp.where(de < 0, de, jnp.nan)[:, None]
     gq, gs, gt = -dq / slope, -ds / slope, 1.0 / slope[:, 0]
   else:
     gq, gs, gt = dq, ds, de
-  one = (steps[:, 0] == 1.0) if q.shape[1] == 1 else jnp.zeros(q.shape[0], bool)
-  if bool(np.any(np.asarray(one))) if is_concrete(one) else q.shape[1] == 1:
+  closed = len(families) == 1 and families[0] in _single_step.FAMILIES  # one step's closed form
+  one = (steps[:, 0] == 1.0) if closed else jnp.zeros(q.shape[0], bool)
+  if bool(np.any(np.asarray(one))) if is_concrete(one) else closed:
     log_d, lq, ls, le = _one_step_log_partials(
-      jnp.where(one, q[:, 0], 0.5), jnp.where(one, sigma[:, 0], 1.0), point
+      jnp.where(one, q[:, 0], 0.5), jnp.where(one, sigma[:, 0], 1.0), point, families[0]
     )
     if eps_mode:
       # d log delta = d delta_target / delta_target at the answer.

@@ -44,14 +44,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxrdp._core.numerics import UNIT_ROUNDOFF
+
 __all__ = ["MUL_ERROR", "STAGE_ERROR", "TINY", "fft", "power", "twiddles"]
 
-U = 2.0**-53
 # Relative error of one complex multiplication, and of one butterfly ``a +- w b``
 # relative to ``|a| + |b|``: the twiddle's 18 u^2 (see twiddles) and the
 # product's 16 u^2 on ``|b|``, the sum's 3 u^2, 37 u^2 in all, rounded up.
-MUL_ERROR = 16.0 * U * U
-STAGE_ERROR = 64.0 * U * U
+MUL_ERROR = 16.0 * UNIT_ROUNDOFF * UNIT_ROUNDOFF
+STAGE_ERROR = 64.0 * UNIT_ROUNDOFF * UNIT_ROUNDOFF
 # Absolute error per operation from underflow of the low word.
 TINY = 2.0**-960
 

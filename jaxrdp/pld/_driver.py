@@ -74,7 +74,7 @@ def _host_map(fn, items, workers):
     return list(pool.map(call, items))
 
 
-def _plan_jobs(q, sigma, steps, target, mode, rtol):
+def _plan_jobs(q, sigma, steps, target, mode, rtol, families):
   """Plans (host arrays) and grid points needed: ``(2 size, ...)``, remove rows first."""
   size = q.shape[0]
   rows = -(-size // _PLAN_BLOCK) * _PLAN_BLOCK
@@ -82,7 +82,7 @@ def _plan_jobs(q, sigma, steps, target, mode, rtol):
   args = _pad_rows([np.asarray(x) for x in (q, sigma, steps, target)], rows)
 
   def one(i):
-    out = _kernel.batch_plan_points(*(a[i : i + _PLAN_BLOCK] for a in args), rtol, mode)
+    out = _kernel.batch_plan_points(*(a[i : i + _PLAN_BLOCK] for a in args), rtol, mode, families)
     return jax.tree_util.tree_map(np.asarray, out)
 
   parts = _host_map(one, range(0, rows, _PLAN_BLOCK), _WORKERS)
@@ -98,7 +98,7 @@ def _each_direction(*arrays):
   return (*(jnp.concatenate([a, a]) for a in arrays), is_add)
 
 
-def _grid_sizes(q, sigma, steps, target, mode, rtol, grid_size, max_grid_size):
+def _grid_sizes(q, sigma, steps, target, mode, rtol, grid_size, max_grid_size, families):
   """FFT lengths and plans: ``(sizes, plans, reached)``.
 
   With concrete arguments, each direction of each row has its own plan (host
@@ -110,7 +110,7 @@ def _grid_sizes(q, sigma, steps, target, mode, rtol, grid_size, max_grid_size):
   if not all(is_concrete(x) for x in (q, sigma, steps, target)):
     return (TRACED_GRID_SIZE if grid_size is None else grid_size), None, True
   size = q.shape[0]
-  plans, need = _plan_jobs(q, sigma, steps, target, mode, rtol)
+  plans, need = _plan_jobs(q, sigma, steps, target, mode, rtol, families)
   plans = [
     jax.tree_util.tree_map(lambda x, i=i: x[i * size : (i + 1) * size], plans) for i in (0, 1)
   ]
@@ -137,7 +137,7 @@ def _pad_rows(arrays, rows):
   return [xp.concatenate([a, xp.repeat(a[-1:], rows - size, axis=0)], axis=0) for a in arrays]
 
 
-def _batched(q, sigma, steps, tgt, is_add, mode, n, memory_limit):
+def _batched(q, sigma, steps, tgt, is_add, mode, n, memory_limit, families):
   """Runs all jobs in chunks of a power-of-two size (few distinct compilations).
 
   Concrete inputs: a Python loop over chunks, one compiled program per chunk
@@ -160,22 +160,23 @@ def _batched(q, sigma, steps, tgt, is_add, mode, n, memory_limit):
         mode,
         n,
         chunk,
+        families,
       )
       for i in range(0, rows, chunk)
     ]
     return tuple(jnp.concatenate(parts)[:size] for parts in zip(*outs))
-  out = _kernel.run_jobs(q, sigma, steps, tgt, is_add, mode, n, chunk)
+  out = _kernel.run_jobs(q, sigma, steps, tgt, is_add, mode, n, chunk, families)
   return tuple(x[:size] for x in out)
 
 
-def _both_directions(q, sigma, steps, tgt, mode, n, memory_limit):
+def _both_directions(q, sigma, steps, tgt, mode, n, memory_limit, families):
   """Both directions of every row on one FFT length ``n``: the jobs' outputs, each
   ``(2, size, ...)``."""
-  out = _batched(*_each_direction(q, sigma, steps, tgt), mode, n, memory_limit)
+  out = _batched(*_each_direction(q, sigma, steps, tgt), mode, n, memory_limit, families)
   return tuple(x.reshape((2, q.shape[0]) + x.shape[1:]) for x in out)
 
 
-def _run_jobs(jobs, q, sigma, steps, tgt, plans, mode, memory_limit, double_word=False):
+def _run_jobs(jobs, q, sigma, steps, tgt, plans, mode, memory_limit, families, double_word=False):
   """Runs ``jobs`` (rows, is_add, n: host arrays), one compiled program per FFT length.
 
   ``plans`` is the pair (remove, add) of host plans. Each job is its own call
@@ -196,7 +197,7 @@ def _run_jobs(jobs, q, sigma, steps, tgt, plans, mode, memory_limit, double_word
 
   def one(job):
     row, a, n_b = job
-    return np.asarray(_kernel.run_job(row, bool(a), mode, int(n_b), phases, double_word))
+    return np.asarray(_kernel.run_job(row, bool(a), mode, int(n_b), families, double_word))
 
   scale = _DOUBLE_WORD_BYTES if double_word else _PARTIALS_MEMORY if mode == "partials" else 1
   per_job = _BYTES_PER_POINT * int(np.max(sizes)) * phases * scale
@@ -214,7 +215,7 @@ _COARSE_MIN_ROWS = 16
 _PASSES = 2
 
 
-def _directions(rows, q, sigma, steps, tgt, plans, mode, n, coarse_first, memory_limit):
+def _directions(rows, q, sigma, steps, tgt, plans, mode, n, coarse_first, memory_limit, families):
   """Both directions of ``rows``: ``(4, 2, rows)`` host array of (up, low, ok, slope).
 
   Each direction runs on its own grid ``n[direction][row]``; with
@@ -234,7 +235,7 @@ def _directions(rows, q, sigma, steps, tgt, plans, mode, n, coarse_first, memory
     np.concatenate([np.zeros(size, bool), np.ones(asym.size, bool)]),
     np.concatenate([n[0][rows], coarse[asym]]),
   )
-  res = _run_jobs(jobs, q, sigma, steps, tgt, plans, mode, memory_limit)
+  res = _run_jobs(jobs, q, sigma, steps, tgt, plans, mode, memory_limit, families)
   out = np.zeros((5, 2, size))
   out[:, 0] = res[:, :size]
   out[:, 1] = out[:, 0]  # symmetric rows: the add direction is the remove one
@@ -242,12 +243,12 @@ def _directions(rows, q, sigma, steps, tgt, plans, mode, n, coarse_first, memory
   redo = asym[(out[0, 1, asym] > out[0, 0, asym]) & (coarse[asym] < fine[asym])]
   if redo.size:
     jobs = (rows[redo], np.ones(redo.size, bool), fine[redo])
-    out[:, 1, redo] = _run_jobs(jobs, q, sigma, steps, tgt, plans, mode, memory_limit)
+    out[:, 1, redo] = _run_jobs(jobs, q, sigma, steps, tgt, plans, mode, memory_limit, families)
   return out
 
 
 def _per_row_sizes(
-  q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, automatic, memory_limit
+  q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, automatic, memory_limit, families
 ):
   """Both directions with a grid size per row; ``(2, size)`` results (host arrays).
 
@@ -256,20 +257,30 @@ def _per_row_sizes(
   """
   size = q.shape[0]
   out = _directions(
-    np.arange(size), q, sigma, steps, tgt, plans, mode, n, size >= _COARSE_MIN_ROWS, memory_limit
+    np.arange(size),
+    q,
+    sigma,
+    steps,
+    tgt,
+    plans,
+    mode,
+    n,
+    size >= _COARSE_MIN_ROWS,
+    memory_limit,
+    families,
   )
   if mode == "epsilon":
     out, plans, n = _epsilon_passes(
-      out, q, sigma, steps, tgt, plans, n, rtol, max_grid_size, automatic, memory_limit
+      out, q, sigma, steps, tgt, plans, n, rtol, max_grid_size, automatic, memory_limit, families
     )
   out = _double_word_pass(
-    out, q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, memory_limit
+    out, q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, memory_limit, families
   )
   return out[0], out[1], out[2].astype(bool)
 
 
 def _epsilon_passes(
-  out, q, sigma, steps, tgt, plans, n, rtol, max_grid_size, automatic, memory_limit
+  out, q, sigma, steps, tgt, plans, n, rtol, max_grid_size, automatic, memory_limit, families
 ):
   """Up to ``_PASSES`` more passes for the directions whose answer shows that their plan was off.
 
@@ -316,7 +327,7 @@ def _epsilon_passes(
     if not todo.size:
       break
     out[:, :, todo] = _directions(
-      todo, q, sigma, steps, tgt, plans, "epsilon", n, False, memory_limit
+      todo, q, sigma, steps, tgt, plans, "epsilon", n, False, memory_limit, families
     )
   return out, plans, n
 
@@ -328,7 +339,9 @@ _DOUBLE_WORD_SHARE = 0.1
 _DOUBLE_WORD_BYTES = 4
 
 
-def _double_word_pass(out, q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, memory_limit):
+def _double_word_pass(
+  out, q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, memory_limit, families
+):
   """Recomposes in double-word arithmetic the directions limited by FFT round-off.
 
   The float64 round-off bound is relative to the total tilted mass; where delta
@@ -353,7 +366,9 @@ def _double_word_pass(out, q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_
       continue
     sizes = np.array([min(_next_pow2(x), top) for x in n[i][rows]], np.int64)
     jobs = (rows, np.full(rows.size, i == 1), sizes)
-    res = _run_jobs(jobs, q, sigma, steps, tgt, plans, mode, memory_limit, double_word=True)
+    res = _run_jobs(
+      jobs, q, sigma, steps, tgt, plans, mode, memory_limit, families, double_word=True
+    )
     better = res[0] <= out[0, i, rows]
     out[:, i, rows[better]] = res[:, better]
     if i == 0:
@@ -380,10 +395,15 @@ def _sizes(need, max_grid_size):
   return np.minimum(n, max_grid_size), bool(np.all(n <= max_grid_size))
 
 
-def directions_of_rows(q, sigma, steps, tgt, mode, options):
-  """Certified ``(2, size)`` ``(up, low, ok)`` of rows of phases, one per direction."""
+def directions_of_rows(q, sigma, steps, tgt, mode, options, families):
+  """Certified ``(2, size)`` ``(up, low, ok)`` of rows of phases, one per direction.
+
+  ``families``: the phases' producers (``_producers``), one name per column.
+  """
   rtol, grid_size, max_grid_size, memory_limit = options
-  n, plans, reached = _grid_sizes(q, sigma, steps, tgt, mode, rtol, grid_size, max_grid_size)
+  n, plans, reached = _grid_sizes(
+    q, sigma, steps, tgt, mode, rtol, grid_size, max_grid_size, families
+  )
   if not reached:
     warnings.warn(
       f"the PLD grid needed for rtol={rtol:g} exceeds max_grid_size="
@@ -394,12 +414,23 @@ def directions_of_rows(q, sigma, steps, tgt, mode, options):
     )
   if plans is not None:
     return _per_row_sizes(
-      q, sigma, steps, tgt, plans, mode, n, rtol, max_grid_size, grid_size is None, memory_limit
+      q,
+      sigma,
+      steps,
+      tgt,
+      plans,
+      mode,
+      n,
+      rtol,
+      max_grid_size,
+      grid_size is None,
+      memory_limit,
+      families,
     )
-  return _both_directions(q, sigma, steps, tgt, mode, n, memory_limit)[:3]
+  return _both_directions(q, sigma, steps, tgt, mode, n, memory_limit, families)[:3]
 
 
-def delta_partials_of_rows(q, sigma, steps, eps, options):
+def delta_partials_of_rows(q, sigma, steps, eps, options, families):
   """Upper bound of delta at ``eps`` and its derivatives, per row, in the direction where
   it is larger: ``(delta (size,), d/dq (size, P), d/dsigma (size, P), d/deps (size,))``.
 
@@ -408,10 +439,12 @@ def delta_partials_of_rows(q, sigma, steps, eps, options):
   For ``q = 1`` the two directions agree and the add direction is not run.
   """
   rtol, grid_size, max_grid_size, memory_limit = options
-  n, plans, _ = _grid_sizes(q, sigma, steps, eps, "delta", rtol, grid_size, max_grid_size)
+  n, plans, _ = _grid_sizes(q, sigma, steps, eps, "delta", rtol, grid_size, max_grid_size, families)
   phases = q.shape[1]
   if plans is None:
-    both = _both_directions(q, sigma, steps, eps, "partials", n, memory_limit // _PARTIALS_MEMORY)
+    both = _both_directions(
+      q, sigma, steps, eps, "partials", n, memory_limit // _PARTIALS_MEMORY, families
+    )
     add = both[0][1] > both[0][0]
     return tuple(jnp.where(add.reshape(add.shape + (1,) * (x.ndim - 2)), x[1], x[0]) for x in both)
   size = q.shape[0]
@@ -422,7 +455,7 @@ def delta_partials_of_rows(q, sigma, steps, eps, options):
     np.concatenate([np.zeros(size, bool), np.ones(asym.size, bool)]),
     np.concatenate([n[0], n[1][asym]]),
   )
-  res = _run_jobs(jobs, q, sigma, steps, eps, plans, "partials", memory_limit)
+  res = _run_jobs(jobs, q, sigma, steps, eps, plans, "partials", memory_limit, families)
   out, add = res[:, :size], res[:, size:]
   larger = add[0] > out[0, asym]
   out[:, asym[larger]] = add[:, larger]
@@ -443,6 +476,6 @@ def combine(up2, low2, ok2, mode):
   return up, low, jnp.all(jnp.asarray(ok2), axis=0)
 
 
-def compose_rows(q, sigma, steps, tgt, mode, options):
+def compose_rows(q, sigma, steps, tgt, mode, options, families):
   """Certified ``(up, low, ok)`` of rows of phases by composing their PLDs (both directions)."""
-  return combine(*directions_of_rows(q, sigma, steps, tgt, mode, options), mode)
+  return combine(*directions_of_rows(q, sigma, steps, tgt, mode, options, families), mode)

@@ -1,22 +1,22 @@
 """The PLD accountant behind the accountant protocol (``accountant="pld"``).
 
-It turns an event into the phases ``(q, sigma, steps)`` that
-:func:`jaxrdp.pld.pld_epsilon_phases` composes: a Gaussian is a phase with
-``q = 1``; a Poisson-subsampled Gaussian a phase of its own; ``SelfComposed``
-multiplies the steps of what it repeats (composition is commutative, so
-``k`` repetitions of a composition are each part ``k`` times); ``Composed``
-concatenates; shuffled epochs (``ShuffledEpochs``: each example in one batch per
-epoch, no amplification) are the Gaussian mechanism at the relation's effective
-noise multiplier composed ``ceil(epochs)`` times, a phase with ``q = 1``. These go
-to the Gaussian engine unchanged. An event with any other
-mechanism (Laplace, randomized response, (eps, delta)-DP, the discrete Laplace,
-mixtures of Gaussians, the truncated subsampled Gaussian, fixed-size batches
-under replace-one, ...) is kept as an event and the whole composition, its
-Gaussian phases included, is accounted by the generic discrete-PLD path
-(``_generic``, whose leaf types beyond the built-in ones are registered rules,
-``register_generic_rule``): concrete inputs only, one composition per configuration
-of the broadcast leaves. Others raise ``NotImplementedError``
-naming the event type.
+It turns an event into the engine's phases (:class:`Phase`: ``(q, scale, steps)`` of one
+producer, ``_producers``): a Gaussian is a phase with ``q = 1``; a Poisson-subsampled
+Gaussian a phase of its own; a Laplace mechanism, plain or Poisson-subsampled under
+add/remove, a Laplace phase; ``SelfComposed`` multiplies the steps of what it repeats
+(composition is commutative, so ``k`` repetitions of a composition are each part ``k``
+times); ``Composed`` concatenates; shuffled epochs (``ShuffledEpochs``: each example in
+one batch per epoch, no amplification) are the Gaussian mechanism at the relation's
+effective noise multiplier composed ``ceil(epochs)`` times, a phase with ``q = 1``.
+These are composed by the engine (``_accountant.answer_phases``), traced or not. An
+event with any other mechanism (randomized response, (eps, delta)-DP, the discrete
+Laplace, mixtures of Gaussians, the truncated subsampled Gaussian, fixed-size batches
+under replace-one, random allocation, a Laplace scale of 0 or inf, ...) is kept as an
+event and the whole composition, its engine phases included, is accounted by the
+generic discrete-PLD path (``_generic``, whose leaf types beyond the built-in ones are
+registered rules, ``register_generic_rule``): concrete inputs only, one composition per
+configuration of the broadcast leaves. Others raise ``NotImplementedError`` naming the
+event type.
 
 The state is the tuple of phases composed so far (a pytree of arrays). It is
 meant to be read outside a jitted training step: the tight epsilon of a whole
@@ -34,6 +34,7 @@ post-processing of the whole), 0 where none is known.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from typing import Any, NamedTuple
 
@@ -44,24 +45,25 @@ from jax.typing import ArrayLike
 
 from .._core import precision as _precision
 from .._core.numerics import raise_subnormal
-from .._core.validation import check_range
+from .._core.validation import check_range, is_concrete
 from ..events._allocation_events import RandomAllocation, steps_per_epoch
-from ..events._events import Composed, Gaussian, NoOp, PoissonSampled, SelfComposed, validate_event
+from ..events._events import (
+  Composed,
+  Gaussian,
+  Laplace,
+  NoOp,
+  PoissonSampled,
+  SelfComposed,
+  validate_event,
+)
 from ..events._lower_bounds import event_delta_lower_bound, event_epsilon_lower_bound
 from ..events._sampling_events import ShuffledEpochs
 from ..mechanisms._sampled_without_replacement import effective_noise_multiplier
 from ..rdp._event_curves import effective_sigma_f64, gaussian_terms
-from . import _rules
-from ._accountant import (
-  DEFAULT_RTOL,
-  MAX_GRID_SIZE,
-  PldDelta,
-  PldEpsilon,
-  pld_delta_phases,
-  pld_epsilon_phases,
-)
+from . import _producers, _rules
+from ._accountant import DEFAULT_RTOL, MAX_GRID_SIZE, PldDelta, PldEpsilon, answer_phases
 
-__all__ = ["PldAccountant", "PldState", "event_phases", "pld_unsupported"]
+__all__ = ["PldAccountant", "PldState", "Phase", "event_phases", "pld_unsupported"]
 
 
 def _zeros(like):
@@ -71,11 +73,31 @@ def _zeros(like):
   return scope.finalize((zero, zero), (False, True))
 
 
+@functools.partial(
+  jax.tree_util.register_dataclass, data_fields=["q", "scale", "steps"], meta_fields=["family"]
+)
+@dataclasses.dataclass(frozen=True)
+class Phase:
+  """``steps`` steps of one Poisson-subsampled mechanism of the engine (``_producers``).
+
+  Attributes:
+    q: sampling rate (1: every step sees the whole dataset).
+    scale: the noise multiplier (Gaussian) or the Laplace scale per unit of sensitivity.
+    steps: number of steps.
+    family: the producer's name (static).
+  """
+
+  q: Any
+  scale: Any
+  steps: Any
+  family: str = _producers.GAUSSIAN
+
+
 class PldState(NamedTuple):
   """Everything composed so far.
 
   Attributes:
-    phases: Poisson-subsampled Gaussian phases ``((q, sigma, steps), ...)`` of arrays.
+    phases: the engine's phases (:class:`Phase`), a pytree of arrays.
     events: the events with other mechanisms (accounted by the generic path).
     shuffled: the composed events holding shuffled epochs, whose own lower bound
       replaces the engine's (see the module docstring).
@@ -89,7 +111,7 @@ class PldState(NamedTuple):
 def pld_unsupported(event: Any) -> str | None:
   """``None`` if the tight accountant can account ``event``, else the part it cannot (a phrase).
 
-  Structural: the Gaussian engine's events (see :func:`gaussian_unsupported`), and
+  Structural: the engine's events (see :func:`engine_unsupported`), and
   compositions of Gaussian, Laplace, randomized response (binary, k-ary
   replace-one and replace-special), (eps, delta)-DP, exponential-mechanism and
   permute-and-flip (as pure eps-DP), discrete Laplace, mixture-of-Gaussians,
@@ -99,29 +121,44 @@ def pld_unsupported(event: Any) -> str | None:
   loaded by ``_rules``: random allocation of Gaussian mechanisms, fixed-size batches
   under replace-one).
   """
-  if gaussian_unsupported(event) is None:
+  if engine_unsupported(event) is None:
     return None
   return _rules.generic_unsupported(event)
 
 
-def gaussian_unsupported(event: Any) -> str | None:
-  """``None`` if the Gaussian engine composes ``event``, else the part it cannot (a phrase).
+def _laplace_scale_ok(scale) -> bool:
+  """A Laplace scale the engine composes: positive (concrete) or traced (invalid values
+  give NaN). A concrete scale of 0 (no noise) or inf (no release) stays with the generic
+  path."""
+  if not is_concrete(scale):
+    return True
+  arr = np.asarray(scale, np.float64)
+  return bool(np.all((arr > 0) & np.isfinite(arr)))
+
+
+def engine_unsupported(event: Any) -> str | None:
+  """``None`` if the engine composes ``event`` (``_producers``), else the part it cannot.
 
   Structural: Gaussian and Poisson-subsampled Gaussian mechanisms (a Gaussian, or
   Gaussians composed on the sample) under add/remove, shuffled epochs (under either
-  relation: Gaussians at its effective multiplier), and their compositions.
+  relation: Gaussians at its effective multiplier), Laplace and Poisson-subsampled
+  Laplace mechanisms under add/remove (a positive scale), and their compositions.
   """
   if isinstance(event, (NoOp, Gaussian, ShuffledEpochs)):
     return None
+  if isinstance(event, Laplace):
+    return None if _laplace_scale_ok(event.scale) else "Laplace events with scale 0 or inf"
   if isinstance(event, SelfComposed):
-    return gaussian_unsupported(event.event)
+    return engine_unsupported(event.event)
   if isinstance(event, Composed):
     for e in event.events:
-      why = gaussian_unsupported(e)
+      why = engine_unsupported(e)
       if why is not None:
         return why
     return None
   if isinstance(event, PoissonSampled):
+    if isinstance(event.inner, Laplace) and event.relation == "add_remove":
+      return engine_unsupported(event.inner)
     if gaussian_terms(event.inner) is None:
       return (
         f"PoissonSampled({type(event.inner).__name__}) events (no privacy-loss distribution "
@@ -136,17 +173,17 @@ def gaussian_unsupported(event: Any) -> str | None:
   return f"{type(event).__name__} events"
 
 
-def event_phases(event: Any, count: ArrayLike | None = None) -> list[tuple]:
-  """The phases ``[(q, sigma, steps), ...]`` of Poisson-subsampled Gaussians that ``event`` is.
+def event_phases(event: Any, count: ArrayLike | None = None) -> list[Phase]:
+  """The engine's phases that ``event`` is.
 
   Gaussians composed on one Poisson sample are one Gaussian at ``sigma_eff = (sum_i
   1 / s_i^2)^(-1/2)`` (its dominating pair is the composed one's; see
   :class:`jaxrdp.events.PoissonSampled`).
 
   Raises:
-    NotImplementedError: for a mechanism without a PLD construction here.
+    NotImplementedError: for a mechanism the engine does not compose.
   """
-  why = gaussian_unsupported(event)
+  why = engine_unsupported(event)
   if why is not None:
     raise NotImplementedError(f"{PldAccountant.description} cannot account {why}")
   return _phases(event, count)
@@ -161,19 +198,23 @@ def _phases(event, count):
   if isinstance(event, Composed):
     return [p for e in event.events for p in _phases(e, count)]
   if isinstance(event, Gaussian):
-    return [(1.0, event.sigma, steps)]
+    return [Phase(1.0, event.sigma, steps)]
+  if isinstance(event, Laplace):
+    return [Phase(1.0, event.scale, steps, _producers.LAPLACE)]
   if isinstance(event, ShuffledEpochs):
     # Each started epoch is one Gaussian mechanism per example (no amplification).
     with _precision.x64_context():
       epochs = jnp.ceil(raise_subnormal(_precision.as_float64(event.epochs)))
       sigma = effective_noise_multiplier(_precision.as_float64(event.inner.sigma), event.relation)
-    return [(1.0, sigma, epochs if count is None else jnp.multiply(count, epochs))]
+    return [Phase(1.0, sigma, epochs if count is None else jnp.multiply(count, epochs))]
   if isinstance(event.inner, Gaussian):
-    return [(event.q, event.inner.sigma, steps)]
+    return [Phase(event.q, event.inner.sigma, steps)]
+  if isinstance(event.inner, Laplace):
+    return [Phase(event.q, event.inner.scale, steps, _producers.LAPLACE)]
   terms = gaussian_terms(event.inner)
   with _precision.x64_context():
     sigma = effective_sigma_f64([(c, s) for c, s in terms])
-  return [(event.q, sigma, steps)]
+  return [Phase(event.q, sigma, steps)]
 
 
 def _holds_shuffled(event) -> bool:
@@ -266,18 +307,19 @@ def _looser_bounds(event, x, answer, rtol, max_grid_size) -> float:
 def _generic_answer(state, x, answer, rtol, max_grid_size):
   """``(upper, lower)`` arrays of ``answer(event, x)`` over the broadcast of the leaves and ``x``.
 
-  The Gaussian phases join the other events as Poisson-subsampled Gaussians; every
+  The engine's phases join the other events as Poisson-subsampled mechanisms; every
   configuration is one concrete composition (``_generic``).
   """
+  mechanisms = {_producers.GAUSSIAN: Gaussian, _producers.LAPLACE: Laplace}
   phase_events = tuple(
-    SelfComposed(PoissonSampled(q, Gaussian(sigma)), steps) for q, sigma, steps in state.phases
+    SelfComposed(PoissonSampled(p.q, mechanisms[p.family](p.scale)), p.steps) for p in state.phases
   )
   event = Composed(phase_events + tuple(state.events))
   leaves, treedef = jax.tree_util.tree_flatten(event)
   if any(isinstance(v, jax.core.Tracer) for v in leaves + [x]):
     raise TypeError(
       f"{PldAccountant.description} needs concrete (untraced) inputs for events other than "
-      "Gaussian and Poisson-subsampled Gaussian ones"
+      "Gaussian and Laplace ones, Poisson-subsampled or not"
     )
   arrays = [np.asarray(v, np.float64) for v in leaves]
   xa = np.asarray(x, np.float64)
@@ -296,6 +338,22 @@ def _generic_answer(state, x, answer, rtol, max_grid_size):
   return scope.finalize(result, (False, True))
 
 
+def _run_phases(phases, target, mode, options):
+  """``(up, low)`` of the engine's ``phases`` at ``target`` (``_accountant.answer_phases``)."""
+  triples = [(p.q, p.scale, p.steps) for p in phases]
+  families = tuple(p.family for p in phases)
+  return answer_phases(
+    triples,
+    target,
+    mode,
+    options["rtol"],
+    None,
+    options["max_grid_size"],
+    options["memory_limit"],
+    families,
+  )
+
+
 @dataclasses.dataclass(frozen=True)
 class PldAccountant:
   """Tight (epsilon, delta) accounting by privacy-loss distributions, certified.
@@ -306,8 +364,9 @@ class PldAccountant:
   ``rtol`` within about 1e-5 relative of it; results also carry a certified
   lower bound (``epsilon_lower``, ``delta_lower``).
 
-  Events with other mechanisms (see ``unsupported``) are composed by the
-  generic discrete-PLD path: per adjacency direction, each step's privacy-loss
+  Gaussian and Laplace mechanisms, plain or Poisson-subsampled, are composed by the
+  engine of :func:`jaxrdp.pld.pld_epsilon_phases` (traced or not). Events with other
+  mechanisms (see ``unsupported``) are composed by the generic discrete-PLD path: per adjacency direction, each step's privacy-loss
   distribution discretized by connect-the-dots (an upper bound: Doroshenko et
   al. 2022, arXiv:2207.04380) and from below, composed by FFT without
   wrap-around, ``delta(eps) = p_inf + sum_{s > eps} p_s (1 - e^{eps - s})`` read
@@ -366,7 +425,7 @@ class PldAccountant:
       raise TypeError(f"state must be a PldState, got {type(state).__name__}")
     validate_event(event)
     shuffled = state.shuffled + ((event,) if _holds_shuffled(event) else ())
-    if gaussian_unsupported(event) is None:
+    if engine_unsupported(event) is None:
       return PldState(state.phases + tuple(event_phases(event)), state.events, shuffled)
     why = _rules.generic_unsupported(event)
     if why is not None:
@@ -390,7 +449,7 @@ class PldAccountant:
     if not state.phases:
       check_range("delta", delta, lower=0.0, upper=1.0, lower_open=True, upper_open=True)
       return PldEpsilon(*_zeros(delta))
-    return pld_epsilon_phases(list(state.phases), delta, **self._options())
+    return PldEpsilon(*_run_phases(state.phases, delta, "epsilon", self._options()))
 
   def _get_delta(self, state: PldState, epsilon: ArrayLike) -> PldDelta:
     if state.events:
@@ -401,7 +460,7 @@ class PldAccountant:
     if not state.phases:
       check_range("epsilon", epsilon, lower=0.0)
       return PldDelta(*_zeros(epsilon))
-    return pld_delta_phases(list(state.phases), epsilon, **self._options())
+    return PldDelta(*_run_phases(state.phases, epsilon, "delta", self._options()))
 
   def epsilon(self, event: Any, delta: ArrayLike) -> PldEpsilon:
     """Tight epsilon of ``event`` at ``delta``, of the broadcast shape of its leaves."""

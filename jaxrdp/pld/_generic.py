@@ -81,6 +81,8 @@ import math
 
 import numpy as np
 
+from jaxrdp._core.numerics import UNIT_ROUNDOFF
+
 from ..events import _mechanism_events as M
 from ..events._events import (
   Composed,
@@ -101,7 +103,6 @@ __all__ = [
   "register_generic_rule",
 ]
 
-_U = 2.0**-53
 _TINY = 1e-280  # tilted masses below this are zeroed (subnormal arithmetic is slow)
 _MAX_COUNT = 1e7
 # Tail mass moved off the window per product, for a delta read (absolute), and per unit
@@ -480,7 +481,7 @@ def _tilted(k0, masses, inf, mass_err, moved, lam, h, upper):
   # exp of an argument with an absolute error of a few u times its terms' sizes.
   fin = p > 0
   size = np.abs(lw[fin] - lam * s[fin]) + np.abs(lam * s[fin]) + abs(logz) + 2.0
-  err += 2.0 * _U * float(np.sum(p[fin] * size))
+  err += 2.0 * UNIT_ROUNDOFF * float(np.sum(p[fin] * size))
   return _Pmf(k0, p, logz, lam, h, inf, err, moved, 1)
 
 
@@ -488,13 +489,13 @@ def _conv(a: _Pmf, b: _Pmf) -> _Pmf:
   n = a.p.size + b.p.size - 1
   if min(a.p.size, b.p.size) <= 64:
     p = np.convolve(a.p, b.p)
-    rnd = 2.0 * min(a.p.size, b.p.size) * _U * a.p.sum() * b.p.sum()
+    rnd = 2.0 * min(a.p.size, b.p.size) * UNIT_ROUNDOFF * a.p.sum() * b.p.sum()
   else:
     size = 1 << (n - 1).bit_length()
     p = np.fft.irfft(np.fft.rfft(a.p, size) * np.fft.rfft(b.p, size), size)[:n]
     n1a, n1b = np.abs(a.p).sum(), np.abs(b.p).sum()
     n2a, n2b = np.linalg.norm(a.p), np.linalg.norm(b.p)
-    rnd = 16.0 * _U * math.log2(size) * math.sqrt(size) * (n1a * n2b + n2a * n1b)
+    rnd = 16.0 * UNIT_ROUNDOFF * math.log2(size) * math.sqrt(size) * (n1a * n2b + n2a * n1b)
   # Clipping at 0 never moves a mass away from the (>= 0) truth; masses below _TINY
   # (tilted arrays reach subnormals, slow to compute with) are dropped, within err.
   p[p < _TINY] = 0.0

@@ -48,7 +48,7 @@ import jax.numpy as jnp
 import jax.scipy.special
 import numpy as np
 
-from . import _discretize
+from . import _producers
 
 __all__ = ["Plan", "plan", "plan_both", "required_points", "LAMBDAS"]
 
@@ -103,29 +103,6 @@ class Plan(NamedTuple):
   b: jnp.ndarray  # (2, P) single-step support tops
 
 
-def log_mgf(q, sigma, lam, points: int = _MGF_POINTS):
-  """Estimate of ``log E_P[e^{lam L}] = lam D_{1+lam}(mu || mu0)`` of one step, any real ``lam``.
-
-  ``E_{x ~ mu0}[(mu(x)/mu0(x))^{1+lam}]`` by the trapezoid rule in log space on
-  ``[min(0, 1+lam) - 12 sigma, max(0, 1 + lam) + 12 sigma]`` (the integrand's
-  peak lies between 0 and ``1 + lam``). Only used to *plan* the grid (its
-  accuracy, ~1e-4 relative, affects cost and tightness, never soundness);
-  jaxrdp's exact ``sgm_rdp`` is the reference.
-  """
-  alpha = 1.0 + lam
-  u = jnp.linspace(0.0, 1.0, points)
-  lo = jnp.minimum(alpha, 0.0) - 12.0 * sigma
-  hi = jnp.maximum(alpha, 0.0) + 12.0 * sigma
-  x = lo[..., None] + (hi - lo)[..., None] * u
-  z = (2.0 * x - 1.0) / (2.0 * sigma[..., None] ** 2)
-  ratio = jnp.logaddexp(jnp.log1p(-q[..., None]), jnp.log(q[..., None]) + z)  # log(mu/mu0)
-  f = -0.5 * (x / sigma[..., None]) ** 2 + alpha[..., None] * ratio
-  h = (hi - lo) / (points - 1)
-  out = jax.nn.logsumexp(f, axis=-1) + jnp.log(h) - jnp.log(sigma) - 0.5 * math.log(2 * math.pi)
-  # Holder: E_Q[(P/Q)^alpha] >= 1 outside (0, 1) and <= 1 inside.
-  return jnp.where((alpha > 0) & (alpha < 1), jnp.minimum(out, 0.0), jnp.maximum(out, 0.0))
-
-
 def _argmin(values, at):
   """``(min, at[argmin])`` without an integer argmin (x64-off safe)."""
   low = jnp.min(values)
@@ -167,8 +144,9 @@ def _saddle_point_epsilon(lam, k, log_delta):
   return jnp.where(jnp.any(below), out, jnp.inf)
 
 
-def _one_step_mgf(q, sigma):
-  """``log_mgf`` of one step of each phase at every exponent either direction needs.
+def _one_step_mgf(q, sigma, families):
+  """The producers' ``log_mgf`` of one step of each phase at every exponent either
+  direction needs (``sigma``: each phase's scale).
 
   Columns: ``LAMBDAS``, ``-1 - LAMBDAS``, ``NEGATIVE``, ``-1 - NEGATIVE`` (the
   add direction's function at ``nu`` is the remove direction's at ``-1 - nu``).
@@ -179,36 +157,38 @@ def _one_step_mgf(q, sigma):
   mid = ~small & (size <= _MID_ORDER)
   large = ~small & ~mid
   classes = ((small, _SMALL_POINTS), (mid, _MID_POINTS), (large, _MGF_POINTS))
-  parts = [
-    log_mgf(q[:, None], sigma[:, None], jnp.asarray(args[sel])[None, :], points)
-    for sel, points in classes
-  ]
   order = np.argsort(np.concatenate([np.nonzero(sel)[0] for sel, _ in classes]))
-  return jnp.concatenate(parts, axis=-1)[:, order]  # (P, 2 L + 2 N)
+
+  def one_phase(producer, q, sigma):
+    parts = [producer.log_mgf(q, sigma, jnp.asarray(args[sel]), points) for sel, points in classes]
+    return jnp.concatenate(parts, axis=-1)[order]
+
+  return _producers.map_phases(families, one_phase, q, sigma)  # (P, 2 L + 2 N)
 
 
-def plan(q, sigma, steps, target, mode: str, is_add=False) -> Plan:
+def plan(q, sigma, steps, target, mode: str, is_add=False, families=None) -> Plan:
   """Plans one direction of one configuration of ``P`` phases (``q, sigma, steps``: ``(P,)``).
 
   The add direction's loss is minus the remove direction's, taken under ``Q``:
   its moment-generating function at ``nu`` is the remove direction's at
   ``-1 - nu``, so both directions are planned from :func:`log_mgf`.
   """
-  m = _one_step_mgf(q, sigma)
-  return _plan_direction(q, sigma, steps, target, mode, jnp.asarray(is_add), m)
+  families = _producers.gaussian_families(q.shape[0]) if families is None else families
+  m = _one_step_mgf(q, sigma, families)
+  return _plan_direction(q, sigma, steps, target, mode, jnp.asarray(is_add), m, families)
 
 
-def plan_both(q, sigma, steps, target, mode: str) -> tuple[Plan, Plan]:
+def plan_both(q, sigma, steps, target, mode: str, families) -> tuple[Plan, Plan]:
   """``(remove, add)`` plans of one configuration, from one evaluation of the MGF."""
-  m = _one_step_mgf(q, sigma)
+  m = _one_step_mgf(q, sigma, families)
   return tuple(
-    _plan_direction(q, sigma, steps, target, mode, jnp.asarray(is_add), m)
+    _plan_direction(q, sigma, steps, target, mode, jnp.asarray(is_add), m, families)
     for is_add in (False, True)
   )
 
 
 def _plan_direction(
-  q, sigma, steps, target, mode, is_add, m, log_scale=None, max_tilt=None
+  q, sigma, steps, target, mode, is_add, m, families, log_scale=None, max_tilt=None
 ) -> Plan:
   """One direction's plan from the one-step MGF table ``m`` (:func:`_one_step_mgf`).
 
@@ -271,8 +251,15 @@ def _plan_direction(
   lo = hi - best
   t_total = jnp.sum(steps)
   z = jnp.sqrt(2.0 * (jnp.log(t_total) + _LOG_SUPPORT - log_delta_c))
-  ar, br = _discretize.support(q, sigma, z, "remove")
-  aa, ba = _discretize.support(q, sigma, z, "add")
+  ar, br, aa, ba = _producers.map_phases(
+    families,
+    lambda producer, q, sigma: (
+      *producer.support(q, sigma, z, "remove"),
+      *producer.support(q, sigma, z, "add"),
+    ),
+    q,
+    sigma,
+  )
   # Chernoff on one step: P_remove(L > b) <= exp(K1(lam) - lam b) and
   # P_add(L < a) <= E_mu0[(mu/mu0)^(1+lam)] e^{(1+lam) a} = exp(K1(lam) + (1+lam) a).
   log_cut = jnp.log(t_total) + _LOG_SUPPORT - log_delta_c
@@ -376,7 +363,7 @@ def threshold_estimate(k, alpha):
   return jnp.minimum(t_gdp, t_cher)
 
 
-def plan_tradeoff(q, sigma, steps, alphas, atol, is_add, at_zero=False):
+def plan_tradeoff(q, sigma, steps, alphas, atol, is_add, at_zero=False, families=None):
   """Plan of one direction for reading the trade-off curve at FPRs ``alphas`` (``(G,)``).
 
   The window is planned as for delta at the largest estimated threshold
@@ -390,7 +377,8 @@ def plan_tradeoff(q, sigma, steps, alphas, atol, is_add, at_zero=False):
   KL divergence, ``phi((t - mu^2/2) / mu) / mu``, and at least ``(1 + lam) e^t
   alpha`` (the epsilon-shift model of :func:`required_points`).
   """
-  m = _one_step_mgf(q, sigma)
+  families = _producers.gaussian_families(q.shape[0]) if families is None else families
+  m = _one_step_mgf(q, sigma, families)
   k = _cumulant(m, steps, jnp.asarray(is_add))
   mu = _gdp_mu(k)
   if at_zero:
@@ -403,7 +391,7 @@ def plan_tradeoff(q, sigma, steps, alphas, atol, is_add, at_zero=False):
   t_hi, t_lo = jnp.max(t), jnp.min(t)
   max_tilt = _TRADEOFF_TILT_SPAN / jnp.maximum(t_hi - t_lo, 1.0)
   pl = _plan_direction(
-    q, sigma, steps, t_hi, "delta", jnp.asarray(is_add), m, jnp.log(atol), max_tilt
+    q, sigma, steps, t_hi, "delta", jnp.asarray(is_add), m, families, jnp.log(atol), max_tilt
   )
   density = jnp.max(jnp.maximum(gauss, (1.0 + pl.lam_read) * slope))
   return pl._replace(lo=jnp.minimum(pl.lo, t_lo - _TRADEOFF_MARGIN)), density

@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .._core.stored_programs import stored_jit
-from . import _compose, _discretize, _grid, _read, _tradeoff_read
+from . import _compose, _discretize, _grid, _producers, _read, _tradeoff_read
 
 __all__ = [
   "job_epsilon",
@@ -82,19 +82,27 @@ _LEAN_MAX_SIZE = 2**15
 
 
 def _curves(
-  q, sigma, steps, target, is_add, mode, n, pl=None, double_word=False, lean=False, with_level=False
+  q,
+  sigma,
+  steps,
+  target,
+  is_add,
+  mode,
+  n,
+  families,
+  pl=None,
+  double_word=False,
+  lean=False,
+  with_level=False,
 ):
   if pl is None:
-    pl = _grid.plan(q, sigma, steps, target, mode, is_add)
+    pl = _grid.plan(q, sigma, steps, target, mode, is_add, families)
   pl = jax.tree_util.tree_map(jax.lax.stop_gradient, pl)
   d = jax.lax.stop_gradient(_grid.spacing(pl, n, is_add))
   lam = pl.lam
   a = jnp.where(is_add, pl.a[1], pl.a[0])  # (P,)
   b = jnp.where(is_add, pl.b[1], pl.b[0])
   lean = lean and n <= _LEAN_MAX_SIZE
-  points = functools.partial(
-    _discretize.support_points, n=n, n_eval=n_eval(n, lean), lean=lean, with_level=True
-  )
   # How much a single-step loss s matters where delta is read: about
   # delta_rest(eps - s), the hockey-stick curve of the other steps, which is
   # ~ e^{lam (s - s_cap)} up to s_cap and ~1 beyond, with lam the slope of
@@ -102,12 +110,23 @@ def _curves(
   # K_rest ~ (1 - 1/T) (lam eps + log delta) (one step: s_cap = eps).
   t_total = jnp.sum(steps)
   s_cap = pl.eps_est / t_total - (1.0 - 1.0 / t_total) * pl.log_delta_c / pl.lam_read
-  idx, count, designed = jax.vmap(points, in_axes=(0, 0, None, None, None, 0, 0, None))(
-    a, b, d, pl.lam_read, s_cap, q, sigma, is_add
-  )
-  idx, count = jax.lax.stop_gradient(idx), jax.lax.stop_gradient(count)
-  e = a[:, None] + d * idx  # (P, N) support points
-  log_delta = _discretize.log_delta_curve(e, q[:, None], sigma[:, None], is_add)
+
+  def one_phase(producer, a, b, q, sigma):
+    """Support points of one phase and its producer's curve there."""
+
+    def curve(e):
+      return producer.log_delta_curve(e, q, sigma, is_add)
+
+    idx, count, designed = _discretize.support_points(
+      a, b, d, pl.lam_read, s_cap, curve, n=n, n_eval=n_eval(n, lean), lean=lean, with_level=True
+    )
+    idx, count = jax.lax.stop_gradient(idx), jax.lax.stop_gradient(count)
+    e = a + d * idx  # (N,) support points
+    return idx, count, designed, e, curve(e)
+
+  idx, count, designed, e, log_delta = _producers.map_phases(
+    families, one_phase, a, b, q, sigma
+  )  # (P, N) each but count and designed (P,)
   p, p_inf = _discretize.connect_the_dots_general(jnp.exp(log_delta), jnp.diff(e, axis=-1), count)
   pos_p = p > 0
   lp = jnp.where(pos_p, jnp.log(jnp.where(pos_p, p, 1.0)), -jnp.inf)  # safe for jax.grad
@@ -279,12 +298,12 @@ def _shift(cells, d, log_budget, extra_rate):
   return jnp.maximum(best, 0.0)
 
 
-def job_epsilon(q, sigma, steps, delta, is_add, *, n, pl=None, double_word=False):
+def job_epsilon(q, sigma, steps, delta, is_add, *, n, families, pl=None, double_word=False):
   """``(epsilon, epsilon_lower, ok, slope, fft)`` of one direction of one configuration.
 
   ``fft``: the round-off term of delta at the answer, relative to ``delta``.
   """
-  c, d, cells = _curves(q, sigma, steps, delta, is_add, "epsilon", n, pl, double_word)
+  c, d, cells = _curves(q, sigma, steps, delta, is_add, "epsilon", n, families, pl, double_word)
   up, ok, slope, fft = _read.epsilon_upper(c, delta)
   eta = _ETA * delta
   # failure events: the coupling (eta) and the support cuts (<= 2e-12 delta).
@@ -293,12 +312,12 @@ def job_epsilon(q, sigma, steps, delta, is_add, *, n, pl=None, double_word=False
   return up, low, ok | (up <= 0), slope, fft / delta
 
 
-def job_delta(q, sigma, steps, epsilon, is_add, *, n, pl=None, double_word=False):
+def job_delta(q, sigma, steps, epsilon, is_add, *, n, families, pl=None, double_word=False):
   """``(delta, delta_lower, ok, 0, fft)`` of one direction of one configuration.
 
   ``fft``: the round-off term of delta, relative to the upper bound.
   """
-  c, d, cells = _curves(q, sigma, steps, epsilon, is_add, "delta", n, pl, double_word)
+  c, d, cells = _curves(q, sigma, steps, epsilon, is_add, "delta", n, families, pl, double_word)
   up, fft = _read.delta_upper(c, epsilon)
   eta = _ETA * jnp.maximum(up, 1e-300)
   shifted = epsilon + _shift(cells, d, lambda a: jnp.log(eta) + a * epsilon, True)
@@ -307,7 +326,7 @@ def job_delta(q, sigma, steps, epsilon, is_add, *, n, pl=None, double_word=False
   return up, jnp.clip(low, 0.0, up), epsilon >= c["lo"], jnp.zeros_like(up), share
 
 
-def job_delta_partials(q, sigma, steps, epsilon, is_add, *, n, pl=None):
+def job_delta_partials(q, sigma, steps, epsilon, is_add, *, n, families, pl=None):
   """``(delta, d/dq, d/dsigma, d/depsilon)``: one direction's upper bound of delta at
   ``epsilon`` and its derivatives (``(P,)`` for the phases' rates and noises).
 
@@ -319,7 +338,7 @@ def job_delta_partials(q, sigma, steps, epsilon, is_add, *, n, pl=None):
   """
 
   def upper(q, sigma, eps):
-    c, _, _ = _curves(q, sigma, steps, eps, is_add, "delta", n, pl)
+    c, _, _ = _curves(q, sigma, steps, eps, is_add, "delta", n, families, pl)
     return _read.delta_upper(c, eps)[0]
 
   value, (dq, ds, de) = jax.value_and_grad(upper, argnums=(0, 1, 2))(q, sigma, epsilon)
@@ -330,7 +349,7 @@ def job_delta_partials(q, sigma, steps, epsilon, is_add, *, n, pl=None):
 _ETA_TRADEOFF = 1e-10
 
 
-def job_tradeoff(q, sigma, steps, alphas, is_add, *, n, atol, pl=None, lean=False):
+def job_tradeoff(q, sigma, steps, alphas, is_add, *, n, atol, families, pl=None, lean=False):
   """``(tpr, tpr_lower, threshold, designed)`` of one direction at FPRs ``alphas`` (``(G,)`` each).
 
   One composition read at every FPR (``_tradeoff_read``): ``tpr`` is a
@@ -354,9 +373,9 @@ def job_tradeoff(q, sigma, steps, alphas, is_add, *, n, atol, pl=None, lean=Fals
   minimizer, the exact Neyman-Pearson threshold, is not known.)
   """
   if pl is None:
-    pl, _ = _grid.plan_tradeoff(q, sigma, steps, alphas, atol, is_add)
+    pl, _ = _grid.plan_tradeoff(q, sigma, steps, alphas, atol, is_add, families=families)
   c, d, cells, designed = _curves(
-    q, sigma, steps, 0.0, is_add, "delta", n, pl, lean=lean, with_level=True
+    q, sigma, steps, 0.0, is_add, "delta", n, families, pl, lean=lean, with_level=True
   )
   tab = _tradeoff_read.block_table(c)
   # Tilt 0 only (the first of _I_SHIFT, _NU = 0): a shift valid at every epsilon.
@@ -376,57 +395,60 @@ def job_tradeoff(q, sigma, steps, alphas, is_add, *, n, atol, pl=None, lean=Fals
   return up, low, t_read, jnp.where(designed, 1.0, 0.0) + 0.0 * alphas
 
 
-def _plan_tradeoff(q, sigma, steps, alphas, atol, at_zero):
+def _plan_tradeoff(q, sigma, steps, alphas, atol, at_zero, families):
   out = []
   for is_add in (False, True):
-    pl, slope = _grid.plan_tradeoff(q, sigma, steps, alphas, atol, is_add, at_zero)
+    pl, slope = _grid.plan_tradeoff(q, sigma, steps, alphas, atol, is_add, at_zero, families)
     out.append((pl, _grid.required_points_tradeoff(pl, steps, slope, atol)))
   return tuple(out)
 
 
-@stored_jit(static_argnames=("at_zero",))
-def batch_plan_tradeoff(q, sigma, steps, alphas, atol, at_zero=False):
+@stored_jit(static_argnames=("at_zero", "families"))
+def batch_plan_tradeoff(q, sigma, steps, alphas, atol, at_zero=False, families=None):
   """Plans and grid points needed, ``((remove, need), (add, need))``, per configuration.
 
   ``q, sigma, steps``: ``(B, P)``; ``alphas``: ``(B, G)``; ``at_zero``: plans for
   delta at 0 (the advantage) instead.
   """
-  return jax.vmap(_plan_tradeoff, in_axes=(0, 0, 0, 0, None, None))(
-    q, sigma, steps, alphas, atol, at_zero
+  families = _producers.gaussian_families(q.shape[1]) if families is None else families
+  return jax.vmap(_plan_tradeoff, in_axes=(0, 0, 0, 0, None, None, None))(
+    q, sigma, steps, alphas, atol, at_zero, families
   )
 
 
-@stored_jit(static_argnames=("n", "phases", "lean"))
-def run_tradeoff_job(row, alphas, is_add, atol, n, phases, lean=False):
+@stored_jit(static_argnames=("n", "families", "lean"))
+def run_tradeoff_job(row, alphas, is_add, atol, n, families, lean=False):
   """One trade-off job from its row of :func:`pack_jobs`: ``(4, G)`` (see :func:`job_tradeoff`)."""
-  q, sigma, steps, _, pl = _unpack(row, phases)
-  out = job_tradeoff(q, sigma, steps, alphas, is_add, n=n, atol=atol, pl=pl, lean=lean)
+  q, sigma, steps, _, pl = _unpack(row, len(families))
+  out = job_tradeoff(
+    q, sigma, steps, alphas, is_add, n=n, atol=atol, families=families, pl=pl, lean=lean
+  )
   return jnp.stack(out)
 
 
-@functools.partial(jax.jit, static_argnames=("n", "chunk"))
-def run_tradeoff_jobs(q, sigma, steps, alphas, is_add, atol, n, chunk):
+@functools.partial(jax.jit, static_argnames=("n", "chunk", "families"))
+def run_tradeoff_jobs(q, sigma, steps, alphas, is_add, atol, n, chunk, families):
   """All trade-off jobs of a traced batch (plans made inside), ``chunk`` at a time."""
-  one = functools.partial(job_tradeoff, n=n, atol=atol)
+  one = functools.partial(job_tradeoff, n=n, atol=atol, families=families)
   return jax.lax.map(
     lambda a: jnp.stack(one(*a)[:3]), (q, sigma, steps, alphas, is_add), batch_size=chunk
   )
 
 
-def _plan_points(q, sigma, steps, target, mode, rtol):
-  plans = _grid.plan_both(q, sigma, steps, target, mode)
+def _plan_points(q, sigma, steps, target, mode, rtol, families):
+  plans = _grid.plan_both(q, sigma, steps, target, mode, families)
   return plans, tuple(_grid.required_points(pl, steps, rtol) for pl in plans)
 
 
-@stored_jit(static_argnames=("mode",))
-def batch_plan_points(q, sigma, steps, target, rtol, mode):
+@stored_jit(static_argnames=("mode", "families"))
+def batch_plan_points(q, sigma, steps, target, rtol, mode, families):
   """Plans and grid points needed, ``((remove, add), (remove, add))``, per configuration.
 
   ``q, sigma, steps``: ``(B, P)``; ``target``: ``(B,)``. Both directions share
   one evaluation of the moment-generating function.
   """
-  return jax.vmap(_plan_points, in_axes=(0, 0, 0, 0, None, None))(
-    q, sigma, steps, target, mode, rtol
+  return jax.vmap(_plan_points, in_axes=(0, 0, 0, 0, None, None, None))(
+    q, sigma, steps, target, mode, rtol, families
   )
 
 
@@ -461,26 +483,28 @@ def _unpack(row, phases):
   return q, sigma, steps, target, _grid.Plan(*row[3 * p + 1 : k], a, b)
 
 
-@stored_jit(static_argnames=("mode", "n", "phases", "double_word"))
-def run_job(row, is_add, mode, n, phases, double_word=False):
-  """One job (``P = phases`` phases, one direction) from its row of :func:`pack_jobs`.
+@stored_jit(static_argnames=("mode", "n", "families", "double_word"))
+def run_job(row, is_add, mode, n, families, double_word=False):
+  """One job (``P = len(families)`` phases of those families, one direction) from its row
+  of :func:`pack_jobs`.
 
   Returns ``(5,)``: upper and lower bounds, ok, slope, and the round-off share
   (see :func:`job_epsilon`, :func:`job_delta`); ``double_word`` composes in
   double-word arithmetic (``n`` a power of two). Mode ``"partials"`` returns
   ``(2 P + 2,)``: :func:`job_delta_partials` flattened.
   """
-  q, sigma, steps, target, pl = _unpack(row, phases)
+  q, sigma, steps, target, pl = _unpack(row, len(families))
   if mode == "partials":
-    out = job_delta_partials(q, sigma, steps, target, is_add, n=n, pl=pl)
+    out = job_delta_partials(q, sigma, steps, target, is_add, n=n, families=families, pl=pl)
     return jnp.concatenate([jnp.atleast_1d(x) for x in out])
   fn = job_epsilon if mode == "epsilon" else job_delta
-  return jnp.stack(fn(q, sigma, steps, target, is_add, n=n, pl=pl, double_word=double_word))
+  out = fn(q, sigma, steps, target, is_add, n=n, families=families, pl=pl, double_word=double_word)
+  return jnp.stack(out)
 
 
-@functools.partial(jax.jit, static_argnames=("mode", "n", "chunk"))
-def run_jobs(q, sigma, steps, target, is_add, mode, n, chunk):
+@functools.partial(jax.jit, static_argnames=("mode", "n", "chunk", "families"))
+def run_jobs(q, sigma, steps, target, is_add, mode, n, chunk, families):
   """All jobs of a batch (``(B, P)`` phases, ``(B,)`` targets and directions), ``chunk`` at a time."""
   fn = {"epsilon": job_epsilon, "delta": job_delta, "partials": job_delta_partials}[mode]
-  one = functools.partial(fn, n=n)
+  one = functools.partial(fn, n=n, families=families)
   return jax.lax.map(lambda a: one(*a), (q, sigma, steps, target, is_add), batch_size=chunk)

@@ -52,9 +52,10 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
+from jaxrdp._core.numerics import UNIT_ROUNDOFF
+
 __all__ = ["curve", "epsilon_upper", "epsilon_lower", "delta_upper", "delta_lower"]
 
-_U = 2.0**-53
 _BLOCK = 256
 
 
@@ -154,7 +155,7 @@ def _terms(c, s1, s2, s):
   log_a = c["base"] + _safe_log(s1)  # log sum_{j>k} p_j (untilted P-mass above)
   log_b = c["base"] - c["top"] + _safe_log(s2)  # log sum_{j>k} p_j e^{-s_j}
   read = _difference(c, s1, s2, s)
-  rounding = 8.0 * c["n"] * _U * jnp.exp(log_a)
+  rounding = 8.0 * c["n"] * UNIT_ROUNDOFF * jnp.exp(log_a)
   err_inf, err_l2 = c["fft_l2"]
   n = float(c["n"])
   lam_d = c["lam"] * c["d"]

@@ -45,6 +45,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import erfc
 
+from jaxrdp._core.numerics import UNIT_ROUNDOFF
+
 from .._core import precision as _precision
 
 __all__ = ["Atoms", "BracketedAtoms", "LocationMixture", "LossTails", "discretize"]
@@ -216,7 +218,7 @@ class LocationMixture:
       a, fa = np.where(left, x, a), np.where(left, fx, fa)
       b, fb = np.where(left, b, x), np.where(left, fb, fx)
       last = np.where(left, 1, -1).astype(np.int8)
-      if np.all(best_f <= 8.0 * 2.0**-53 * np.maximum(1.0, np.abs(levels))):
+      if np.all(best_f <= 8.0 * UNIT_ROUNDOFF * np.maximum(1.0, np.abs(levels))):
         break
     return best
 
@@ -315,8 +317,8 @@ def _cells(k_lo, k_hi, sp, sq, cp, cq, bot_p, bot_q, weight, h, flat_tails):
   # Per cell, at its upper end (the larger loss of the two its mass goes to); the mass
   # below the range at the first point above it.
   mass_err = [
-    (k + 1, 4.0 * 2.0**-53 * weight * tail),
-    (np.array([k_lo + 1]), np.array([4.0 * 2.0**-53 * bot_p])),
+    (k + 1, 4.0 * UNIT_ROUNDOFF * weight * tail),
+    (np.array([k_lo + 1]), np.array([4.0 * UNIT_ROUNDOFF * bot_p])),
   ]
   p_inf = 0.0
   extra_up, extra_low = [], []
@@ -354,7 +356,7 @@ def discretize(parts, h, sides=(True, False)):
     moved by more than a cell.
   """
   ups, lows, errs, pinf_up, pinf_low, moved = [], [], [], 0.0, 0.0, 0.0
-  u4 = 4.0 * 2.0**-53
+  u4 = 4.0 * UNIT_ROUNDOFF
   for weight, part in parts:
     if weight <= 0:
       continue

@@ -29,7 +29,7 @@ from jax.typing import ArrayLike
 from .._core import numerics as _numerics
 from .._core import precision as _precision
 from .._core.validation import check_range, is_concrete
-from . import _accountant, _driver, _kernel
+from . import _accountant, _driver, _kernel, _producers
 
 __all__ = [
   "DEFAULT_ATOL",
@@ -137,13 +137,14 @@ def _run_jobs(jobs, q, sigma, steps, alphas, plans, atol, at_zero, memory_limit)
   both = [_kernel.pack_jobs(q, sigma, steps, target, p)[rows] for p in plans]
   packed = np.where(is_add[:, None], both[1], both[0])
   phases = q.shape[1]
+  families = _producers.gaussian_families(phases)
 
   def one(job):
     row, a, n_b, r = job
     if at_zero:
-      out = np.asarray(_kernel.run_job(row, bool(a), "delta", int(n_b), phases))
+      out = np.asarray(_kernel.run_job(row, bool(a), "delta", int(n_b), families))
       return np.stack([out[0:1], out[1:2], np.zeros(1)])
-    args = (row, alphas[r], bool(a), atol, int(n_b), phases)
+    args = (row, alphas[r], bool(a), atol, int(n_b), families)
     if n_b <= _kernel._LEAN_MAX_SIZE:
       out = np.asarray(_kernel.run_tradeoff_job(*args, lean=True))
       if np.all(out[3] > 0):  # the leaner support met its design accuracy
@@ -216,7 +217,8 @@ def _traced(q, sigma, steps, alphas, atol, at_zero, grid_size, memory_limit):
   chunk = min(_driver._next_pow2(2 * size), 1 << (max(1, memory_limit // per_job).bit_length() - 1))
   rows = -(-(2 * size) // chunk) * chunk
   q2, s2, t2, a2, is_add = _driver._pad_rows([q2, s2, t2, a2, is_add], rows)
-  out = _kernel.run_tradeoff_jobs(q2, s2, t2, a2, is_add, atol, n, chunk)[: 2 * size]
+  families = _producers.gaussian_families(phases)
+  out = _kernel.run_tradeoff_jobs(q2, s2, t2, a2, is_add, atol, n, chunk, families)[: 2 * size]
   out = jnp.moveaxis(out, 1, 0)  # (3, 2 size, G)
   return out.reshape(3, 2, size, alphas.shape[1])[:2]
 

@@ -49,8 +49,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from .._core.numerics import argmin_last
-from . import _read
+from .._core.numerics import UNIT_ROUNDOFF, argmin_last
 
 __all__ = ["block_table", "tpr_bounds"]
 
@@ -101,8 +100,8 @@ def _delta_bounds(c, s, s1, s2, e1):
   scale = jnp.exp(c["base"])  # M^T e^{-lam top}
   read = scale * jnp.maximum(s1 - jnp.exp(s_c - top) * s2, 0.0)
   # Summation round-off: 8 n u times the P-mass above.
-  rounding = 8.0 * n * _read._U * scale * s1
-  rounding_l = 8.0 * n * _read._U * scale * (s1 + e1)
+  rounding = 8.0 * n * UNIT_ROUNDOFF * scale * s1
+  rounding_l = 8.0 * n * UNIT_ROUNDOFF * scale * (s1 + e1)
   # FFT round-off: M^T e^{-lam s} times the per-bin or Euclidean bound and its weights.
   err_inf, err_l2 = c["fft_l2"]
   l1_weight = jnp.minimum(float(n), 1.0 / -jnp.expm1(-lam * d))
