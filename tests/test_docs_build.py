@@ -69,6 +69,7 @@ def build(tmp_path_factory):
   return {"proc": proc, "html": out, "executed": executed, "root": root, "figures": figures}
 
 
+@pytest.mark.slow  # the build
 def test_docs_build_with_warnings_as_errors_and_every_reference_resolved(build):
   proc = build["proc"]
   assert proc.returncode == 0, proc.stdout[-5000:] + proc.stderr[-8000:]
@@ -79,6 +80,7 @@ def test_docs_build_with_warnings_as_errors_and_every_reference_resolved(build):
     assert (out / "_generated_notebooks" / (nb.stem + ".html")).is_file(), nb.name
 
 
+@pytest.mark.slow  # the build
 def test_build_leaves_the_committed_figures_alone(build):
   # The full configurations write docs/figures; a build never does.
   assert _figures_digest() == build["figures"]
@@ -115,6 +117,7 @@ def _executed(build, stem):
   return nb, outputs, text, images
 
 
+@pytest.mark.slow  # the build
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_ran_in_the_build_and_shows_its_outputs(build, path):
   assert build["proc"].returncode == 0, "the build failed (see the build test)"
@@ -127,12 +130,14 @@ def test_notebook_ran_in_the_build_and_shows_its_outputs(build, path):
   assert "<img" in page, f"the page of {path.name} shows no figure"
 
 
+@pytest.mark.slow  # the build
 def test_quickstart_outputs(build):
   _, _, text, images = _executed(build, "quickstart")
   assert len(images) >= 2  # the heatmap and the curves
   assert "calibrations in" in text and "SweepResult" in text
 
 
+@pytest.mark.slow  # the build
 def test_dpsgd_optax_outputs(build):
   _, _, text, images = _executed(build, "dpsgd_optax")
   assert "small configuration" in text

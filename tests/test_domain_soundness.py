@@ -274,6 +274,7 @@ def _check(label, up_e, low_e, up_d, low_d, true_e, true_d):
   assert not bad, "\n".join(bad)
 
 
+@pytest.mark.slow  # the file's answers (every configuration, few calls)
 @pytest.mark.parametrize("accountant", ["rdp", "pld"])
 def test_one_step_over_the_whole_domain(accountant, answers):
   got, rows = answers(accountant)
@@ -284,6 +285,7 @@ def test_one_step_over_the_whole_domain(accountant, answers):
   _check(accountant, *(x[:n] for x in got["one_step"]), true_e, true_d)
 
 
+@pytest.mark.slow  # the file's answers (every configuration, few calls)
 @pytest.mark.parametrize("accountant", ["rdp", "pld"])
 def test_one_step_beyond_exp_overflow(accountant, answers):
   got, rows = answers(accountant)
@@ -299,6 +301,7 @@ def test_one_step_beyond_exp_overflow(accountant, answers):
     np.testing.assert_allclose(got[2], np.array(true_d, float), rtol=1e-9, atol=1e-300)
 
 
+@pytest.mark.slow  # the file's answers (every configuration, few calls)
 @pytest.mark.parametrize("accountant", ["rdp", "pld"])
 def test_gaussian_compositions_are_gaussian_dp(accountant, answers):
   """q = 1: T steps are exactly mu-GDP, also where epsilon is in the hundreds."""
@@ -365,6 +368,7 @@ def test_other_mechanisms_rdp_bound_above_truth(mechanism):
   _check(mechanism, *got, true_e, true_d)
 
 
+@pytest.mark.slow  # the file's answers (every configuration, few calls)
 def test_edges_answer_consistently(answers):
   """q = 0, a subnormal q and zero steps: both accountants answer, never NaN."""
   for acct in ("rdp", "pld"):
@@ -376,6 +380,7 @@ def test_edges_answer_consistently(answers):
     assert np.all(delta[[0, 3]] == 0.0), (acct, delta)
 
 
+@pytest.mark.slow  # the file's answers (every configuration, few calls)
 def test_huge_epsilon_gives_a_finite_delta(answers):
   """Tight delta at epsilon 1e308: at most the Renyi-DP delta there (0), never NaN."""
   _, _, delta, delta_lower = answers("pld")[0]["huge"]

@@ -64,6 +64,9 @@ out["vector_sigma"] = np.asarray(s).tolist()
 print("RESULT" + json.dumps(out))
 """
 
+# Every test reads the module's results: a fresh interpreter runs every check (about a minute).
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def results():

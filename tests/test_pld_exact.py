@@ -22,6 +22,9 @@ from jaxrdp.pld import pld_epsilon
 
 mp.mp.dps = 30
 
+# Every test reads the module's results: one tight call of every case, its programs compiled.
+pytestmark = pytest.mark.slow
+
 
 def _delta_one(eps, q, s, direction):
   """Exact delta of one step at ``eps`` (mpmath), remove or add direction."""

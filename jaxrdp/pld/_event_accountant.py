@@ -97,7 +97,7 @@ class PldState(NamedTuple):
   """Everything composed so far.
 
   Attributes:
-    phases: the engine's phases (:class:`Phase`), a pytree of arrays.
+    phases: the engine's phases (``Phase``: rate, scale, steps, family), a pytree of arrays.
     events: the events with other mechanisms (accounted by the generic path).
     shuffled: the composed events holding shuffled epochs, whose own lower bound
       replaces the engine's (see the module docstring).
