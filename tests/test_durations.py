@@ -11,9 +11,7 @@ from __future__ import annotations
 import conftest
 
 # The recorded test time of the tests not marked slow, in seconds: two workers at 90 s.
-# This bounds what the file records, not the fast loop's wall time, which is longer
-# (fast tests compile programs that slow ones compiled for them in a full run; see
-# DEVELOPMENT.md).
+# Where the fast table has a test, its time in a run of the fast loop itself counts.
 FAST_BUDGET = 2 * 90.0
 
 
