@@ -8,6 +8,8 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
@@ -106,3 +108,30 @@ def test_scaling_chunked_pass_equals_one_call():
   ).epsilon
   assert seconds > 0 and eps.shape == (25,)
   np.testing.assert_allclose(eps, np.asarray(ref), rtol=1e-12)
+
+
+@pytest.mark.slow  # a subprocess compiling the engine's Laplace programs
+def test_bench_pld_laplace_small_checks_and_reports(tmp_path):
+  out = tmp_path / "result.json"
+  env = dict(os.environ)
+  env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+  proc = subprocess.run(
+    [
+      sys.executable,
+      str(ROOT / "benchmarks" / "bench_pld_laplace.py"),
+      "--small",
+      "--json",
+      str(out),
+    ],
+    capture_output=True,
+    text=True,
+    timeout=600,
+    env=env,
+    cwd=tmp_path,
+  )
+  assert proc.returncode == 0, proc.stdout + proc.stderr
+  report = json.loads(out.read_text())
+  assert report["cells"] == 2
+  # (the script asserts each cell against dp_accounting's bracket before timing)
+  assert report["max_relative_difference"] < 1e-5
+  assert report["engine_warm_s"] > 0 and report["generic_s"] > 0

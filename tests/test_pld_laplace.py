@@ -92,6 +92,7 @@ def _dp_accounting(scale, q, steps, delta, interval=1e-5):
       sampling_prob=q,
       value_discretization_interval=interval,
       pessimistic_estimate=pessimistic,
+      use_connect_dots=pessimistic,  # (its optimistic estimate is privacy buckets)
     )
     out.append(dist.self_compose(steps).get_epsilon_for_delta(delta))
   return tuple(out)
