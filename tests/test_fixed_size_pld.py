@@ -17,6 +17,8 @@ import math
 import pathlib
 
 import fixed_size_oracle as oracle  # noqa: E402  (tests/ is on the path)
+import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -243,3 +245,28 @@ def test_calibration_through_the_tight_accountant_keeps_the_scheme():
   assert _fixed(q, sigma, steps, 1e-5)[0] <= target < _fixed(q, sigma * (1 - 1e-4), steps, 1e-5)[0]
   poisson = jaxrdp.calibrate_noise(target, 1e-5, q, steps, accountant="pld")
   assert sigma > float(poisson.sigma)
+
+
+@pytest.mark.slow
+def test_jit_and_vmap_over_sigma_run_the_engine_and_stay_certified():
+  # Traced: the engine's static grid, another certified upper bound of the envelope's
+  # epsilon (oracle: Laplace inversion), within the default rtol of the concrete call;
+  # vmap is the jitted call cell by cell. The lower bound is the realized directions'.
+  q, steps = 0.05, 300
+
+  def bracket(sigma):
+    res = jaxrdp.dpsgd_epsilon(q, sigma, steps, 1e-5, sampling="fixed", accountant="pld")
+    return res.epsilon, res.epsilon_lower
+
+  with jax.enable_x64(True):
+    up, low = (float(x) for x in jax.jit(bracket)(jnp.float64(2.0)))
+    ups, _ = jax.vmap(bracket)(jnp.array([2.0, 3.0]))
+    bad = float(jax.jit(bracket)(jnp.float64(-1.0))[0])
+  exact = _laplace("epsilon", q, 2.0, steps, 1e-5)
+  assert exact <= up <= exact * (1 + 1e-5)
+  assert up == pytest.approx(_fixed(q, 2.0, steps, 1e-5)[0], rel=2e-5)
+  # (the lower bound, realized directions' on the static grid, is looser: 5.720 against 5.745)
+  assert 0.99 * _fixed(q, 2.0, steps, 1e-5)[1] <= low <= exact
+  assert float(ups[0]) == pytest.approx(up, rel=1e-12)
+  assert float(ups[1]) < up  # more noise
+  assert np.isnan(bad)

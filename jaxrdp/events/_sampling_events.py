@@ -73,7 +73,9 @@ class FixedSizeSampled(Event):
   (``accountant="pld"``, certified ``epsilon`` and ``epsilon_lower``): the step is
   ``C_gamma(G_{2 / sigma})``-DP (Dong, Roth, Su 2019, arXiv:1905.02383, Thm 4.2),
   whose profile is the maximum of the remove and add profiles of the Poisson pair
-  at sigma / 2; that one symmetric pair is composed (``jaxrdp.pld._fixed_size_pairs``).
+  at sigma / 2; that one symmetric pair is composed (``jaxrdp.pld._fixed_size_step`` on
+  the tight engine, under ``jit`` and ``vmap`` too; ``jaxrdp.pld._fixed_size_pairs`` where
+  the generic path composes it with other events).
 
   Attributes:
     gamma: sampling ratio B / n in [0, 1].

@@ -24,7 +24,7 @@ from .._core import numerics as _numerics
 from .._core import precision as _precision
 from .._core.stored_programs import stored_jit
 from .._core.validation import check_range, is_concrete
-from ..events._events import Composed, Gaussian, Laplace, PoissonSampled, SelfComposed
+from ..events._events import Composed, SelfComposed
 from ..rdp._accountant import RdpAccountant
 from . import _derivative, _producers, _single_step
 from ._driver import MIN_GRID_SIZE, TRACED_GRID_SIZE, combine, compose_rows, directions_of_rows
@@ -107,15 +107,11 @@ def _check_options(rtol, grid_size, max_grid_size, memory_limit):
     raise ValueError(f"memory_limit must be a number of bytes >= 2**24, got {memory_limit!r}")
 
 
-_MECHANISMS = {_producers.GAUSSIAN: Gaussian, _producers.LAPLACE: Laplace}
-
-
 def _phases_event(q, sigma, steps, families):
-  """The event of rows of phases (``(B, P)`` arrays of the families ``families``):
-  Poisson-subsampled mechanisms, composed."""
+  """The event of rows of phases (``(B, P)`` arrays of the families ``families``)."""
   return Composed(
     tuple(
-      SelfComposed(PoissonSampled(q[:, j], _MECHANISMS[f](sigma[:, j])), steps[:, j])
+      SelfComposed(_producers.PRODUCERS[f].step_event(q[:, j], sigma[:, j]), steps[:, j])
       for j, f in enumerate(families)
     )
   )

@@ -22,7 +22,7 @@ import numpy as np
 
 from .._core import precision as _precision
 from .._core.validation import is_concrete
-from . import _kernel
+from . import _kernel, _producers
 
 __all__ = [
   "combine",
@@ -221,12 +221,12 @@ def _directions(rows, q, sigma, steps, tgt, plans, mode, n, coarse_first, memory
   Each direction runs on its own grid ``n[direction][row]``; with
   ``coarse_first`` the add direction first runs on a grid ``_COARSE_ADD``
   times coarser, and only rows where that coarse bound is above the remove
-  direction's answer run it again on the fine grid. For ``q = 1`` (a Gaussian
-  mechanism) the two directions have the same privacy-loss distribution, so
-  the add direction is not run.
+  direction's answer run it again on the fine grid. For ``q = 1`` (a Gaussian or a
+  Laplace mechanism), or phases whose producers are symmetric, the two directions
+  have the same privacy-loss distribution, so the add direction is not run.
   """
   size = rows.size
-  symmetric = np.all(np.asarray(q)[rows] >= 1.0, axis=-1)
+  symmetric = np.all(np.asarray(q)[rows] >= 1.0, axis=-1) | _producers.symmetric(families)
   fine = n[1][rows]
   coarse = np.maximum(fine // (_COARSE_ADD if coarse_first else 1), MIN_GRID_SIZE)
   asym = np.nonzero(~symmetric)[0]
@@ -352,7 +352,7 @@ def _double_word_pass(
   bounds is kept. The add direction is redone only where it could be the
   larger one.
   """
-  symmetric = np.all(np.asarray(q) >= 1.0, axis=-1)
+  symmetric = np.all(np.asarray(q) >= 1.0, axis=-1) | _producers.symmetric(families)
   top = 1 << (int(max_grid_size).bit_length() - 1)
   for i in (0, 1):
     up, slope, share = out[0, i], out[3, i], out[4, i]
@@ -449,7 +449,7 @@ def delta_partials_of_rows(q, sigma, steps, eps, options, families):
     return tuple(jnp.where(add.reshape(add.shape + (1,) * (x.ndim - 2)), x[1], x[0]) for x in both)
   size = q.shape[0]
   rows = np.arange(size)
-  asym = np.nonzero(~np.all(np.asarray(q) >= 1.0, axis=-1))[0]
+  asym = np.nonzero(~(np.all(np.asarray(q) >= 1.0, axis=-1) | _producers.symmetric(families)))[0]
   jobs = (
     np.concatenate([rows, asym]),
     np.concatenate([np.zeros(size, bool), np.ones(asym.size, bool)]),

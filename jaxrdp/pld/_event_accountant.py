@@ -3,15 +3,17 @@
 It turns an event into the engine's phases (:class:`Phase`: ``(q, scale, steps)`` of one
 producer, ``_producers``): a Gaussian is a phase with ``q = 1``; a Poisson-subsampled
 Gaussian a phase of its own; a Laplace mechanism, plain or Poisson-subsampled under
-add/remove, a Laplace phase; ``SelfComposed`` multiplies the steps of what it repeats
+add/remove, a Laplace phase; fixed-size batches of a Gaussian under replace-one a
+phase of the envelope pair at ``sigma / 2`` (its lower bound is then the realized
+Poisson directions', see ``_run_phases``); ``SelfComposed`` multiplies the steps of what it repeats
 (composition is commutative, so ``k`` repetitions of a composition are each part ``k``
 times); ``Composed`` concatenates; shuffled epochs (``ShuffledEpochs``: each example in
 one batch per epoch, no amplification) are the Gaussian mechanism at the relation's
 effective noise multiplier composed ``ceil(epochs)`` times, a phase with ``q = 1``.
 These are composed by the engine (``_accountant.answer_phases``), traced or not. An
 event with any other mechanism (randomized response, (eps, delta)-DP, the discrete
-Laplace, mixtures of Gaussians, the truncated subsampled Gaussian, fixed-size batches
-under replace-one, random allocation, a Laplace scale of 0 or inf, ...) is kept as an
+Laplace, mixtures of Gaussians, the truncated subsampled Gaussian, random allocation, a
+Laplace scale or a fixed-size sigma of 0 or inf, ...) is kept as an
 event and the whole composition, its engine phases included, is accounted by the
 generic discrete-PLD path (``_generic``, whose leaf types beyond the built-in ones are
 registered rules, ``register_generic_rule``): concrete inputs only, one composition per
@@ -57,7 +59,7 @@ from ..events._events import (
   validate_event,
 )
 from ..events._lower_bounds import event_delta_lower_bound, event_epsilon_lower_bound
-from ..events._sampling_events import ShuffledEpochs
+from ..events._sampling_events import FixedSizeSampled, ShuffledEpochs
 from ..mechanisms._sampled_without_replacement import effective_noise_multiplier
 from ..rdp._event_curves import effective_sigma_f64, gaussian_terms
 from . import _producers, _rules
@@ -126,7 +128,7 @@ def pld_unsupported(event: Any) -> str | None:
   return _rules.generic_unsupported(event)
 
 
-def _laplace_scale_ok(scale) -> bool:
+def _positive_scale(scale) -> bool:
   """A Laplace scale the engine composes: positive (concrete) or traced (invalid values
   give NaN). A concrete scale of 0 (no noise) or inf (no release) stays with the generic
   path."""
@@ -142,12 +144,19 @@ def engine_unsupported(event: Any) -> str | None:
   Structural: Gaussian and Poisson-subsampled Gaussian mechanisms (a Gaussian, or
   Gaussians composed on the sample) under add/remove, shuffled epochs (under either
   relation: Gaussians at its effective multiplier), Laplace and Poisson-subsampled
-  Laplace mechanisms under add/remove (a positive scale), and their compositions.
+  Laplace mechanisms under add/remove (a positive scale), fixed-size batches of a
+  Gaussian under replace-one (a positive sigma), and their compositions.
   """
   if isinstance(event, (NoOp, Gaussian, ShuffledEpochs)):
     return None
   if isinstance(event, Laplace):
-    return None if _laplace_scale_ok(event.scale) else "Laplace events with scale 0 or inf"
+    return None if _positive_scale(event.scale) else "Laplace events with scale 0 or inf"
+  if isinstance(event, FixedSizeSampled):
+    if event.relation != "replace_one" or not isinstance(event.inner, Gaussian):
+      return "FixedSizeSampled events other than of a Gaussian under replace-one"
+    if not _positive_scale(event.inner.sigma):
+      return "FixedSizeSampled events with sigma 0 or inf"
+    return None
   if isinstance(event, SelfComposed):
     return engine_unsupported(event.event)
   if isinstance(event, Composed):
@@ -207,6 +216,10 @@ def _phases(event, count):
       epochs = jnp.ceil(raise_subnormal(_precision.as_float64(event.epochs)))
       sigma = effective_noise_multiplier(_precision.as_float64(event.inner.sigma), event.relation)
     return [Phase(1.0, sigma, epochs if count is None else jnp.multiply(count, epochs))]
+  if isinstance(event, FixedSizeSampled):
+    with _precision.x64_context():
+      s = effective_noise_multiplier(_precision.as_float64(event.inner.sigma), event.relation)
+    return [Phase(event.gamma, s, steps, _producers.FIXED_SIZE)]
   if isinstance(event.inner, Gaussian):
     return [Phase(event.q, event.inner.sigma, steps)]
   if isinstance(event.inner, Laplace):
@@ -310,9 +323,9 @@ def _generic_answer(state, x, answer, rtol, max_grid_size):
   The engine's phases join the other events as Poisson-subsampled mechanisms; every
   configuration is one concrete composition (``_generic``).
   """
-  mechanisms = {_producers.GAUSSIAN: Gaussian, _producers.LAPLACE: Laplace}
   phase_events = tuple(
-    SelfComposed(PoissonSampled(p.q, mechanisms[p.family](p.scale)), p.steps) for p in state.phases
+    SelfComposed(_producers.PRODUCERS[p.family].step_event(p.q, p.scale), p.steps)
+    for p in state.phases
   )
   event = Composed(phase_events + tuple(state.events))
   leaves, treedef = jax.tree_util.tree_flatten(event)
@@ -342,16 +355,27 @@ def _run_phases(phases, target, mode, options):
   """``(up, low)`` of the engine's ``phases`` at ``target`` (``_accountant.answer_phases``)."""
   triples = [(p.q, p.scale, p.steps) for p in phases]
   families = tuple(p.family for p in phases)
-  return answer_phases(
-    triples,
-    target,
-    mode,
-    options["rtol"],
-    None,
-    options["max_grid_size"],
-    options["memory_limit"],
-    families,
-  )
+
+  def answer(families):
+    return answer_phases(
+      triples,
+      target,
+      mode,
+      options["rtol"],
+      None,
+      options["max_grid_size"],
+      options["memory_limit"],
+      families,
+    )
+
+  up, low = answer(families)
+  if _producers.FIXED_SIZE in families:
+    # The envelope's own lower bound is not one of the run's; each direction of the
+    # Poisson pair at the same (rate, multiplier) is realized by a dataset pair at every
+    # step, so the run's epsilon is at least theirs (``_fixed_size_pairs``).
+    realized = tuple(_producers.GAUSSIAN if f == _producers.FIXED_SIZE else f for f in families)
+    low = jnp.minimum(answer(realized)[1], up)
+  return up, low
 
 
 @dataclasses.dataclass(frozen=True)
@@ -364,8 +388,9 @@ class PldAccountant:
   ``rtol`` within about 1e-5 relative of it; results also carry a certified
   lower bound (``epsilon_lower``, ``delta_lower``).
 
-  Gaussian and Laplace mechanisms, plain or Poisson-subsampled, are composed by the
-  engine of :func:`jaxrdp.pld.pld_epsilon_phases` (traced or not). Events with other
+  Gaussian and Laplace mechanisms, plain or Poisson-subsampled, and fixed-size batches
+  under replace-one are composed by the engine of :func:`jaxrdp.pld.pld_epsilon_phases`
+  (traced or not). Events with other
   mechanisms (see ``unsupported``) are composed by the generic discrete-PLD path: per adjacency direction, each step's privacy-loss
   distribution discretized by connect-the-dots (an upper bound: Doroshenko et
   al. 2022, arXiv:2207.04380) and from below, composed by FFT without

@@ -15,6 +15,15 @@ a :class:`Producer`: three functions of one step, which are all the engine needs
 * ``support(q, scale, z, direction)``: a loss interval holding all but ``2 Phi(-z)``
   of a step's mass (all of it for a bounded loss).
 
+``step_event(q, scale)``, the event of one step (for the Renyi-DP fallbacks and the
+generic path), and whether the pair is ``symmetric`` (its two directions the same pair at every
+``q``: the driver then composes one). Every producer's directions must agree at ``q =
+1``; the driver composes one direction there too.
+
+The third family is fixed-size batches under replace-one (``"fixed_size"``, scale =
+the Gaussian's effective multiplier ``sigma / 2``), whose step is one symmetric pair,
+the envelope of the Poisson pair's two directions (``_fixed_size_step``).
+
 The families of a call's phases are static (a tuple of names, one per phase), so each
 is one compiled program; the values are traced. A new mechanism is a module with
 these three functions and an entry in ``PRODUCERS``.
@@ -28,9 +37,20 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from . import _discretize, _laplace_step
+from ..events._events import Gaussian, Laplace, PoissonSampled
+from ..events._sampling_events import FixedSizeSampled
+from . import _discretize, _fixed_size_step, _laplace_step
 
-__all__ = ["Producer", "PRODUCERS", "GAUSSIAN", "LAPLACE", "gaussian_families", "map_phases"]
+__all__ = [
+  "Producer",
+  "PRODUCERS",
+  "GAUSSIAN",
+  "LAPLACE",
+  "FIXED_SIZE",
+  "gaussian_families",
+  "map_phases",
+  "symmetric",
+]
 
 
 class Producer(NamedTuple):
@@ -40,19 +60,46 @@ class Producer(NamedTuple):
   log_delta_curve: Callable
   log_mgf: Callable
   support: Callable
+  step_event: Callable
+  symmetric: bool = False
 
 
 PRODUCERS = {
   p.name: p
   for p in (
-    Producer("gaussian", _discretize.log_delta_curve, _discretize.log_mgf, _discretize.support),
     Producer(
-      "laplace", _laplace_step.log_delta_curve, _laplace_step.log_mgf, _laplace_step.support
+      "gaussian",
+      _discretize.log_delta_curve,
+      _discretize.log_mgf,
+      _discretize.support,
+      lambda q, scale: PoissonSampled(q, Gaussian(scale)),
+    ),
+    Producer(
+      "laplace",
+      _laplace_step.log_delta_curve,
+      _laplace_step.log_mgf,
+      _laplace_step.support,
+      lambda q, scale: PoissonSampled(q, Laplace(scale)),
+    ),
+    Producer(
+      "fixed_size",
+      _fixed_size_step.log_delta_curve,
+      _fixed_size_step.log_mgf,
+      _fixed_size_step.support,
+      # (the scale is the effective multiplier sigma / 2; doubling it is exact)
+      lambda q, scale: FixedSizeSampled(q, Gaussian(2.0 * scale), "replace_one"),
+      symmetric=True,
     ),
   )
 }
 GAUSSIAN = "gaussian"
 LAPLACE = "laplace"
+FIXED_SIZE = "fixed_size"
+
+
+def symmetric(families) -> bool:
+  """Whether every phase's pair is symmetric: one direction is the answer at every ``q``."""
+  return all(PRODUCERS[f].symmetric for f in families)
 
 
 def gaussian_families(phases: int) -> tuple[str, ...]:

@@ -42,12 +42,13 @@ from . import _laplace_step, _producers
 __all__ = ["refine", "exact", "log_delta_max", "FAMILIES"]
 
 # The families whose one step has a closed form here.
-FAMILIES = (_producers.GAUSSIAN, _producers.LAPLACE)
+FAMILIES = (_producers.GAUSSIAN, _producers.LAPLACE, _producers.FIXED_SIZE)
 
 
 def log_delta_max(eps, q, scale, family):
   """``log delta(eps)`` of one step of ``family``, the larger of the two directions."""
-  if family == _producers.GAUSSIAN:
+  if family in (_producers.GAUSSIAN, _producers.FIXED_SIZE):
+    # (the fixed-size envelope's profile is the Sampled Gaussian's larger direction)
     return _sgm_single_step._log_delta_kernel(eps, q, scale, "max")
   return jnp.maximum(
     _laplace_step.log_delta_curve(eps, q, scale, "remove"),
@@ -58,7 +59,7 @@ def log_delta_max(eps, q, scale, family):
 def _slack(eps, q, scale, family):
   """Shift of ``eps`` covering the curve's rounding beyond its relative margin (see
   the module docstring): 0 for the Gaussian, whose relative error is bounded."""
-  if family == _producers.GAUSSIAN:
+  if family != _producers.LAPLACE:
     return jnp.zeros_like(eps)
   # |t| <= |eps| - log q + 1 where the curve is positive (t < r remove, t > -r add).
   size = 1.0 / scale + jnp.abs(eps) - jnp.log(q) + 1.0
