@@ -27,6 +27,7 @@ EPSILON = [
   (0.01, 1.0, 1000, 1e-5, 14.8),
   (0.01, 0.8, 300, 1e-5, 18.0),
   (0.1, 1.5, 300, 1e-5, 25.9),
+  (0.05, 1.1, 3000, 1e-5, 120.19),
   (256 / 60000, 1.1, 14063, 1e-5, 18.45),
 ]
 # (q, sigma, steps, epsilon): test_many_steps_delta_against_the_laplace_oracle.
