@@ -272,3 +272,6 @@ def test_jit_and_vmap_over_sigma_run_the_engine_and_stay_certified():
   assert float(ups[0]) == pytest.approx(up, rel=1e-12)
   assert float(ups[1]) < up  # more noise
   assert np.isnan(bad)
+  # No derivative yet: refused, not a number that was never checked.
+  with pytest.raises(NotImplementedError, match="fixed-size"):
+    jax.grad(lambda sigma: bracket(sigma)[0])(2.0)
