@@ -13,19 +13,15 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 
 
-def test_bench_accelerator_tiny(tmp_path):
+def _run_benchmark(script, small_flag, tmp_path):
+  """``benchmarks/<script> <small_flag> --json`` in a fresh interpreter, JAX's defaults:
+  its ``(stdout, report)``, after checking that it succeeded."""
   out = tmp_path / "result.json"
   env = dict(os.environ)
   env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
   env.pop("JAX_ENABLE_X64", None)
   proc = subprocess.run(
-    [
-      sys.executable,
-      str(ROOT / "benchmarks" / "bench_accelerator.py"),
-      "--tiny",
-      "--json",
-      str(out),
-    ],
+    [sys.executable, str(ROOT / "benchmarks" / script), small_flag, "--json", str(out)],
     capture_output=True,
     text=True,
     timeout=600,  # a guard against a hang: it compiles many programs, slow on a busy machine
@@ -33,8 +29,13 @@ def test_bench_accelerator_tiny(tmp_path):
     cwd=tmp_path,
   )
   assert proc.returncode == 0, proc.stdout + proc.stderr
+  return proc.stdout, json.loads(out.read_text())
+
+
+def test_bench_accelerator_tiny(tmp_path):
+  stdout, report = _run_benchmark("bench_accelerator.py", "--tiny", tmp_path)
   tables = [[]]
-  for text in proc.stdout.splitlines():
+  for text in stdout.splitlines():
     if text.startswith("|"):
       tables[-1].append(text)
     elif tables[-1]:
@@ -50,7 +51,6 @@ def test_bench_accelerator_tiny(tmp_path):
     ("100", "float32"),
   ]
   assert all(r[-1].strip() == "ok" for r in rows)
-  report = json.loads(out.read_text())
   assert [r["configurations"] for r in report["rows"]] == [10, 10, 100, 100]
   for r in report["rows"]:
     assert r["ok"] and r["configurations_per_s"] > 0 and r["fraction_of_exp_throughput"] > 0
@@ -112,25 +112,7 @@ def test_scaling_chunked_pass_equals_one_call():
 
 @pytest.mark.slow  # a subprocess compiling the engine's Laplace programs
 def test_bench_pld_laplace_small_checks_and_reports(tmp_path):
-  out = tmp_path / "result.json"
-  env = dict(os.environ)
-  env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-  proc = subprocess.run(
-    [
-      sys.executable,
-      str(ROOT / "benchmarks" / "bench_pld_laplace.py"),
-      "--small",
-      "--json",
-      str(out),
-    ],
-    capture_output=True,
-    text=True,
-    timeout=600,
-    env=env,
-    cwd=tmp_path,
-  )
-  assert proc.returncode == 0, proc.stdout + proc.stderr
-  report = json.loads(out.read_text())
+  _, report = _run_benchmark("bench_pld_laplace.py", "--small", tmp_path)
   assert report["cells"] == 2
   # (the script asserts each cell against dp_accounting's bracket before timing)
   assert report["max_relative_difference"] < 1e-5

@@ -237,14 +237,9 @@ def _finish_rows(up2, low2, ok2, one, up1, low1, cap, edges, invalid, mode, shap
   return up, low, ok
 
 
-def _closed_form(families):
-  """Whether a row of ``families`` of one step has its closed form (one phase)."""
-  return len(families) == 1 and families[0] in _single_step.FAMILIES
-
-
 def _one_step_rows(steps, families):
   """Rows answered by the one-step closed form: one phase of one step."""
-  if not _closed_form(families):
+  if not _single_step.closed_form(families):
     return np.zeros(steps.shape[0], bool)
   return steps[:, 0] == 1.0
 
@@ -306,7 +301,7 @@ def answer_phases(
       q, sigma, steps, tgt, edges, invalid, t_in = _prepare(*args, mode=mode)
       shape = jnp.broadcast_shapes(*(jnp.shape(a) for a in args))
       up, low, ok = compose_rows(q, sigma, steps, tgt, mode, options, families)
-      if _closed_form(families):
+      if _single_step.closed_form(families):
         # One step: the exact interval from the closed-form curve.
         up, low = _single_step.refine(
           q[:, 0], sigma[:, 0], steps[:, 0], tgt, up, low, mode, families[0]

@@ -66,7 +66,7 @@ def answer_partials(q, sigma, steps, target, answer, mode, options, families):
     gq, gs, gt = -dq / slope, -ds / slope, 1.0 / slope[:, 0]
   else:
     gq, gs, gt = dq, ds, de
-  closed = len(families) == 1 and families[0] in _single_step.FAMILIES  # one step's closed form
+  closed = _single_step.closed_form(families)
   one = (steps[:, 0] == 1.0) if closed else jnp.zeros(q.shape[0], bool)
   if bool(np.any(np.asarray(one))) if is_concrete(one) else closed:
     log_d, lq, ls, le = _one_step_log_partials(

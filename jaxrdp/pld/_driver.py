@@ -29,6 +29,7 @@ __all__ = [
   "compose_rows",
   "directions_of_rows",
   "delta_partials_of_rows",
+  "one_direction",
   "TRACED_GRID_SIZE",
   "MIN_GRID_SIZE",
 ]
@@ -72,6 +73,13 @@ def _host_map(fn, items, workers):
     return [call(x) for x in items]
   with concurrent.futures.ThreadPoolExecutor(min(workers, len(items))) as pool:
     return list(pool.map(call, items))
+
+
+def one_direction(q, families):
+  """``(size,)`` host bools: rows whose add direction is their remove direction, which
+  is run alone. Every producer's two directions agree at ``q = 1``; a symmetric
+  producer's at every ``q`` (``_producers``)."""
+  return np.all(np.asarray(q) >= 1.0, axis=-1) | _producers.symmetric(families)
 
 
 def _plan_jobs(q, sigma, steps, target, mode, rtol, families):
@@ -226,7 +234,7 @@ def _directions(rows, q, sigma, steps, tgt, plans, mode, n, coarse_first, memory
   have the same privacy-loss distribution, so the add direction is not run.
   """
   size = rows.size
-  symmetric = np.all(np.asarray(q)[rows] >= 1.0, axis=-1) | _producers.symmetric(families)
+  symmetric = one_direction(np.asarray(q)[rows], families)
   fine = n[1][rows]
   coarse = np.maximum(fine // (_COARSE_ADD if coarse_first else 1), MIN_GRID_SIZE)
   asym = np.nonzero(~symmetric)[0]
@@ -352,7 +360,7 @@ def _double_word_pass(
   bounds is kept. The add direction is redone only where it could be the
   larger one.
   """
-  symmetric = np.all(np.asarray(q) >= 1.0, axis=-1) | _producers.symmetric(families)
+  symmetric = one_direction(q, families)
   top = 1 << (int(max_grid_size).bit_length() - 1)
   for i in (0, 1):
     up, slope, share = out[0, i], out[3, i], out[4, i]
@@ -449,7 +457,7 @@ def delta_partials_of_rows(q, sigma, steps, eps, options, families):
     return tuple(jnp.where(add.reshape(add.shape + (1,) * (x.ndim - 2)), x[1], x[0]) for x in both)
   size = q.shape[0]
   rows = np.arange(size)
-  asym = np.nonzero(~(np.all(np.asarray(q) >= 1.0, axis=-1) | _producers.symmetric(families)))[0]
+  asym = np.nonzero(~one_direction(q, families))[0]
   jobs = (
     np.concatenate([rows, asym]),
     np.concatenate([np.zeros(size, bool), np.ones(asym.size, bool)]),

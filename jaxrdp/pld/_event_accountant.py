@@ -84,7 +84,8 @@ class Phase:
 
   Attributes:
     q: sampling rate (1: every step sees the whole dataset).
-    scale: the noise multiplier (Gaussian) or the Laplace scale per unit of sensitivity.
+    scale: the noise multiplier (Gaussian), the Laplace scale per unit of sensitivity, or
+      the fixed-size envelope's effective multiplier ``sigma / 2``.
     steps: number of steps.
     family: the producer's name (static).
   """
@@ -129,9 +130,9 @@ def pld_unsupported(event: Any) -> str | None:
 
 
 def _positive_scale(scale) -> bool:
-  """A Laplace scale the engine composes: positive (concrete) or traced (invalid values
-  give NaN). A concrete scale of 0 (no noise) or inf (no release) stays with the generic
-  path."""
+  """A noise scale the engine composes (a Laplace scale, a fixed-size sigma): positive
+  (concrete) or traced (invalid values give NaN). A concrete scale of 0 (no noise) or inf
+  (no release) stays with the generic path."""
   if not is_concrete(scale):
     return True
   arr = np.asarray(scale, np.float64)

@@ -166,14 +166,13 @@ def _one_step_mgf(q, sigma, families):
   return _producers.map_phases(families, one_phase, q, sigma)  # (P, 2 L + 2 N)
 
 
-def plan(q, sigma, steps, target, mode: str, is_add=False, families=None) -> Plan:
+def plan(q, sigma, steps, target, mode: str, is_add, families) -> Plan:
   """Plans one direction of one configuration of ``P`` phases (``q, sigma, steps``: ``(P,)``).
 
   The add direction's loss is minus the remove direction's, taken under ``Q``:
   its moment-generating function at ``nu`` is the remove direction's at
   ``-1 - nu``, so both directions are planned from :func:`log_mgf`.
   """
-  families = _producers.gaussian_families(q.shape[0]) if families is None else families
   m = _one_step_mgf(q, sigma, families)
   return _plan_direction(q, sigma, steps, target, mode, jnp.asarray(is_add), m, families)
 
@@ -363,7 +362,7 @@ def threshold_estimate(k, alpha):
   return jnp.minimum(t_gdp, t_cher)
 
 
-def plan_tradeoff(q, sigma, steps, alphas, atol, is_add, at_zero=False, families=None):
+def plan_tradeoff(q, sigma, steps, alphas, atol, is_add, families, at_zero=False):
   """Plan of one direction for reading the trade-off curve at FPRs ``alphas`` (``(G,)``).
 
   The window is planned as for delta at the largest estimated threshold
@@ -377,7 +376,6 @@ def plan_tradeoff(q, sigma, steps, alphas, atol, is_add, at_zero=False, families
   KL divergence, ``phi((t - mu^2/2) / mu) / mu``, and at least ``(1 + lam) e^t
   alpha`` (the epsilon-shift model of :func:`required_points`).
   """
-  families = _producers.gaussian_families(q.shape[0]) if families is None else families
   m = _one_step_mgf(q, sigma, families)
   k = _cumulant(m, steps, jnp.asarray(is_add))
   mu = _gdp_mu(k)

@@ -373,7 +373,7 @@ def job_tradeoff(q, sigma, steps, alphas, is_add, *, n, atol, families, pl=None,
   minimizer, the exact Neyman-Pearson threshold, is not known.)
   """
   if pl is None:
-    pl, _ = _grid.plan_tradeoff(q, sigma, steps, alphas, atol, is_add, families=families)
+    pl, _ = _grid.plan_tradeoff(q, sigma, steps, alphas, atol, is_add, families)
   c, d, cells, designed = _curves(
     q, sigma, steps, 0.0, is_add, "delta", n, families, pl, lean=lean, with_level=True
   )
@@ -398,19 +398,18 @@ def job_tradeoff(q, sigma, steps, alphas, is_add, *, n, atol, families, pl=None,
 def _plan_tradeoff(q, sigma, steps, alphas, atol, at_zero, families):
   out = []
   for is_add in (False, True):
-    pl, slope = _grid.plan_tradeoff(q, sigma, steps, alphas, atol, is_add, at_zero, families)
+    pl, slope = _grid.plan_tradeoff(q, sigma, steps, alphas, atol, is_add, families, at_zero)
     out.append((pl, _grid.required_points_tradeoff(pl, steps, slope, atol)))
   return tuple(out)
 
 
 @stored_jit(static_argnames=("at_zero", "families"))
-def batch_plan_tradeoff(q, sigma, steps, alphas, atol, at_zero=False, families=None):
+def batch_plan_tradeoff(q, sigma, steps, alphas, atol, at_zero, families):
   """Plans and grid points needed, ``((remove, need), (add, need))``, per configuration.
 
   ``q, sigma, steps``: ``(B, P)``; ``alphas``: ``(B, G)``; ``at_zero``: plans for
-  delta at 0 (the advantage) instead.
+  delta at 0 (the advantage) instead; ``families``: the phases' producers.
   """
-  families = _producers.gaussian_families(q.shape[1]) if families is None else families
   return jax.vmap(_plan_tradeoff, in_axes=(0, 0, 0, 0, None, None, None))(
     q, sigma, steps, alphas, atol, at_zero, families
   )

@@ -64,25 +64,28 @@ class Producer(NamedTuple):
   symmetric: bool = False
 
 
+GAUSSIAN = "gaussian"
+LAPLACE = "laplace"
+FIXED_SIZE = "fixed_size"
 PRODUCERS = {
   p.name: p
   for p in (
     Producer(
-      "gaussian",
+      GAUSSIAN,
       _discretize.log_delta_curve,
       _discretize.log_mgf,
       _discretize.support,
       lambda q, scale: PoissonSampled(q, Gaussian(scale)),
     ),
     Producer(
-      "laplace",
+      LAPLACE,
       _laplace_step.log_delta_curve,
       _laplace_step.log_mgf,
       _laplace_step.support,
       lambda q, scale: PoissonSampled(q, Laplace(scale)),
     ),
     Producer(
-      "fixed_size",
+      FIXED_SIZE,
       _fixed_size_step.log_delta_curve,
       _fixed_size_step.log_mgf,
       _fixed_size_step.support,
@@ -92,9 +95,6 @@ PRODUCERS = {
     ),
   )
 }
-GAUSSIAN = "gaussian"
-LAPLACE = "laplace"
-FIXED_SIZE = "fixed_size"
 
 
 def symmetric(families) -> bool:
@@ -110,8 +110,7 @@ def gaussian_families(phases: int) -> tuple[str, ...]:
 def map_phases(families, fn, *arrays):
   """``fn(producer, *row)`` for each phase, stacked along a leading phase axis.
 
-  ``arrays`` have a leading axis of one entry per phase (``len(families)``), or are
-  ``None`` (passed through). Where every phase is of one family, ``fn`` is vmapped
+  ``arrays`` have a leading axis of one entry per phase (``len(families)``). Where every phase is of one family, ``fn`` is vmapped
   over the phases (one traced body, as for a single family); otherwise each phase is
   traced with its own producer and the outputs are stacked.
   """

@@ -39,10 +39,15 @@ from .._core.stored_programs import stored_jit
 from ..mechanisms import _sgm_single_step
 from . import _laplace_step, _producers
 
-__all__ = ["refine", "exact", "log_delta_max", "FAMILIES"]
+__all__ = ["refine", "exact", "log_delta_max", "closed_form"]
 
 # The families whose one step has a closed form here.
-FAMILIES = (_producers.GAUSSIAN, _producers.LAPLACE, _producers.FIXED_SIZE)
+_FAMILIES = (_producers.GAUSSIAN, _producers.LAPLACE, _producers.FIXED_SIZE)
+
+
+def closed_form(families) -> bool:
+  """Whether rows of these phases' families have a closed form at one step (one phase)."""
+  return len(families) == 1 and families[0] in _FAMILIES
 
 
 def log_delta_max(eps, q, scale, family):
@@ -79,7 +84,7 @@ def refine(q, sigma, steps, target, up, low, mode, family=_producers.GAUSSIAN):
 
   ``q, sigma, steps, target, up, low``: ``(B,)``; ``mode``: ``"epsilon"`` (the
   target is delta) or ``"delta"`` (the target is epsilon); ``family``: the phase's
-  producer (one of ``FAMILIES``; ``sigma`` is its scale).
+  producer (one with a closed form, :func:`closed_form`; ``sigma`` is its scale).
   """
   one = steps == 1.0
   q_s = jnp.where(one, q, 0.5)

@@ -115,9 +115,10 @@ def _plan(q, sigma, steps, alphas, atol, at_zero):
   block = _driver._PLAN_BLOCK
   rows = -(-size // block) * block
   args = _driver._pad_rows([np.asarray(x) for x in (q, sigma, steps, alphas)], rows)
+  families = _producers.gaussian_families(q.shape[1])
 
   def one(i):
-    out = _kernel.batch_plan_tradeoff(*(a[i : i + block] for a in args), atol, at_zero)
+    out = _kernel.batch_plan_tradeoff(*(a[i : i + block] for a in args), atol, at_zero, families)
     return jax.tree_util.tree_map(np.asarray, out)
 
   parts = _driver._host_map(one, range(0, rows, block), _driver._WORKERS)
@@ -190,7 +191,7 @@ def _concrete(q, sigma, steps, alphas, atol, at_zero, grid_size, max_grid_size, 
   out[:, 1] = out[:, 0]
   if at_zero:  # the total variation is the same in both directions
     return out
-  asym = rows[~np.all(q >= 1.0, axis=-1)]  # q = 1: both directions are the Gaussian's
+  asym = rows[~_driver.one_direction(q, _producers.gaussian_families(q.shape[1]))]
   if asym.size:
     fine = n[1][asym]
     coarse_first = (size >= _driver._COARSE_MIN_ROWS) & (fine >= _COARSE_MIN_SIZE)
